@@ -1,0 +1,415 @@
+/*
+ * tq.h - the public API of tq, a job queue that lives in a SQL table.
+ *
+ * A store is one database (a SQLite file or a PostgreSQL database) that
+ * holds the tq tables. Producers enqueue jobs into named queues; workers
+ * claim jobs, run them and acknowledge how they ended. Every acknowledgement
+ * of a claimed job is fenced: it applies only while the row is still
+ * running under the same worker name and attempt number.
+ *
+ * Conventions used throughout:
+ *  - Every fallible call returns int: 0 on success, a negative TQ_E* code
+ *    on failure. A few calls return a positive informational code (TQ_DUP).
+ *    tq_strerror() gives the static text of a code, tq_errmsg() the detailed
+ *    message of the last failure on a handle.
+ *  - Out-parameters come first and are named out.
+ *  - Anything returned through a pointer-to-pointer is owned by the caller
+ *    and released by its one matching *_free function, which accepts NULL.
+ *  - String and byte arguments are borrowed for the duration of the call;
+ *    the library copies whatever it keeps.
+ *  - A tq handle is not thread-safe: use one handle per thread (or per
+ *    process, which is what the worker pool does).
+ *  - Times are microseconds since the Unix epoch (int64_t), durations are
+ *    microseconds. All lease and schedule arithmetic uses the store's clock.
+ */
+#ifndef TQ_H
+#define TQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TQ_VERSION "0.1.0"
+
+/* Result codes. The one list of codes and their messages. */
+#define TQ_ERRNO_MAP(X)                                                                  \
+    X(EINVAL, -1, "invalid argument")                                                    \
+    X(ENOMEM, -2, "out of memory")                                                       \
+    X(EBUSY, -3, "the store is busy (lock timeout or serialization failure)")            \
+    X(ELOST, -4, "lease lost: the job is no longer held by this worker")                 \
+    X(ENOTFOUND, -5, "not found")                                                        \
+    X(ESTATE, -6, "the job is not in a state that allows this")                          \
+    X(ESCHEMA, -7, "the store has no tq schema or a newer one: run tq init")             \
+    X(EDB, -8, "database error")                                                         \
+    X(ECONN, -9, "cannot connect to the store")                                          \
+    X(ETOOBIG, -10, "payload larger than the store's limit")                             \
+    X(EINUSE, -11, "worker name held by a live worker")                                  \
+    X(ENOTSUP, -12, "not supported by this engine or build")                             \
+    X(ESYS, -13, "system call failed")
+
+enum {
+#define TQ_ERRNO_ENUM(name, code, text) TQ_##name = (code),
+    TQ_ERRNO_MAP(TQ_ERRNO_ENUM)
+#undef TQ_ERRNO_ENUM
+        TQ_OK = 0,
+    /* tq_job_enqueue: the (queue, key) pair already exists; *out holds the
+     * id of the job that was kept. Not an error. */
+    TQ_DUP = 1
+};
+
+/* Static text for a result code; never NULL. */
+const char *tq_strerror(int code);
+
+/* Job states, as stored in the state column. */
+typedef enum tq_state {
+    TQ_READY = 0,
+    TQ_RUNNING,
+    TQ_DONE,
+    TQ_DEAD,
+    TQ_CANCELLED,
+    TQ_STATE_COUNT
+} tq_state;
+
+/* "ready", "running", ...; NULL for an out-of-range value. */
+const char *tq_state_name(tq_state s);
+/* Parses a state name; returns 0 and sets *out, or TQ_EINVAL. */
+int tq_state_parse(tq_state *out, const char *name);
+
+typedef enum tq_order { TQ_FIFO = 0, TQ_LIFO, TQ_UNORDERED } tq_order;
+const char *tq_order_name(tq_order o);
+int tq_order_parse(tq_order *out, const char *name);
+
+/* ---- Store ------------------------------------------------------------- */
+
+typedef struct tq tq;
+
+#define TQ_OPEN_OPTS_VERSION 1
+typedef struct tq_open_opts {
+    int version;
+    /* Create the store if it does not exist (SQLite: the file, mode 0600).
+     * Without it, opening a missing store fails with TQ_ECONN. */
+    int create;
+} tq_open_opts;
+#define TQ_OPEN_OPTS_INIT                                                                \
+    {                                                                                    \
+        TQ_OPEN_OPTS_VERSION, 0                                                          \
+    }
+
+/*
+ * Opens a store. url is "PATH", "sqlite:PATH" (optionally followed by
+ * "?synchronous=normal&busy_timeout=MS"), or "postgres://..." where that
+ * engine is built in. opts may be NULL. On failure *out may still be set to
+ * a handle whose tq_errmsg() explains; free it with tq_close(). Not
+ * thread-safe with respect to the returned handle.
+ */
+int tq_open(tq **out, const char *url, const tq_open_opts *opts);
+void tq_close(tq *db);
+
+/* The message of the last failure on db (never NULL; "" after success).
+ * Borrowed until the next call on db. */
+const char *tq_errmsg(const tq *db);
+/* The engine name of an open handle: "sqlite" or "postgres". */
+const char *tq_engine_name(const tq *db);
+
+/* Creates or upgrades the schema. Idempotent; safe to run concurrently. */
+int tq_init(tq *db);
+/* The schema version this library writes. */
+int tq_schema_version(void);
+
+/* Largest payload accepted by tq_job_enqueue, in bytes. */
+#define TQ_PAYLOAD_MAX_DEFAULT (1024 * 1024)
+
+/* ---- Queues ------------------------------------------------------------ */
+
+/* Names: 1 to 64 of letters, digits, '_', '.', '-'. Returns 0 or TQ_EINVAL. */
+int tq_name_check(const char *name);
+
+typedef struct tq_queue_info {
+    char name[65];
+    tq_order order;
+    int64_t lease_us;        /* default 30 s */
+    int max_attempts;        /* default 3 */
+    int64_t backoff_base_us; /* default 1 s; 0 retries at once */
+    int64_t backoff_cap_us;  /* default 1 h */
+    int keep_done;           /* default 1: keep finished rows */
+    int paused;              /* default 0 */
+} tq_queue_info;
+
+/* Bits of tq_queue_opts.set naming the fields to change. */
+enum {
+    TQ_SET_ORDER = 1 << 0,
+    TQ_SET_LEASE = 1 << 1,
+    TQ_SET_MAX_ATTEMPTS = 1 << 2,
+    TQ_SET_BACKOFF = 1 << 3,
+    TQ_SET_KEEP_DONE = 1 << 4,
+    TQ_SET_PAUSED = 1 << 5
+};
+
+#define TQ_QUEUE_OPTS_VERSION 1
+typedef struct tq_queue_opts {
+    int version;
+    unsigned set; /* TQ_SET_* bits: which fields below apply */
+    tq_order order;
+    int64_t lease_us;
+    int max_attempts;
+    int64_t backoff_base_us;
+    int64_t backoff_cap_us;
+    int keep_done;
+    int paused;
+} tq_queue_opts;
+#define TQ_QUEUE_OPTS_INIT                                                               \
+    {                                                                                    \
+        TQ_QUEUE_OPTS_VERSION, 0, TQ_FIFO, 0, 0, 0, 0, 0, 0                              \
+    }
+
+/* Creates the queue with defaults if missing, then applies opts (may be
+ * NULL). Values are validated before anything is written. */
+int tq_queue_set(tq *db, const char *name, const tq_queue_opts *opts);
+/* TQ_ENOTFOUND if the queue does not exist. */
+int tq_queue_get(tq_queue_info *out, tq *db, const char *name);
+/* All queues by name; *out is freed with tq_free(). */
+int tq_queue_list(tq_queue_info **out, size_t *out_n, tq *db);
+
+/* ---- Jobs -------------------------------------------------------------- */
+
+#define TQ_ENQUEUE_OPTS_VERSION 1
+typedef struct tq_enqueue_opts {
+    int version;
+    const char *key;  /* dedup key or NULL; 1 to 255 bytes */
+    int64_t delay_us; /* run no earlier than now + delay_us (store clock) */
+    int64_t run_at;   /* if non-zero: absolute time, overrides delay_us */
+    int priority;     /* higher runs first; default 0 */
+    int max_attempts; /* 0: the queue's setting */
+} tq_enqueue_opts;
+#define TQ_ENQUEUE_OPTS_INIT                                                             \
+    {                                                                                    \
+        TQ_ENQUEUE_OPTS_VERSION, NULL, 0, 0, 0, 0                                        \
+    }
+
+/*
+ * Enqueues one job; the queue is created with defaults if unknown. On return
+ * of 0 the job is durable and *out holds its id. With a key that the queue
+ * already holds, nothing is written, *out holds the existing job's id and
+ * TQ_DUP is returned. opts may be NULL.
+ */
+int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
+                   size_t len, const tq_enqueue_opts *opts);
+
+typedef struct tq_payload {
+    const void *data;
+    size_t len;
+} tq_payload;
+
+/*
+ * Enqueues n jobs with the same options (no key) in one transaction: all or
+ * none. out, if not NULL, receives n ids in order.
+ */
+int tq_job_enqueue_batch(int64_t *out, tq *db, const char *queue, const tq_payload *items,
+                         size_t n, const tq_enqueue_opts *opts);
+
+/* One job as read from the store. Owned by the caller; see tq_job_free. */
+typedef struct tq_job {
+    int64_t id;
+    char *queue;
+    unsigned char *payload; /* NUL-terminated for convenience; len excludes */
+    size_t payload_len;
+    tq_state state;
+    int priority;
+    int attempts;     /* attempts started, including the current one */
+    int max_attempts; /* effective: the job's own or its queue's */
+    char *key;        /* or NULL */
+    char *worker;     /* last worker to claim it, or NULL */
+    char *last_error; /* or NULL */
+    int64_t created_at, run_at, started_at, finished_at, lease_until; /* 0: unset */
+} tq_job;
+
+/* Frees one job returned by tq_job_get (accepts NULL). */
+void tq_job_free(tq_job *job);
+/* Frees an array of n jobs returned by claim or list (accepts NULL). */
+void tq_job_array_free(tq_job *jobs, size_t n);
+
+/* TQ_ENOTFOUND if there is no such job. */
+int tq_job_get(tq_job **out, tq *db, int64_t id);
+
+/*
+ * Claims up to max ready jobs of queue whose run_at has come, in the queue's
+ * order, for the named worker: each becomes running with attempts + 1 and a
+ * lease of the queue's length. *out_n may be 0 (nothing ready; not an error).
+ * A paused queue yields nothing.
+ */
+int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
+                 const char *worker, size_t max);
+
+/* Fenced acknowledgements: each applies only if the job is still running
+ * under job->worker at attempt job->attempts, else TQ_ELOST. */
+int tq_job_complete(tq *db, const tq_job *job);
+/* Failure: back to ready after the queue's backoff, or dead when attempts
+ * are used up. error (may be NULL) becomes last_error. */
+int tq_job_fail(tq *db, const tq_job *job, const char *error);
+/* Extends the lease by the queue's lease length from now. */
+int tq_job_heartbeat(tq *db, const tq_job *job);
+/* Gives the job back to ready without spending the attempt. */
+int tq_job_release(tq *db, const tq_job *job);
+
+/* Manual management. Each returns TQ_ENOTFOUND for an unknown id and
+ * TQ_ESTATE when the job is in a state the action does not apply to. */
+/* dead or cancelled -> ready, attempts reset to 0. */
+int tq_job_retry(tq *db, int64_t id);
+/* ready or running -> cancelled. */
+int tq_job_cancel(tq *db, int64_t id);
+/* All dead jobs (of queue, or of every queue if NULL) -> ready. */
+int tq_job_retry_dead(int64_t *out_count, tq *db, const char *queue);
+
+#define TQ_LIST_OPTS_VERSION 1
+typedef struct tq_list_opts {
+    int version;
+    const char *queue; /* NULL: all */
+    int state;         /* a tq_state, or -1 for all */
+    size_t limit;      /* 0: 100 */
+} tq_list_opts;
+#define TQ_LIST_OPTS_INIT                                                                \
+    {                                                                                    \
+        TQ_LIST_OPTS_VERSION, NULL, -1, 0                                                \
+    }
+
+/* Newest first. Payloads are included. */
+int tq_job_list(tq_job **out, size_t *out_n, tq *db, const tq_list_opts *opts);
+
+/* Deletes finished jobs (states in state_mask, bit (1 << tq_state)) that
+ * finished before now - older_than_us. */
+int tq_job_prune(int64_t *out_count, tq *db, int64_t older_than_us, unsigned state_mask);
+
+/* Puts back running jobs whose lease expired: to ready, or to dead when
+ * their attempts are used up. */
+int tq_rescue_expired(int64_t *out_count, tq *db);
+
+/* ---- Stats ------------------------------------------------------------- */
+
+typedef struct tq_stats {
+    int64_t count[TQ_STATE_COUNT]; /* jobs by state */
+    int64_t oldest_ready_age_us;   /* age of the oldest due ready job, or 0 */
+    int64_t done_last_minute;
+    size_t recent;                  /* done jobs the durations below were taken from */
+    int64_t p50_us, p95_us, max_us; /* started_at to finished_at */
+    size_t nlongest;
+    struct {
+        int64_t id;
+        char worker[128];
+        int64_t running_us;
+    } longest[5]; /* running jobs, longest first */
+} tq_stats;
+
+/* Stats for one queue, or all queues when queue is NULL. */
+int tq_stats_get(tq_stats *out, tq *db, const char *queue);
+
+/*
+ * Durations (finished_at - started_at) of up to limit most recently finished
+ * done jobs of queue (NULL: all), in no particular order. *out is freed with
+ * tq_free().
+ */
+int tq_job_durations(int64_t **out, size_t *out_n, tq *db, const char *queue,
+                     size_t limit);
+
+/* The value at fraction q (0..1) of n values; sorts v in place. 0 if n = 0. */
+int64_t tq_percentile(int64_t *v, size_t n, double q);
+
+/* ---- Workers ----------------------------------------------------------- */
+
+typedef struct tq_worker_info {
+    char name[128];
+    char host[128];
+    int64_t pid;
+    int64_t started_at, heartbeat_at, stopped_at; /* stopped_at 0: not stopped */
+    int64_t lease_us; /* heartbeat older than this: the worker is gone */
+    int alive;        /* heartbeat fresher than lease_us and not stopped */
+} tq_worker_info;
+
+int tq_worker_list(tq_worker_info **out, size_t *out_n, tq *db);
+
+typedef struct tq_worker tq_worker;
+
+/*
+ * A C handler: runs one job, returns 0 for done or non-zero for failure, in
+ * which case it may write a message into err (errlen bytes, NUL-terminated).
+ * Called from the pool's own threads, at most opts.concurrency at once.
+ */
+typedef int (*tq_handler_fn)(void *ud, const tq_job *job, char *err, size_t errlen);
+
+/* Log levels passed to tq_worker_opts.log. */
+enum { TQ_LOG_ERROR = 0, TQ_LOG_WARN, TQ_LOG_INFO, TQ_LOG_DEBUG };
+
+#define TQ_WORKER_OPTS_VERSION 1
+typedef struct tq_worker_opts {
+    int version;
+    const char *const *queues; /* names; NULL or nqueues 0: {"default"} */
+    size_t nqueues;
+    const char *name;    /* NULL: "host:pid" */
+    int concurrency;     /* jobs at once; 0: 1 */
+    int drain;           /* return once nothing in the queues is ready or running */
+    int64_t timeout_us;  /* per job (commands only); 0: none */
+    int64_t grace_us;    /* on stop, and from SIGTERM to SIGKILL; 0: 10 s */
+    int64_t poll_max_us; /* longest idle sleep between polls; 0: 500 ms */
+    /* Exactly one of handler and argv. argv is a NULL-terminated command run
+     * without a shell, payload on stdin, TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT in
+     * its environment, in its own process group. */
+    tq_handler_fn handler;
+    void *handler_ud;
+    const char *const *argv;
+    /* Optional log sink; the library never prints. */
+    void (*log)(void *ud, int level, const char *msg);
+    void *log_ud;
+} tq_worker_opts;
+#define TQ_WORKER_OPTS_INIT                                                              \
+    {                                                                                    \
+        TQ_WORKER_OPTS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL,    \
+            NULL                                                                         \
+    }
+
+/* Counters of one run, readable after tq_worker_run returns. */
+typedef struct tq_worker_counters {
+    int64_t claimed, done, failed, lost, released, busy_retries;
+} tq_worker_counters;
+
+/*
+ * Creates a worker pool on db, which it uses exclusively until
+ * tq_worker_free. Registers the name in the store: TQ_EINUSE if a live worker
+ * holds it. Jobs still running under this name (a previous crash) are put
+ * back at once.
+ */
+int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *opts);
+/* Runs until stopped (or drained, with opts.drain). Returns 0 on a clean
+ * stop. */
+int tq_worker_run(tq_worker *w);
+/* Asks a running pool to stop: claim nothing more, let running jobs finish
+ * within the grace period, then kill them and release their jobs.
+ * Async-signal-safe and thread-safe. */
+void tq_worker_stop(tq_worker *w);
+void tq_worker_counters_get(tq_worker_counters *out, const tq_worker *w);
+/* The worker's registered name; borrowed until tq_worker_free. */
+const char *tq_worker_name(const tq_worker *w);
+/* Marks the worker stopped in the store and frees it (accepts NULL). */
+void tq_worker_free(tq_worker *w);
+
+/* ---- Utilities used by the tool, exported for any caller ---------------- */
+
+/* Parses "250ms", "30s", "5m", "2h", "7d", compounds like "1h30m", or a
+ * plain number of seconds. Returns 0 or TQ_EINVAL. */
+int tq_duration_parse(int64_t *out_us, const char *text);
+/* Formats a duration compactly ("1.5s", "250ms"); returns buf. */
+char *tq_duration_format(char *buf, size_t len, int64_t us);
+/* Parses "YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM]" (no zone: local time) or
+ * "@SECONDS". Returns 0 or TQ_EINVAL. */
+int tq_time_parse(int64_t *out_us, const char *text);
+/* Formats as "YYYY-MM-DDTHH:MM:SS.mmmZ"; returns buf. */
+char *tq_time_format(char *buf, size_t len, int64_t us);
+
+/* Frees memory returned by tq (arrays of queue info, durations, ...). */
+void tq_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TQ_H */

@@ -1,0 +1,118 @@
+/*
+ * engine.h - the interface every storage engine implements.
+ *
+ * Shared code (queue.c, worker.c) calls an engine only through this table
+ * and asks caps, never an engine's name. Each engine is one file
+ * (sqlite.c, postgres.c) holding its SQL and ending in one
+ * `const struct tq__engine` definition. Engines own "now": SQLite uses the
+ * machine's clock, PostgreSQL the server's now(), so callers pass durations
+ * (lease, delay, backoff), never absolute times, except where a user gave
+ * one (tq_enqueue_opts.run_at).
+ *
+ * Every function sets tq_errmsg(db) through tq__seterr on failure.
+ */
+#ifndef TQ_ENGINE_H
+#define TQ_ENGINE_H
+
+#include "../tq_int.h"
+#include "../url.h"
+
+/* What a worker reports about one claimed job. */
+typedef enum tq__ack_kind {
+    TQ__ACK_DONE = 0, /* finished: done (or deleted if the queue drops done rows) */
+    TQ__ACK_FAIL,     /* failed: ready after delay_us, or dead when out of attempts */
+    TQ__ACK_RELEASE,  /* given back unrun: ready, attempt not spent */
+    TQ__ACK_BEAT      /* still running: lease_until = now + delay_us */
+} tq__ack_kind;
+
+/*
+ * One fenced change to a claimed job. The FENCING RULE: every statement that
+ * changes a claimed job must carry `state = 'running' AND worker = ? AND
+ * attempts = ?` in its WHERE clause, with the worker name and attempt the
+ * claim returned. A row that no longer matches belongs to someone else (or
+ * was cancelled); the change is skipped and result is TQ_ELOST. An editor
+ * adding a new kind of acknowledgement must keep that predicate.
+ */
+typedef struct tq__ack {
+    int64_t id;
+    int attempt;
+    tq__ack_kind kind;
+    int64_t delay_us;  /* FAIL: backoff; BEAT: lease length */
+    const char *error; /* FAIL: last_error, may be NULL */
+    int delete_done;   /* DONE: delete the row instead of keeping it */
+    int result;        /* out: 0 applied, TQ_ELOST fenced out */
+} tq__ack;
+
+/* The claim half of an exchange. */
+typedef struct tq__claim {
+    const char *queue;
+    tq_order order;
+    int64_t lease_us;
+    int max_attempts; /* the queue's, to report the effective value */
+    size_t max;
+} tq__claim;
+
+enum {
+    TQ__CAP_NOTIFY = 1 << 0, /* wake_wait can sleep until an enqueue */
+};
+
+struct tq__engine {
+    const char *name;
+    unsigned caps;
+
+    int (*open)(tq *db, const tq__url *url, int create);
+    void (*close)(tq *db);
+    /* Create or upgrade the schema; ESCHEMA if the store is newer. */
+    int (*init)(tq *db);
+
+    int (*queue_set)(tq *db, const char *name, const tq_queue_opts *o);
+    int (*queue_get)(tq *db, const char *name, tq_queue_info *out);
+    int (*queue_list)(tq *db, tq_queue_info **out, size_t *out_n);
+
+    /* n jobs, one transaction. key applies only when n == 1; with a
+     * duplicate key *dup is set and ids[0] is the existing id. */
+    int (*enqueue)(tq *db, const char *queue, const tq_payload *items, size_t n,
+                   const tq_enqueue_opts *o, int64_t *ids, int *dup);
+
+    /*
+     * The hot path: in one transaction, apply the fenced acks (may be none)
+     * and then claim up to claim->max jobs (claim may be NULL). Claimed jobs
+     * are returned in the queue's order.
+     */
+    int (*exchange)(tq *db, const char *worker, tq__ack *acks, size_t nacks,
+                    const tq__claim *claim, tq_job **out, size_t *out_n);
+
+    /* Running jobs back to ready, or dead when out of attempts: those held
+     * by worker (any lease) if worker is not NULL, else those whose lease
+     * expired. */
+    int (*rescue)(tq *db, const char *worker, int64_t *count);
+    /* Whether any job of queue is ready (due or not) or running. */
+    int (*pending)(tq *db, const char *queue, int *out);
+
+    int (*job_get)(tq *db, int64_t id, tq_job **out);
+    int (*job_list)(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n);
+    /* id > 0: that job (dead or cancelled); id == 0: every dead job of
+     * queue (NULL: all queues). */
+    int (*job_retry)(tq *db, int64_t id, const char *queue, int64_t *count);
+    int (*job_cancel)(tq *db, int64_t id);
+    int (*prune)(tq *db, int64_t older_than_us, unsigned state_mask, int64_t *count);
+
+    /* Everything of tq_stats but the duration percentiles. */
+    int (*stats)(tq *db, const char *queue, tq_stats *out);
+    int (*durations)(tq *db, const char *queue, size_t limit, int64_t **out,
+                     size_t *out_n);
+
+    /* Register name (EINUSE if its heartbeat is fresher than its lease and
+     * it has not stopped), refresh its heartbeat, mark it stopped. */
+    int (*worker_register)(tq *db, const tq_worker_info *w);
+    int (*worker_beat)(tq *db, const char *name);
+    int (*worker_stop)(tq *db, const char *name);
+    int (*worker_list)(tq *db, tq_worker_info **out, size_t *out_n);
+};
+
+extern const struct tq__engine tq__engine_sqlite;
+#ifdef TQ_WITH_POSTGRES
+extern const struct tq__engine tq__engine_postgres;
+#endif
+
+#endif /* TQ_ENGINE_H */

@@ -1,0 +1,1274 @@
+/*
+ * sqlite.c - the SQLite engine: one file, many worker processes on one
+ * machine. Called only through tq__engine_sqlite (engine.h).
+ *
+ * Writers serialise on SQLite's single write lock, so every write is a
+ * short BEGIN IMMEDIATE transaction (taking the lock up front, so a
+ * transaction never has to upgrade a read snapshot and fail with
+ * SQLITE_BUSY_SNAPSHOT), and throughput comes from doing more per
+ * transaction: batched enqueue, acknowledgements and the next claim share
+ * one transaction (exchange). WAL lets readers run beside the writer.
+ * Lock waits go through our own busy handler, which sleeps with a capped
+ * backoff (never spins) and counts the waits for tq bench.
+ *
+ * Times are INTEGER microseconds since the epoch from this machine's clock;
+ * there is only one machine, so there is no skew to guard against.
+ */
+#define _DEFAULT_SOURCE
+#include "engine.h"
+
+#include <sqlite3.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * SCHEMA VERSION. The store records the version it was built to in
+ * tq_meta('schema_version'). To change the schema:
+ *   1. append a new entry to `migrations` (never edit a shipped one);
+ *   2. bump TQ__SCHEMA_VERSION (tq_int.h) to the new count, and give every
+ *      other engine the same migration;
+ *   3. keep every statement below working on the new schema;
+ *   4. add a test that upgrades a store made by the previous version.
+ * Migrations run in one BEGIN IMMEDIATE transaction, so concurrent tq init
+ * runs serialise and the second one finds nothing to do.
+ */
+#define SCHEMA_VERSION TQ__SCHEMA_VERSION
+
+/* The current time in microseconds, for DEFAULTs used by plain INSERTs. */
+#define NOW_US_SQL "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
+#define NAME_CHECK(col)                                                                  \
+    "CHECK (length(" col ") BETWEEN 1 AND 64 AND " col " NOT GLOB '*[^A-Za-z0-9_.-]*')"
+
+static const char *const migrations[SCHEMA_VERSION] = {
+    /* 1: the first schema. */
+    "CREATE TABLE tq_meta ("
+    "  key TEXT PRIMARY KEY,"
+    "  value TEXT NOT NULL"
+    ");"
+    "CREATE TABLE tq_queues ("
+    "  name TEXT PRIMARY KEY " NAME_CHECK(
+        "name") ","
+                "  ord TEXT NOT NULL DEFAULT 'fifo' CHECK (ord IN "
+                "('fifo','lifo','unordered')),"
+                "  lease_us INTEGER NOT NULL DEFAULT 30000000,"
+                "  max_attempts INTEGER NOT NULL DEFAULT 3,"
+                "  backoff_base_us INTEGER NOT NULL DEFAULT 1000000,"
+                "  backoff_cap_us INTEGER NOT NULL DEFAULT 3600000000,"
+                "  keep_done INTEGER NOT NULL DEFAULT 1,"
+                "  paused INTEGER NOT NULL DEFAULT 0,"
+                "  created_at INTEGER NOT NULL DEFAULT (" NOW_US_SQL ")"
+                ");"
+                /* AUTOINCREMENT: an id is never reused, even after the newest job was
+                 * pruned, so an id names one job forever. */
+                "CREATE TABLE tq_jobs ("
+                "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+                "  queue TEXT NOT NULL DEFAULT 'default' " NAME_CHECK(
+                    "queue") ","
+                             "  state TEXT NOT NULL DEFAULT 'ready'"
+                             "    CHECK (state IN "
+                             "('ready','running','done','dead','cancelled')),"
+                             "  priority INTEGER NOT NULL DEFAULT 0,"
+                             "  run_at INTEGER NOT NULL DEFAULT (" NOW_US_SQL "),"
+                             "  payload BLOB NOT NULL DEFAULT x'',"
+                             "  dedup_key TEXT,"
+                             "  attempts INTEGER NOT NULL DEFAULT 0,"
+                             "  max_attempts INTEGER,"
+                             "  worker TEXT,"
+                             "  created_at INTEGER NOT NULL DEFAULT (" NOW_US_SQL "),"
+                             "  started_at INTEGER,"
+                             "  finished_at INTEGER,"
+                             "  lease_until INTEGER,"
+                             "  last_error TEXT"
+                             ");"
+                             /* The claim of each order is a seek in one of these, over
+                              * ready rows only: finished rows never enter them, however
+                              * many are kept. */
+                             "CREATE INDEX tq_jobs_ready_fifo ON tq_jobs (queue, "
+                             "priority DESC, run_at, id)"
+                             "  WHERE state = 'ready';"
+                             "CREATE INDEX tq_jobs_ready_lifo ON tq_jobs (queue, "
+                             "priority DESC, id DESC, run_at)"
+                             "  WHERE state = 'ready';"
+                             "CREATE INDEX tq_jobs_running ON tq_jobs (lease_until) "
+                             "WHERE state = 'running';"
+                             "CREATE INDEX tq_jobs_finished ON tq_jobs (state, "
+                             "finished_at)"
+                             "  WHERE finished_at IS NOT NULL;"
+                             "CREATE UNIQUE INDEX tq_jobs_dedup ON tq_jobs (queue, "
+                             "dedup_key)"
+                             "  WHERE dedup_key IS NOT NULL;"
+                             /* A plain INSERT from any producer creates its queue with
+                                defaults. */
+                             "CREATE TRIGGER tq_jobs_new_queue AFTER INSERT ON tq_jobs "
+                             "BEGIN"
+                             "  INSERT OR IGNORE INTO tq_queues (name) VALUES "
+                             "(NEW.queue);"
+                             "END;"
+                             "CREATE TABLE tq_workers ("
+                             "  name TEXT PRIMARY KEY,"
+                             "  host TEXT NOT NULL,"
+                             "  pid INTEGER NOT NULL,"
+                             "  started_at INTEGER NOT NULL,"
+                             "  heartbeat_at INTEGER NOT NULL,"
+                             "  stopped_at INTEGER,"
+                             "  lease_us INTEGER NOT NULL"
+                             ");",
+};
+
+/* A job is out of attempts when it has started as many as it may. */
+#define OUT_OF_ATTEMPTS                                                                  \
+    "attempts >= COALESCE(max_attempts, (SELECT q.max_attempts FROM "                    \
+    "tq_queues q WHERE q.name = tq_jobs.queue), 3)"
+
+/* The fence every change to a claimed job carries (engine.h). */
+#define FENCE " WHERE id = ?1 AND state = 'running' AND worker = ?2 AND attempts = ?3"
+
+#define JOB_COLS_WITH(maxexpr)                                                           \
+    "id, queue, payload, state, priority, attempts, " maxexpr                            \
+    ", dedup_key, worker, last_error, created_at, run_at, started_at, "                  \
+    "finished_at, lease_until"
+#define JOB_COLS                                                                         \
+    JOB_COLS_WITH("COALESCE(max_attempts, (SELECT q.max_attempts FROM "                  \
+                  "tq_queues q WHERE q.name = tq_jobs.queue), 3)")
+
+#define CLAIM(order_by)                                                                  \
+    "UPDATE tq_jobs SET state = 'running', attempts = attempts + 1,"                     \
+    " worker = ?4, started_at = ?2, lease_until = ?5, finished_at = NULL"                \
+    " WHERE id IN (SELECT id FROM tq_jobs WHERE queue = ?1 AND state = "                 \
+    "'ready' AND run_at <= ?2" order_by " LIMIT ?3)"                                     \
+    " RETURNING " JOB_COLS_WITH("COALESCE(max_attempts, ?6)")
+
+/* One prepared statement per entry; SQL lives here, one place each. */
+enum stmt_id {
+    S_BEGIN,
+    S_COMMIT,
+    S_ROLLBACK,
+    S_CLAIM_FIFO,
+    S_CLAIM_LIFO,
+    S_CLAIM_ANY,
+    S_DONE,
+    S_DONE_DELETE,
+    S_FAIL,
+    S_RELEASE,
+    S_BEAT,
+    S_RESCUE_EXPIRED,
+    S_RESCUE_WORKER,
+    S_ENQUEUE,
+    S_ENQUEUE_KEY,
+    S_FIND_KEY,
+    S_QUEUE_ENSURE,
+    S_QUEUE_UPDATE,
+    S_QUEUE_GET,
+    S_QUEUE_LIST,
+    S_PENDING,
+    S_JOB_GET,
+    S_JOB_LIST,
+    S_JOB_STATE,
+    S_RETRY_ONE,
+    S_RETRY_DEAD,
+    S_CANCEL,
+    S_PRUNE,
+    S_COUNTS,
+    S_OLDEST_READY,
+    S_DONE_SINCE,
+    S_LONGEST,
+    S_DURATIONS,
+    S_WORKER_GET,
+    S_WORKER_PUT,
+    S_WORKER_BEAT,
+    S_WORKER_STOP,
+    S_WORKER_LIST,
+    S_SCHEMA_VERSION,
+    S_COUNT
+};
+
+static const char *const sql[S_COUNT] = {
+    [S_BEGIN] = "BEGIN IMMEDIATE",
+    [S_COMMIT] = "COMMIT",
+    [S_ROLLBACK] = "ROLLBACK",
+    [S_CLAIM_FIFO] = CLAIM(" ORDER BY priority DESC, run_at, id"),
+    [S_CLAIM_LIFO] = CLAIM(" ORDER BY priority DESC, id DESC"),
+    [S_CLAIM_ANY] = CLAIM(""),
+    [S_DONE] = "UPDATE tq_jobs SET state = 'done', finished_at = ?4,"
+               " lease_until = NULL" FENCE,
+    [S_DONE_DELETE] = "DELETE FROM tq_jobs" FENCE,
+    [S_FAIL] = "UPDATE tq_jobs SET"
+               " state = CASE WHEN " OUT_OF_ATTEMPTS " THEN 'dead' ELSE 'ready' END,"
+               " finished_at = CASE WHEN " OUT_OF_ATTEMPTS " THEN ?4 END,"
+               " run_at = CASE WHEN " OUT_OF_ATTEMPTS " THEN run_at ELSE ?4 + ?5 END,"
+               " last_error = ?6, lease_until = NULL" FENCE,
+    [S_RELEASE] = "UPDATE tq_jobs SET state = 'ready', attempts = attempts - 1,"
+                  " lease_until = NULL" FENCE,
+    [S_BEAT] = "UPDATE tq_jobs SET lease_until = ?4 + ?5" FENCE,
+    [S_RESCUE_EXPIRED] =
+        "UPDATE tq_jobs SET"
+        " state = CASE WHEN " OUT_OF_ATTEMPTS " THEN 'dead' ELSE 'ready' END,"
+        " finished_at = CASE WHEN " OUT_OF_ATTEMPTS " THEN ?1 END,"
+        " last_error = 'lease expired under worker ' || coalesce(worker, '?'),"
+        " lease_until = NULL"
+        " WHERE state = 'running' AND lease_until < ?1",
+    [S_RESCUE_WORKER] =
+        "UPDATE tq_jobs SET"
+        " state = CASE WHEN " OUT_OF_ATTEMPTS " THEN 'dead' ELSE 'ready' END,"
+        " finished_at = CASE WHEN " OUT_OF_ATTEMPTS " THEN ?1 END,"
+        " last_error = 'worker ' || worker || ' restarted while running it',"
+        " lease_until = NULL"
+        " WHERE state = 'running' AND worker = ?2",
+    [S_ENQUEUE] = "INSERT INTO tq_jobs (queue, payload, priority, run_at,"
+                  " max_attempts, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [S_ENQUEUE_KEY] =
+        "INSERT INTO tq_jobs (queue, payload, priority, run_at, max_attempts,"
+        " created_at, dedup_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+        " ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING",
+    [S_FIND_KEY] = "SELECT id FROM tq_jobs WHERE queue = ?1 AND dedup_key = ?2",
+    [S_QUEUE_ENSURE] = "INSERT OR IGNORE INTO tq_queues (name) VALUES (?1)",
+    [S_QUEUE_UPDATE] =
+        "UPDATE tq_queues SET ord = coalesce(?2, ord),"
+        " lease_us = coalesce(?3, lease_us),"
+        " max_attempts = coalesce(?4, max_attempts),"
+        " backoff_base_us = coalesce(?5, backoff_base_us),"
+        " backoff_cap_us = coalesce(?6, backoff_cap_us),"
+        " keep_done = coalesce(?7, keep_done), paused = coalesce(?8, paused)"
+        " WHERE name = ?1",
+    [S_QUEUE_GET] = "SELECT name, ord, lease_us, max_attempts, backoff_base_us,"
+                    " backoff_cap_us, keep_done, paused FROM tq_queues"
+                    " WHERE name = ?1",
+    [S_QUEUE_LIST] = "SELECT name, ord, lease_us, max_attempts, backoff_base_us,"
+                     " backoff_cap_us, keep_done, paused FROM tq_queues"
+                     " ORDER BY name",
+    [S_PENDING] = "SELECT EXISTS (SELECT 1 FROM tq_jobs WHERE queue = ?1 AND"
+                  " state = 'ready') OR EXISTS (SELECT 1 FROM tq_jobs WHERE"
+                  " queue = ?1 AND state = 'running')",
+    [S_JOB_GET] = "SELECT " JOB_COLS " FROM tq_jobs WHERE id = ?1",
+    [S_JOB_LIST] = "SELECT " JOB_COLS " FROM tq_jobs"
+                   " WHERE (?1 IS NULL OR queue = ?1) AND (?2 IS NULL OR state = ?2)"
+                   " ORDER BY id DESC LIMIT ?3",
+    [S_JOB_STATE] = "SELECT state FROM tq_jobs WHERE id = ?1",
+    [S_RETRY_ONE] = "UPDATE tq_jobs SET state = 'ready', attempts = 0, run_at = ?2,"
+                    " finished_at = NULL, lease_until = NULL"
+                    " WHERE id = ?1 AND state IN ('dead', 'cancelled')",
+    [S_RETRY_DEAD] = "UPDATE tq_jobs SET state = 'ready', attempts = 0, run_at = ?2,"
+                     " finished_at = NULL, lease_until = NULL"
+                     " WHERE state = 'dead' AND finished_at IS NOT NULL"
+                     " AND (?1 IS NULL OR queue = ?1)",
+    [S_CANCEL] = "UPDATE tq_jobs SET state = 'cancelled', finished_at = ?2,"
+                 " lease_until = NULL WHERE id = ?1 AND state IN ('ready', 'running')",
+    [S_PRUNE] = "DELETE FROM tq_jobs WHERE state = ?1 AND finished_at IS NOT NULL"
+                " AND finished_at < ?2",
+    [S_COUNTS] = "SELECT state, count(*) FROM tq_jobs WHERE (?1 IS NULL OR queue = ?1)"
+                 " GROUP BY state",
+    [S_OLDEST_READY] = "SELECT min(run_at) FROM tq_jobs WHERE state = 'ready'"
+                       " AND run_at <= ?2 AND (?1 IS NULL OR queue = ?1)",
+    [S_DONE_SINCE] = "SELECT count(*) FROM tq_jobs WHERE state = 'done'"
+                     " AND finished_at IS NOT NULL AND finished_at >= ?2"
+                     " AND (?1 IS NULL OR queue = ?1)",
+    [S_LONGEST] = "SELECT id, coalesce(worker, ''), started_at FROM tq_jobs"
+                  " WHERE state = 'running' AND (?1 IS NULL OR queue = ?1)"
+                  " ORDER BY started_at LIMIT 5",
+    [S_DURATIONS] = "SELECT finished_at - started_at FROM tq_jobs"
+                    " WHERE state = 'done' AND finished_at IS NOT NULL"
+                    " AND started_at IS NOT NULL AND (?1 IS NULL OR queue = ?1)"
+                    " ORDER BY finished_at DESC LIMIT ?2",
+    [S_WORKER_GET] = "SELECT heartbeat_at, lease_us, stopped_at, host, pid"
+                     " FROM tq_workers WHERE name = ?1",
+    [S_WORKER_PUT] = "INSERT INTO tq_workers (name, host, pid, started_at, heartbeat_at,"
+                     " stopped_at, lease_us) VALUES (?1, ?2, ?3, ?4, ?4, NULL, ?5)"
+                     " ON CONFLICT (name) DO UPDATE SET host = excluded.host,"
+                     " pid = excluded.pid, started_at = excluded.started_at,"
+                     " heartbeat_at = excluded.heartbeat_at, stopped_at = NULL,"
+                     " lease_us = excluded.lease_us",
+    [S_WORKER_BEAT] = "UPDATE tq_workers SET heartbeat_at = ?2 WHERE name = ?1",
+    [S_WORKER_STOP] = "UPDATE tq_workers SET stopped_at = ?2, heartbeat_at = ?2"
+                      " WHERE name = ?1",
+    [S_WORKER_LIST] = "SELECT name, host, pid, started_at, heartbeat_at,"
+                      " coalesce(stopped_at, 0), lease_us FROM tq_workers"
+                      " ORDER BY name",
+    [S_SCHEMA_VERSION] = "SELECT value FROM tq_meta WHERE key = 'schema_version'",
+};
+
+typedef struct conn {
+    sqlite3 *h;
+    tq *db;
+    int busy_timeout_ms;
+    int64_t busy_started; /* monotonic, when the current wait began */
+    sqlite3_stmt *stmt[S_COUNT];
+} conn;
+
+#define C(db) ((conn *)(db)->conn)
+
+/* ---- errors and statements --------------------------------------------- */
+
+static int fail_rc(tq *db, int src, const char *what)
+{
+    conn *c = C(db);
+    const char *msg = c && c->h ? sqlite3_errmsg(c->h) : sqlite3_errstr(src);
+    int prim = src & 0xff;
+    if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED)
+        return tq__seterr(db, TQ_EBUSY, "%s: the store stayed locked for %d ms (%s)",
+                          what, c ? c->busy_timeout_ms : 0, msg);
+    if (prim == SQLITE_NOMEM)
+        return tq__seterr(db, TQ_ENOMEM, "%s: out of memory", what);
+    if (prim == SQLITE_TOOBIG)
+        return tq__seterr(db, TQ_ETOOBIG, "%s: %s", what, msg);
+    if (strstr(msg, "no such table") || strstr(msg, "no such column"))
+        return tq__seterr(db, TQ_ESCHEMA,
+                          "%s: the store has no tq schema (%s): run tq init", what, msg);
+    if (prim == SQLITE_CONSTRAINT)
+        return tq__seterr(db, TQ_EINVAL, "%s: rejected by the store (%s)", what, msg);
+    return tq__seterr(db, TQ_EDB, "%s: %s", what, msg);
+}
+
+/* The prepared statement for id, reset and with no bindings. */
+static sqlite3_stmt *stmt(tq *db, enum stmt_id id, int *rc)
+{
+    conn *c = C(db);
+    if (!c->stmt[id]) {
+        int src = sqlite3_prepare_v3(c->h, sql[id], -1, SQLITE_PREPARE_PERSISTENT,
+                                     &c->stmt[id], NULL);
+        if (src != SQLITE_OK) {
+            *rc = fail_rc(db, src, "preparing a statement");
+            return NULL;
+        }
+    }
+    *rc = 0;
+    return c->stmt[id];
+}
+
+static void done_with(sqlite3_stmt *s)
+{
+    if (s) {
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+    }
+}
+
+/* Runs a statement that returns no rows. */
+static int run(tq *db, sqlite3_stmt *s, const char *what)
+{
+    int src = sqlite3_step(s);
+    int rc = src == SQLITE_DONE || src == SQLITE_ROW ? 0 : fail_rc(db, src, what);
+    done_with(s);
+    return rc;
+}
+
+static int exec_id(tq *db, enum stmt_id id, const char *what)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, id, &rc);
+    return s ? run(db, s, what) : rc;
+}
+
+static int begin(tq *db)
+{
+    return exec_id(db, S_BEGIN, "starting a transaction");
+}
+
+static int commit(tq *db)
+{
+    return exec_id(db, S_COMMIT, "committing");
+}
+
+static void rollback(tq *db)
+{
+    if (!sqlite3_get_autocommit(C(db)->h)) {
+        char keep[sizeof db->errmsg];
+        memcpy(keep, db->errmsg, sizeof keep); /* keep the first error */
+        exec_id(db, S_ROLLBACK, "rolling back");
+        memcpy(db->errmsg, keep, sizeof keep);
+    }
+}
+
+/* Binds text, or NULL when s is NULL. */
+static void bind_text(sqlite3_stmt *s, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(s, i);
+}
+
+static char *col_strdup(sqlite3_stmt *s, int i)
+{
+    if (sqlite3_column_type(s, i) == SQLITE_NULL)
+        return NULL;
+    const unsigned char *t = sqlite3_column_text(s, i);
+    return t ? tq__strdup((const char *)t) : NULL;
+}
+
+/* ---- busy handling ------------------------------------------------------ */
+
+/*
+ * Sleeps between attempts to take the write lock: 50us doubling to 2ms,
+ * with jitter so that many waiting processes do not wake in step. Gives up
+ * after busy_timeout_ms. Every call is one "busy retry" in tq bench.
+ */
+static int busy_handler(void *arg, int count)
+{
+    conn *c = arg;
+    int64_t now = tq__mono_us();
+    if (count == 0)
+        c->busy_started = now;
+    else if (now - c->busy_started >= (int64_t)c->busy_timeout_ms * 1000)
+        return 0;
+    c->db->busy_retries++;
+    int64_t us = 50LL << (count < 6 ? count : 6);
+    if (us > 2000)
+        us = 2000;
+    us = us / 2 + (int64_t)(tq__random() * (double)(us / 2));
+    struct timespec ts = {0, (long)us * 1000};
+    nanosleep(&ts, NULL);
+    return 1;
+}
+
+/* ---- open, close, init ------------------------------------------------- */
+
+static int check_schema(tq *db)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_SCHEMA_VERSION, &rc);
+    if (!s) {
+        if (rc == TQ_ESCHEMA)
+            tq__seterr(db, rc, "the store has no tq schema: run tq init first");
+        return rc;
+    }
+    int src = sqlite3_step(s);
+    int version = src == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
+    if (src != SQLITE_ROW && src != SQLITE_DONE)
+        rc = fail_rc(db, src, "reading the schema version");
+    else if (version == 0)
+        rc = tq__seterr(db, TQ_ESCHEMA, "the store has no tq schema: run tq init first");
+    else if (version > SCHEMA_VERSION)
+        rc = tq__seterr(db, TQ_ESCHEMA,
+                        "the store has schema version %d, newer than this tq "
+                        "(%d): upgrade tq",
+                        version, SCHEMA_VERSION);
+    else if (version < SCHEMA_VERSION)
+        rc = tq__seterr(db, TQ_ESCHEMA,
+                        "the store has schema version %d, older than this tq "
+                        "(%d): run tq init to upgrade it",
+                        version, SCHEMA_VERSION);
+    done_with(s);
+    return rc;
+}
+
+static void sqlite_close(tq *db)
+{
+    conn *c = C(db);
+    if (!c)
+        return;
+    for (int i = 0; i < S_COUNT; i++)
+        sqlite3_finalize(c->stmt[i]);
+    sqlite3_close(c->h);
+    free(c);
+    db->conn = NULL;
+}
+
+/* Creates the file with mode 0600 so that the store, and the -wal and -shm
+ * files SQLite derives from its mode, are private to their owner. */
+static int create_private(tq *db, const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        close(fd);
+        return 0;
+    }
+    if (errno == EEXIST)
+        return 0;
+    return tq__seterr(db, TQ_ECONN, "cannot create the store '%s': %s", path,
+                      strerror(errno));
+}
+
+static int sqlite_open(tq *db, const tq__url *url, int create)
+{
+    int rc;
+    char pragmas[128];
+    conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    c->db = db;
+    c->busy_timeout_ms = url->busy_timeout_ms;
+    db->conn = c;
+
+    if (create && (rc = create_private(db, url->path)))
+        goto fail;
+    int src = sqlite3_open_v2(url->path, &c->h,
+                              SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (src != SQLITE_OK) {
+        struct stat st;
+        if (stat(url->path, &st) != 0)
+            rc = tq__seterr(db, TQ_ECONN, "no store at '%s' (%s): create it with tq init",
+                            url->path, strerror(errno));
+        else
+            rc = tq__seterr(db, TQ_ECONN, "cannot open the store '%s': %s", url->path,
+                            c->h ? sqlite3_errmsg(c->h) : sqlite3_errstr(src));
+        goto fail;
+    }
+    sqlite3_extended_result_codes(c->h, 1);
+    sqlite3_busy_handler(c->h, busy_handler, c);
+    snprintf(pragmas, sizeof pragmas,
+             "PRAGMA synchronous = %s; PRAGMA foreign_keys = OFF;",
+             url->sync_normal ? "NORMAL" : "FULL");
+    src = sqlite3_exec(c->h, pragmas, NULL, NULL, NULL);
+    if (src != SQLITE_OK) {
+        rc = fail_rc(db, src, "configuring the connection");
+        goto fail;
+    }
+    if (!create && (rc = check_schema(db)))
+        goto fail;
+    return 0;
+fail:
+    sqlite_close(db);
+    return rc;
+}
+
+static int sqlite_init(tq *db)
+{
+    conn *c = C(db);
+    char *err = NULL;
+    int rc, version = 0;
+
+    /* WAL is a property of the file; switching needs no other connection
+     * to be writing, and is a no-op when it is already on. */
+    int src = sqlite3_exec(c->h, "PRAGMA journal_mode = WAL", NULL, NULL, &err);
+    sqlite3_free(err);
+    if (src != SQLITE_OK)
+        return fail_rc(db, src, "switching to WAL");
+    if ((rc = begin(db)))
+        return rc;
+    sqlite3_stmt *s = NULL;
+    src = sqlite3_prepare_v2(c->h, sql[S_SCHEMA_VERSION], -1, &s, NULL);
+    if (src == SQLITE_OK) {
+        if (sqlite3_step(s) == SQLITE_ROW)
+            version = sqlite3_column_int(s, 0);
+        sqlite3_finalize(s);
+    } /* else: no tq_meta yet, version 0 */
+    if (version > SCHEMA_VERSION) {
+        rc = tq__seterr(db, TQ_ESCHEMA,
+                        "the store has schema version %d, newer than this tq "
+                        "(%d): upgrade tq",
+                        version, SCHEMA_VERSION);
+        goto fail;
+    }
+    for (int v = version; v < SCHEMA_VERSION; v++) {
+        src = sqlite3_exec(c->h, migrations[v], NULL, NULL, NULL);
+        if (src != SQLITE_OK) {
+            rc = fail_rc(db, src, "creating the schema");
+            goto fail;
+        }
+    }
+    if (version < SCHEMA_VERSION) {
+        char up[128];
+        snprintf(up, sizeof up,
+                 "INSERT OR REPLACE INTO tq_meta (key, value) VALUES "
+                 "('schema_version', '%d')",
+                 SCHEMA_VERSION);
+        src = sqlite3_exec(c->h, up, NULL, NULL, NULL);
+        if (src != SQLITE_OK) {
+            rc = fail_rc(db, src, "recording the schema version");
+            goto fail;
+        }
+    }
+    /* Statements prepared against the old schema are stale. */
+    for (int i = 0; i < S_COUNT; i++) {
+        sqlite3_finalize(c->stmt[i]);
+        c->stmt[i] = NULL;
+    }
+    return commit(db);
+fail:
+    rollback(db);
+    return rc;
+}
+
+/* ---- queues ------------------------------------------------------------ */
+
+static void read_queue(sqlite3_stmt *s, tq_queue_info *q)
+{
+    tq_order order = TQ_FIFO;
+    tq__queue_defaults(q, (const char *)sqlite3_column_text(s, 0));
+    tq_order_parse(&order, (const char *)sqlite3_column_text(s, 1));
+    q->order = order;
+    q->lease_us = sqlite3_column_int64(s, 2);
+    q->max_attempts = sqlite3_column_int(s, 3);
+    q->backoff_base_us = sqlite3_column_int64(s, 4);
+    q->backoff_cap_us = sqlite3_column_int64(s, 5);
+    q->keep_done = sqlite3_column_int(s, 6);
+    q->paused = sqlite3_column_int(s, 7);
+}
+
+static int sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
+{
+    int rc;
+    sqlite3_stmt *s;
+    if ((rc = begin(db)))
+        return rc;
+    if (!(s = stmt(db, S_QUEUE_ENSURE, &rc)))
+        goto fail;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    if ((rc = run(db, s, "creating the queue")))
+        goto fail;
+    if (!(s = stmt(db, S_QUEUE_UPDATE, &rc)))
+        goto fail;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    if (o->set & TQ_SET_ORDER)
+        sqlite3_bind_text(s, 2, tq_order_name(o->order), -1, SQLITE_STATIC);
+    if (o->set & TQ_SET_LEASE)
+        sqlite3_bind_int64(s, 3, o->lease_us);
+    if (o->set & TQ_SET_MAX_ATTEMPTS)
+        sqlite3_bind_int(s, 4, o->max_attempts);
+    if (o->set & TQ_SET_BACKOFF) {
+        sqlite3_bind_int64(s, 5, o->backoff_base_us);
+        sqlite3_bind_int64(s, 6, o->backoff_cap_us);
+    }
+    if (o->set & TQ_SET_KEEP_DONE)
+        sqlite3_bind_int(s, 7, !!o->keep_done);
+    if (o->set & TQ_SET_PAUSED)
+        sqlite3_bind_int(s, 8, !!o->paused);
+    if ((rc = run(db, s, "changing the queue")))
+        goto fail;
+    return commit(db);
+fail:
+    rollback(db);
+    return rc;
+}
+
+static int sqlite_queue_get(tq *db, const char *name, tq_queue_info *out)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_QUEUE_GET, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW)
+        read_queue(s, out);
+    else if (src == SQLITE_DONE)
+        rc = tq__seterr(db, TQ_ENOTFOUND, "no queue named '%s'", name);
+    else
+        rc = fail_rc(db, src, "reading the queue");
+    done_with(s);
+    return rc;
+}
+
+static int sqlite_queue_list(tq *db, tq_queue_info **out, size_t *out_n)
+{
+    int rc, src;
+    size_t n = 0, cap = 0;
+    tq_queue_info *v = NULL;
+    sqlite3_stmt *s = stmt(db, S_QUEUE_LIST, &rc);
+    if (!s)
+        return rc;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            tq_queue_info *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+                goto fail;
+            }
+            v = nv;
+        }
+        read_queue(s, &v[n++]);
+    }
+    if (src != SQLITE_DONE) {
+        rc = fail_rc(db, src, "listing queues");
+        goto fail;
+    }
+    done_with(s);
+    *out = v;
+    *out_n = n;
+    return 0;
+fail:
+    done_with(s);
+    free(v);
+    return rc;
+}
+
+/* ---- enqueue ----------------------------------------------------------- */
+
+static int sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, size_t n,
+                          const tq_enqueue_opts *o, int64_t *ids, int *dup)
+{
+    int rc;
+    sqlite3 *h = C(db)->h;
+    const int keyed = o->key && n == 1;
+    sqlite3_stmt *s;
+
+    *dup = 0;
+    if ((rc = begin(db)))
+        return rc;
+    const int64_t now = tq__now_us();
+    const int64_t run_at = o->run_at ? o->run_at : now + o->delay_us;
+    if (!(s = stmt(db, keyed ? S_ENQUEUE_KEY : S_ENQUEUE, &rc)))
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        sqlite3_bind_text(s, 1, queue, -1, SQLITE_STATIC);
+        sqlite3_bind_blob64(s, 2, items[i].data ? items[i].data : "", items[i].len,
+                            SQLITE_STATIC);
+        sqlite3_bind_int(s, 3, o->priority);
+        sqlite3_bind_int64(s, 4, run_at);
+        if (o->max_attempts > 0)
+            sqlite3_bind_int(s, 5, o->max_attempts);
+        else
+            sqlite3_bind_null(s, 5);
+        sqlite3_bind_int64(s, 6, now);
+        if (keyed)
+            sqlite3_bind_text(s, 7, o->key, -1, SQLITE_STATIC);
+        int src = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (src != SQLITE_DONE) {
+            rc = fail_rc(db, src, "enqueueing");
+            done_with(s);
+            goto fail;
+        }
+        ids[i] = sqlite3_changes(h) ? sqlite3_last_insert_rowid(h) : 0;
+    }
+    done_with(s);
+    if (keyed && ids[0] == 0) {
+        /* The key exists: report the kept job (IGNORE_DUP_KEY). */
+        if (!(s = stmt(db, S_FIND_KEY, &rc)))
+            goto fail;
+        sqlite3_bind_text(s, 1, queue, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, o->key, -1, SQLITE_STATIC);
+        if (sqlite3_step(s) == SQLITE_ROW)
+            ids[0] = sqlite3_column_int64(s, 0);
+        done_with(s);
+        *dup = 1;
+    }
+    return commit(db);
+fail:
+    rollback(db);
+    return rc;
+}
+
+/* ---- jobs -------------------------------------------------------------- */
+
+/* Reads a row of JOB_COLS into j (zeroed by the caller). */
+static int read_job(tq *db, sqlite3_stmt *s, tq_job *j)
+{
+    tq_state st = TQ_READY;
+    j->id = sqlite3_column_int64(s, 0);
+    j->queue = col_strdup(s, 1);
+    const void *p = sqlite3_column_blob(s, 2);
+    j->payload_len = (size_t)sqlite3_column_bytes(s, 2);
+    j->payload = tq__memdup(p, j->payload_len, 1);
+    tq_state_parse(&st, (const char *)sqlite3_column_text(s, 3));
+    j->state = st;
+    j->priority = sqlite3_column_int(s, 4);
+    j->attempts = sqlite3_column_int(s, 5);
+    j->max_attempts = sqlite3_column_int(s, 6);
+    j->key = col_strdup(s, 7);
+    j->worker = col_strdup(s, 8);
+    j->last_error = col_strdup(s, 9);
+    j->created_at = sqlite3_column_int64(s, 10);
+    j->run_at = sqlite3_column_int64(s, 11);
+    j->started_at = sqlite3_column_int64(s, 12);
+    j->finished_at = sqlite3_column_int64(s, 13);
+    j->lease_until = sqlite3_column_int64(s, 14);
+    if (!j->queue || !j->payload ||
+        (sqlite3_column_type(s, 7) != SQLITE_NULL && !j->key) ||
+        (sqlite3_column_type(s, 8) != SQLITE_NULL && !j->worker) ||
+        (sqlite3_column_type(s, 9) != SQLITE_NULL && !j->last_error))
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* Steps s to the end, appending every row to a job array. */
+static int collect_jobs(tq *db, sqlite3_stmt *s, const char *what, tq_job **out,
+                        size_t *out_n)
+{
+    size_t n = 0, cap = 0;
+    tq_job *v = NULL;
+    int src, rc = 0;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            tq_job *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+                break;
+            }
+            v = nv;
+        }
+        memset(&v[n], 0, sizeof v[n]);
+        rc = read_job(db, s, &v[n++]);
+        if (rc)
+            break;
+    }
+    if (!rc && src != SQLITE_DONE)
+        rc = fail_rc(db, src, what);
+    done_with(s);
+    if (rc) {
+        tq_job_array_free(v, n);
+        return rc;
+    }
+    *out = v;
+    *out_n = n;
+    return 0;
+}
+
+static int apply_ack(tq *db, const char *worker, tq__ack *a, int64_t now)
+{
+    static const enum stmt_id ids[] = {S_DONE, S_FAIL, S_RELEASE, S_BEAT};
+    enum stmt_id id = ids[a->kind];
+    if (a->kind == TQ__ACK_DONE && a->delete_done)
+        id = S_DONE_DELETE;
+    int rc;
+    sqlite3_stmt *s = stmt(db, id, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_int64(s, 1, a->id);
+    sqlite3_bind_text(s, 2, worker, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 3, a->attempt);
+    if (id != S_DONE_DELETE && id != S_RELEASE)
+        sqlite3_bind_int64(s, 4, now);
+    if (id == S_FAIL || id == S_BEAT)
+        sqlite3_bind_int64(s, 5, a->delay_us);
+    if (id == S_FAIL)
+        bind_text(s, 6, a->error);
+    if ((rc = run(db, s, "acknowledging a job")))
+        return rc;
+    a->result = sqlite3_changes(C(db)->h) == 1 ? 0 : TQ_ELOST;
+    return 0;
+}
+
+static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
+                           const tq__claim *claim, tq_job **out, size_t *out_n)
+{
+    static const enum stmt_id claim_ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
+    int rc;
+    tq_job *jobs = NULL;
+    size_t njobs = 0;
+
+    if (out) {
+        *out = NULL;
+        *out_n = 0;
+    }
+    if ((rc = begin(db)))
+        return rc;
+    const int64_t now = tq__now_us();
+    for (size_t i = 0; i < nacks; i++)
+        if ((rc = apply_ack(db, worker, &acks[i], now)))
+            goto fail;
+    if (claim && claim->max > 0) {
+        sqlite3_stmt *s = stmt(db, claim_ids[claim->order], &rc);
+        if (!s)
+            goto fail;
+        sqlite3_bind_text(s, 1, claim->queue, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, now);
+        sqlite3_bind_int64(s, 3, (sqlite3_int64)claim->max);
+        sqlite3_bind_text(s, 4, worker, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 5, now + claim->lease_us);
+        sqlite3_bind_int(s, 6, claim->max_attempts);
+        if ((rc = collect_jobs(db, s, "claiming jobs", &jobs, &njobs)))
+            goto fail;
+    }
+    if ((rc = commit(db)))
+        goto fail;
+    tq__jobs_sort(jobs, njobs, claim ? claim->order : TQ_FIFO);
+    if (out) {
+        *out = jobs;
+        *out_n = njobs;
+    } else {
+        tq_job_array_free(jobs, njobs);
+    }
+    return 0;
+fail:
+    rollback(db);
+    tq_job_array_free(jobs, njobs);
+    for (size_t i = 0; i < nacks; i++)
+        acks[i].result = 0;
+    return rc;
+}
+
+static int sqlite_rescue(tq *db, const char *worker, int64_t *count)
+{
+    int rc;
+    sqlite3_stmt *s;
+    if ((rc = begin(db)))
+        return rc;
+    if (!(s = stmt(db, worker ? S_RESCUE_WORKER : S_RESCUE_EXPIRED, &rc)))
+        goto fail;
+    sqlite3_bind_int64(s, 1, tq__now_us());
+    if (worker)
+        sqlite3_bind_text(s, 2, worker, -1, SQLITE_STATIC);
+    if ((rc = run(db, s, "rescuing jobs")))
+        goto fail;
+    *count = sqlite3_changes(C(db)->h);
+    return commit(db);
+fail:
+    rollback(db);
+    return rc;
+}
+
+/* Runs a one-row, one-integer query with ?1 text (or NULL) and ?2 int64. */
+static int query_int(tq *db, enum stmt_id id, const char *t1, int64_t i2, int64_t *out,
+                     const char *what)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, id, &rc);
+    if (!s)
+        return rc;
+    bind_text(s, 1, t1);
+    if (sqlite3_bind_parameter_count(s) >= 2)
+        sqlite3_bind_int64(s, 2, i2);
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW)
+        *out = sqlite3_column_int64(s, 0);
+    else if (src == SQLITE_DONE)
+        *out = 0;
+    else
+        rc = fail_rc(db, src, what);
+    done_with(s);
+    return rc;
+}
+
+static int sqlite_pending(tq *db, const char *queue, int *out)
+{
+    int64_t v = 0;
+    int rc = query_int(db, S_PENDING, queue, 0, &v, "checking for pending jobs");
+    *out = v != 0;
+    return rc;
+}
+
+static int sqlite_job_get(tq *db, int64_t id, tq_job **out)
+{
+    int rc;
+    tq_job *v = NULL;
+    size_t n = 0;
+    sqlite3_stmt *s = stmt(db, S_JOB_GET, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_int64(s, 1, id);
+    if ((rc = collect_jobs(db, s, "reading the job", &v, &n)))
+        return rc;
+    if (n == 0) {
+        free(v);
+        return tq__seterr(db, TQ_ENOTFOUND, "no job with id %lld", (long long)id);
+    }
+    *out = v;
+    return 0;
+}
+
+static int sqlite_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_JOB_LIST, &rc);
+    if (!s)
+        return rc;
+    bind_text(s, 1, o->queue);
+    bind_text(s, 2, o->state >= 0 ? tq_state_name((tq_state)o->state) : NULL);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)o->limit);
+    return collect_jobs(db, s, "listing jobs", out, out_n);
+}
+
+/* After an update of one job by id changed nothing: why? */
+static int explain_no_change(tq *db, int64_t id, const char *action)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_JOB_STATE, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_int64(s, 1, id);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        rc = tq__seterr(db, TQ_ESTATE, "job %lld is %s: cannot %s it", (long long)id,
+                        sqlite3_column_text(s, 0), action);
+    else
+        rc = tq__seterr(db, TQ_ENOTFOUND, "no job with id %lld", (long long)id);
+    done_with(s);
+    return rc;
+}
+
+/* Runs a management update in its own transaction; ?1 is the id (or queue
+ * text), ?2 is now. Fails with ESTATE/ENOTFOUND if one job was named and
+ * nothing changed. */
+static int manage(tq *db, enum stmt_id id, int64_t job, const char *queue, int64_t *count,
+                  const char *action)
+{
+    int rc;
+    sqlite3_stmt *s;
+    if ((rc = begin(db)))
+        return rc;
+    if (!(s = stmt(db, id, &rc)))
+        goto fail;
+    if (job)
+        sqlite3_bind_int64(s, 1, job);
+    else
+        bind_text(s, 1, queue);
+    sqlite3_bind_int64(s, 2, tq__now_us());
+    if ((rc = run(db, s, action)))
+        goto fail;
+    *count = sqlite3_changes(C(db)->h);
+    if (job && *count == 0) {
+        rc = explain_no_change(db, job, action);
+        goto fail;
+    }
+    return commit(db);
+fail:
+    rollback(db);
+    return rc;
+}
+
+static int sqlite_job_retry(tq *db, int64_t id, const char *queue, int64_t *count)
+{
+    return manage(db, id ? S_RETRY_ONE : S_RETRY_DEAD, id, queue, count, "retry");
+}
+
+static int sqlite_job_cancel(tq *db, int64_t id)
+{
+    int64_t n;
+    return manage(db, S_CANCEL, id, NULL, &n, "cancel");
+}
+
+static int sqlite_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t *count)
+{
+    int rc;
+    *count = 0;
+    if ((rc = begin(db)))
+        return rc;
+    const int64_t cutoff = tq__now_us() - older_than_us;
+    for (int st = 0; st < TQ_STATE_COUNT; st++) {
+        if (!(mask & (1u << st)))
+            continue;
+        sqlite3_stmt *s = stmt(db, S_PRUNE, &rc);
+        if (!s)
+            goto fail;
+        sqlite3_bind_text(s, 1, tq_state_name((tq_state)st), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, cutoff);
+        if ((rc = run(db, s, "pruning")))
+            goto fail;
+        *count += sqlite3_changes(C(db)->h);
+    }
+    return commit(db);
+fail:
+    rollback(db);
+    return rc;
+}
+
+/* ---- stats ------------------------------------------------------------- */
+
+static int sqlite_stats(tq *db, const char *queue, tq_stats *out)
+{
+    int rc, src;
+    const int64_t now = tq__now_us();
+    int64_t v;
+
+    /* One read transaction, so the numbers agree with each other. */
+    if (sqlite3_exec(C(db)->h, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+        return fail_rc(db, sqlite3_errcode(C(db)->h), "starting a read");
+    sqlite3_stmt *s = stmt(db, S_COUNTS, &rc);
+    if (!s)
+        goto done;
+    bind_text(s, 1, queue);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        tq_state st;
+        if (tq_state_parse(&st, (const char *)sqlite3_column_text(s, 0)) == 0)
+            out->count[st] = sqlite3_column_int64(s, 1);
+    }
+    done_with(s);
+    if (src != SQLITE_DONE) {
+        rc = fail_rc(db, src, "counting jobs");
+        goto done;
+    }
+    if ((rc = query_int(db, S_OLDEST_READY, queue, now, &v, "reading stats")))
+        goto done;
+    out->oldest_ready_age_us = v ? now - v : 0;
+    if ((rc = query_int(db, S_DONE_SINCE, queue, now - 60000000, &v, "reading stats")))
+        goto done;
+    out->done_last_minute = v;
+    if (!(s = stmt(db, S_LONGEST, &rc)))
+        goto done;
+    bind_text(s, 1, queue);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW && out->nlongest < 5) {
+        size_t i = out->nlongest++;
+        out->longest[i].id = sqlite3_column_int64(s, 0);
+        snprintf(out->longest[i].worker, sizeof out->longest[i].worker, "%s",
+                 (const char *)sqlite3_column_text(s, 1));
+        out->longest[i].running_us = now - sqlite3_column_int64(s, 2);
+    }
+    done_with(s);
+done:
+    sqlite3_exec(C(db)->h, "COMMIT", NULL, NULL, NULL);
+    return rc;
+}
+
+static int sqlite_durations(tq *db, const char *queue, size_t limit, int64_t **out,
+                            size_t *out_n)
+{
+    int rc, src;
+    size_t n = 0, cap = limit < 1024 ? limit : 1024;
+    int64_t *v = malloc((cap ? cap : 1) * sizeof *v);
+    sqlite3_stmt *s = stmt(db, S_DURATIONS, &rc);
+    if (!s || !v) {
+        free(v);
+        return s ? tq__seterr(db, TQ_ENOMEM, "out of memory") : rc;
+    }
+    bind_text(s, 1, queue);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)limit);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap *= 2;
+            int64_t *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                done_with(s);
+                free(v);
+                return tq__seterr(db, TQ_ENOMEM, "out of memory");
+            }
+            v = nv;
+        }
+        v[n++] = sqlite3_column_int64(s, 0);
+    }
+    done_with(s);
+    if (src != SQLITE_DONE) {
+        free(v);
+        return fail_rc(db, src, "reading durations");
+    }
+    *out = v;
+    *out_n = n;
+    return 0;
+}
+
+/* ---- workers ----------------------------------------------------------- */
+
+static int sqlite_worker_register(tq *db, const tq_worker_info *w)
+{
+    int rc;
+    sqlite3_stmt *s;
+    if ((rc = begin(db)))
+        return rc;
+    const int64_t now = tq__now_us();
+    if (!(s = stmt(db, S_WORKER_GET, &rc)))
+        goto fail;
+    sqlite3_bind_text(s, 1, w->name, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        int64_t beat = sqlite3_column_int64(s, 0);
+        int64_t lease = sqlite3_column_int64(s, 1);
+        int stopped = sqlite3_column_type(s, 2) != SQLITE_NULL;
+        if (!stopped && now - beat < lease) {
+            rc = tq__seterr(
+                db, TQ_EINUSE,
+                "worker name '%s' is held by a live worker (%s "
+                "pid %lld, heartbeat %.1fs ago): pick another "
+                "--name or wait %.0fs",
+                w->name, sqlite3_column_text(s, 3), (long long)sqlite3_column_int64(s, 4),
+                (double)(now - beat) / 1e6, (double)(lease - (now - beat)) / 1e6 + 1);
+            done_with(s);
+            goto fail;
+        }
+    }
+    done_with(s);
+    if (!(s = stmt(db, S_WORKER_PUT, &rc)))
+        goto fail;
+    sqlite3_bind_text(s, 1, w->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, w->host, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, w->pid);
+    sqlite3_bind_int64(s, 4, now);
+    sqlite3_bind_int64(s, 5, w->lease_us);
+    if ((rc = run(db, s, "registering the worker")))
+        goto fail;
+    return commit(db);
+fail:
+    rollback(db);
+    return rc;
+}
+
+static int worker_touch(tq *db, enum stmt_id id, const char *name)
+{
+    int rc;
+    sqlite3_stmt *s;
+    if ((rc = begin(db)))
+        return rc;
+    if (!(s = stmt(db, id, &rc)))
+        goto fail;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, tq__now_us());
+    if ((rc = run(db, s, "updating the worker")))
+        goto fail;
+    return commit(db);
+fail:
+    rollback(db);
+    return rc;
+}
+
+static int sqlite_worker_beat(tq *db, const char *name)
+{
+    return worker_touch(db, S_WORKER_BEAT, name);
+}
+
+static int sqlite_worker_stop(tq *db, const char *name)
+{
+    return worker_touch(db, S_WORKER_STOP, name);
+}
+
+static int sqlite_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
+{
+    int rc, src;
+    size_t n = 0, cap = 0;
+    tq_worker_info *v = NULL;
+    const int64_t now = tq__now_us();
+    sqlite3_stmt *s = stmt(db, S_WORKER_LIST, &rc);
+    if (!s)
+        return rc;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            tq_worker_info *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                done_with(s);
+                free(v);
+                return tq__seterr(db, TQ_ENOMEM, "out of memory");
+            }
+            v = nv;
+        }
+        tq_worker_info *w = &v[n++];
+        memset(w, 0, sizeof *w);
+        snprintf(w->name, sizeof w->name, "%s", sqlite3_column_text(s, 0));
+        snprintf(w->host, sizeof w->host, "%s", sqlite3_column_text(s, 1));
+        w->pid = sqlite3_column_int64(s, 2);
+        w->started_at = sqlite3_column_int64(s, 3);
+        w->heartbeat_at = sqlite3_column_int64(s, 4);
+        w->stopped_at = sqlite3_column_int64(s, 5);
+        w->lease_us = sqlite3_column_int64(s, 6);
+        w->alive = !w->stopped_at && now - w->heartbeat_at < w->lease_us;
+    }
+    done_with(s);
+    if (src != SQLITE_DONE) {
+        free(v);
+        return fail_rc(db, src, "listing workers");
+    }
+    *out = v;
+    *out_n = n;
+    return 0;
+}
+
+const struct tq__engine tq__engine_sqlite = {
+    .name = "sqlite",
+    .caps = 0,
+    .open = sqlite_open,
+    .close = sqlite_close,
+    .init = sqlite_init,
+    .queue_set = sqlite_queue_set,
+    .queue_get = sqlite_queue_get,
+    .queue_list = sqlite_queue_list,
+    .enqueue = sqlite_enqueue,
+    .exchange = sqlite_exchange,
+    .rescue = sqlite_rescue,
+    .pending = sqlite_pending,
+    .job_get = sqlite_job_get,
+    .job_list = sqlite_job_list,
+    .job_retry = sqlite_job_retry,
+    .job_cancel = sqlite_job_cancel,
+    .prune = sqlite_prune,
+    .stats = sqlite_stats,
+    .durations = sqlite_durations,
+    .worker_register = sqlite_worker_register,
+    .worker_beat = sqlite_worker_beat,
+    .worker_stop = sqlite_worker_stop,
+    .worker_list = sqlite_worker_list,
+};

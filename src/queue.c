@@ -1,0 +1,475 @@
+/*
+ * queue.c - the public API's queue logic that no engine owns: opening a
+ * store, validating every input before it reaches an engine, backoff, and
+ * the single-job acknowledgement calls. Called by users of tq.h (the tool,
+ * embedding programs) and, for claims and acks, by worker.c.
+ */
+#include "engine/engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const struct tq__engine *engine_for(tq__engine_kind kind)
+{
+    switch (kind) {
+    case TQ__SQLITE:
+        return &tq__engine_sqlite;
+    case TQ__POSTGRES:
+#ifdef TQ_WITH_POSTGRES
+        return &tq__engine_postgres;
+#else
+        return NULL;
+#endif
+    }
+    return NULL;
+}
+
+int tq_open(tq **out, const char *url, const tq_open_opts *opts)
+{
+    tq__url u;
+    tq *db = calloc(1, sizeof *db);
+    *out = db;
+    if (!db)
+        return TQ_ENOMEM;
+    db->payload_max = TQ_PAYLOAD_MAX_DEFAULT;
+    int rc = tq__url_parse(&u, db, url);
+    if (rc)
+        goto done;
+    db->engine = engine_for(u.kind);
+    if (!db->engine) {
+        rc = tq__seterr(db, TQ_ENOTSUP, "this build of tq has no PostgreSQL engine");
+        goto done;
+    }
+    rc = db->engine->open(db, &u, opts && opts->create);
+    if (rc) {
+        db->engine = NULL; /* nothing to close */
+        goto done;
+    }
+    tq__clearerr(db);
+done:
+    tq__url_free(&u);
+    return rc;
+}
+
+void tq_close(tq *db)
+{
+    if (!db)
+        return;
+    if (db->engine && db->conn)
+        db->engine->close(db);
+    free(db);
+}
+
+const char *tq_engine_name(const tq *db)
+{
+    return db && db->engine ? db->engine->name : "none";
+}
+
+int tq_schema_version(void)
+{
+    return TQ__SCHEMA_VERSION;
+}
+
+int tq_init(tq *db)
+{
+    tq__clearerr(db);
+    return db->engine->init(db);
+}
+
+/* ---- queues ------------------------------------------------------------ */
+
+static int check_queue_name(tq *db, const char *name)
+{
+    if (tq_name_check(name))
+        return tq__seterr(db, TQ_EINVAL,
+                          "invalid queue name '%.80s': use 1 to 64 letters, "
+                          "digits, '_', '.' or '-'",
+                          name ? name : "(null)");
+    return 0;
+}
+
+/* Bounds that keep every computed time inside int64 microseconds. */
+#define MAX_DURATION_US (3650LL * 86400 * 1000000) /* ten years */
+
+int tq_queue_set(tq *db, const char *name, const tq_queue_opts *o)
+{
+    tq_queue_opts none = TQ_QUEUE_OPTS_INIT;
+    tq__clearerr(db);
+    int rc = check_queue_name(db, name);
+    if (rc)
+        return rc;
+    if (!o)
+        o = &none;
+    if ((o->set & TQ_SET_ORDER) && !tq_order_name(o->order))
+        return tq__seterr(db, TQ_EINVAL, "unknown queue order %d", (int)o->order);
+    if ((o->set & TQ_SET_LEASE) &&
+        (o->lease_us < 1000000 || o->lease_us > MAX_DURATION_US))
+        return tq__seterr(db, TQ_EINVAL, "lease must be between 1s and 3650d");
+    if ((o->set & TQ_SET_MAX_ATTEMPTS) && (o->max_attempts < 1 || o->max_attempts > 1000))
+        return tq__seterr(db, TQ_EINVAL, "max attempts must be between 1 and 1000");
+    if (o->set & TQ_SET_BACKOFF) {
+        if (o->backoff_base_us < 0 || o->backoff_base_us > MAX_DURATION_US ||
+            o->backoff_cap_us < 0 || o->backoff_cap_us > MAX_DURATION_US)
+            return tq__seterr(db, TQ_EINVAL, "backoff must be between 0 and 3650d");
+        if (o->backoff_cap_us < o->backoff_base_us)
+            return tq__seterr(db, TQ_EINVAL, "backoff cap is smaller than its base");
+    }
+    return db->engine->queue_set(db, name, o);
+}
+
+int tq_queue_get(tq_queue_info *out, tq *db, const char *name)
+{
+    tq__clearerr(db);
+    int rc = check_queue_name(db, name);
+    return rc ? rc : db->engine->queue_get(db, name, out);
+}
+
+int tq_queue_list(tq_queue_info **out, size_t *out_n, tq *db)
+{
+    tq__clearerr(db);
+    *out = NULL;
+    *out_n = 0;
+    return db->engine->queue_list(db, out, out_n);
+}
+
+/* ---- enqueue ----------------------------------------------------------- */
+
+static int check_enqueue(tq *db, const char *queue, const tq_enqueue_opts *o)
+{
+    int rc = check_queue_name(db, queue);
+    if (rc)
+        return rc;
+    if (o->key && (strlen(o->key) < 1 || strlen(o->key) > 255))
+        return tq__seterr(db, TQ_EINVAL, "dedup key must be 1 to 255 bytes");
+    if (o->delay_us < 0 || o->delay_us > MAX_DURATION_US)
+        return tq__seterr(db, TQ_EINVAL, "delay must be between 0 and 3650d");
+    if (o->run_at < 0 || o->run_at > 253402300799LL * 1000000)
+        return tq__seterr(db, TQ_EINVAL, "run-at time out of range");
+    if (o->max_attempts < 0 || o->max_attempts > 1000)
+        return tq__seterr(db, TQ_EINVAL, "max attempts must be between 1 and 1000");
+    if (o->priority < -1000000 || o->priority > 1000000)
+        return tq__seterr(db, TQ_EINVAL, "priority must be between -1000000 and 1000000");
+    return 0;
+}
+
+static int check_payload(tq *db, size_t len)
+{
+    if ((int64_t)len > db->payload_max)
+        return tq__seterr(db, TQ_ETOOBIG,
+                          "payload of %zu bytes is over the limit of %lld bytes", len,
+                          (long long)db->payload_max);
+    return 0;
+}
+
+int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
+                   size_t len, const tq_enqueue_opts *opts)
+{
+    tq_enqueue_opts none = TQ_ENQUEUE_OPTS_INIT;
+    tq_payload item = {payload, len};
+    int64_t id = 0;
+    int dup = 0;
+
+    tq__clearerr(db);
+    if (!opts)
+        opts = &none;
+    int rc = check_enqueue(db, queue, opts);
+    if (!rc)
+        rc = check_payload(db, len);
+    if (!rc)
+        rc = db->engine->enqueue(db, queue, &item, 1, opts, &id, &dup);
+    if (rc)
+        return rc;
+    if (out)
+        *out = id;
+    return dup ? TQ_DUP : 0;
+}
+
+int tq_job_enqueue_batch(int64_t *out, tq *db, const char *queue, const tq_payload *items,
+                         size_t n, const tq_enqueue_opts *opts)
+{
+    tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
+    tq__clearerr(db);
+    if (opts)
+        o = *opts;
+    if (o.key)
+        return tq__seterr(db, TQ_EINVAL, "a batch enqueue cannot carry a dedup key");
+    int rc = check_enqueue(db, queue, &o);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n; i++)
+        if ((rc = check_payload(db, items[i].len)))
+            return rc;
+    if (n == 0)
+        return 0;
+    int64_t *ids = out ? out : malloc(n * sizeof *ids);
+    if (!ids)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    int dup = 0;
+    rc = db->engine->enqueue(db, queue, items, n, &o, ids, &dup);
+    if (ids != out)
+        free(ids);
+    return rc;
+}
+
+/* ---- claims and acknowledgements -------------------------------------- */
+
+static int cmp_fifo(const void *a, const void *b)
+{
+    const tq_job *x = a, *y = b;
+    if (x->priority != y->priority)
+        return x->priority > y->priority ? -1 : 1;
+    if (x->run_at != y->run_at)
+        return x->run_at < y->run_at ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+static int cmp_lifo(const void *a, const void *b)
+{
+    const tq_job *x = a, *y = b;
+    if (x->priority != y->priority)
+        return x->priority > y->priority ? -1 : 1;
+    return (x->id < y->id) - (x->id > y->id);
+}
+
+void tq__jobs_sort(tq_job *jobs, size_t n, tq_order order)
+{
+    if (n > 1 && order != TQ_UNORDERED)
+        qsort(jobs, n, sizeof *jobs, order == TQ_LIFO ? cmp_lifo : cmp_fifo);
+}
+
+void tq_job_free(tq_job *job)
+{
+    tq_job_array_free(job, job ? 1 : 0);
+}
+
+void tq_job_array_free(tq_job *jobs, size_t n)
+{
+    if (!jobs)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        free(jobs[i].queue);
+        free(jobs[i].payload);
+        free(jobs[i].key);
+        free(jobs[i].worker);
+        free(jobs[i].last_error);
+    }
+    free(jobs);
+}
+
+int tq_job_get(tq_job **out, tq *db, int64_t id)
+{
+    tq__clearerr(db);
+    *out = NULL;
+    return db->engine->job_get(db, id, out);
+}
+
+int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
+                 const char *worker, size_t max)
+{
+    tq_queue_info q;
+    *out = NULL;
+    *out_n = 0;
+    tq__clearerr(db);
+    if (!worker || !*worker || strlen(worker) > 127)
+        return tq__seterr(db, TQ_EINVAL, "worker name must be 1 to 127 bytes");
+    int rc = tq_queue_get(&q, db, queue);
+    if (rc == TQ_ENOTFOUND)
+        return 0; /* no such queue: nothing ready */
+    if (rc || q.paused || max == 0)
+        return rc;
+    tq__claim c = {queue, q.order, q.lease_us, q.max_attempts, max};
+    return db->engine->exchange(db, worker, NULL, 0, &c, out, out_n);
+}
+
+/* Applies one fenced ack for a job the caller claimed. */
+static int ack_one(tq *db, const tq_job *job, tq__ack *a)
+{
+    tq__clearerr(db);
+    if (!job || !job->worker)
+        return tq__seterr(db, TQ_EINVAL, "not a claimed job");
+    int rc = db->engine->exchange(db, job->worker, a, 1, NULL, NULL, NULL);
+    if (rc)
+        return rc;
+    if (a->result)
+        return tq__seterr(db, a->result,
+                          "job %lld is no longer running under worker '%s' "
+                          "at attempt %d",
+                          (long long)job->id, job->worker, job->attempts);
+    return 0;
+}
+
+static int queue_of(tq *db, const tq_job *job, tq_queue_info *q)
+{
+    int rc = tq_queue_get(q, db, job->queue);
+    if (rc == TQ_ENOTFOUND) {
+        tq__queue_defaults(q, job->queue);
+        rc = 0;
+    }
+    return rc;
+}
+
+int tq_job_complete(tq *db, const tq_job *job)
+{
+    tq_queue_info q;
+    int rc = queue_of(db, job, &q);
+    if (rc)
+        return rc;
+    tq__ack a = {job->id, job->attempts, TQ__ACK_DONE, 0, NULL, !q.keep_done, 0};
+    return ack_one(db, job, &a);
+}
+
+int tq_job_fail(tq *db, const tq_job *job, const char *error)
+{
+    tq_queue_info q;
+    int rc = queue_of(db, job, &q);
+    if (rc)
+        return rc;
+    int64_t delay =
+        tq__backoff_us(q.backoff_base_us, q.backoff_cap_us, job->attempts, tq__random());
+    tq__ack a = {job->id, job->attempts, TQ__ACK_FAIL, delay, error, 0, 0};
+    return ack_one(db, job, &a);
+}
+
+int tq_job_heartbeat(tq *db, const tq_job *job)
+{
+    tq_queue_info q;
+    int rc = queue_of(db, job, &q);
+    if (rc)
+        return rc;
+    tq__ack a = {job->id, job->attempts, TQ__ACK_BEAT, q.lease_us, NULL, 0, 0};
+    return ack_one(db, job, &a);
+}
+
+int tq_job_release(tq *db, const tq_job *job)
+{
+    tq__ack a = {job->id, job->attempts, TQ__ACK_RELEASE, 0, NULL, 0, 0};
+    return ack_one(db, job, &a);
+}
+
+/* ---- management -------------------------------------------------------- */
+
+int tq_job_retry(tq *db, int64_t id)
+{
+    int64_t n = 0;
+    tq__clearerr(db);
+    if (id <= 0)
+        return tq__seterr(db, TQ_EINVAL, "job ids are positive integers");
+    return db->engine->job_retry(db, id, NULL, &n);
+}
+
+int tq_job_retry_dead(int64_t *out_count, tq *db, const char *queue)
+{
+    int64_t n = 0;
+    tq__clearerr(db);
+    if (queue) {
+        int rc = check_queue_name(db, queue);
+        if (rc)
+            return rc;
+    }
+    int rc = db->engine->job_retry(db, 0, queue, &n);
+    if (out_count)
+        *out_count = n;
+    return rc;
+}
+
+int tq_job_cancel(tq *db, int64_t id)
+{
+    tq__clearerr(db);
+    if (id <= 0)
+        return tq__seterr(db, TQ_EINVAL, "job ids are positive integers");
+    return db->engine->job_cancel(db, id);
+}
+
+int tq_job_list(tq_job **out, size_t *out_n, tq *db, const tq_list_opts *opts)
+{
+    tq_list_opts o = TQ_LIST_OPTS_INIT;
+    *out = NULL;
+    *out_n = 0;
+    tq__clearerr(db);
+    if (opts)
+        o = *opts;
+    if (o.queue) {
+        int rc = check_queue_name(db, o.queue);
+        if (rc)
+            return rc;
+    }
+    if (o.state < -1 || o.state >= TQ_STATE_COUNT)
+        return tq__seterr(db, TQ_EINVAL, "unknown job state %d", o.state);
+    if (o.limit == 0)
+        o.limit = 100;
+    return db->engine->job_list(db, &o, out, out_n);
+}
+
+int tq_job_prune(int64_t *out_count, tq *db, int64_t older_than_us, unsigned state_mask)
+{
+    const unsigned finished = (1u << TQ_DONE) | (1u << TQ_DEAD) | (1u << TQ_CANCELLED);
+    int64_t n = 0;
+    tq__clearerr(db);
+    if (older_than_us < 0 || older_than_us > MAX_DURATION_US)
+        return tq__seterr(db, TQ_EINVAL, "age must be between 0 and 3650d");
+    if (state_mask == 0 || (state_mask & ~finished))
+        return tq__seterr(db, TQ_EINVAL,
+                          "only done, dead and cancelled jobs can be pruned");
+    int rc = db->engine->prune(db, older_than_us, state_mask, &n);
+    if (out_count)
+        *out_count = n;
+    return rc;
+}
+
+int tq_rescue_expired(int64_t *out_count, tq *db)
+{
+    int64_t n = 0;
+    tq__clearerr(db);
+    int rc = db->engine->rescue(db, NULL, &n);
+    if (out_count)
+        *out_count = n;
+    return rc;
+}
+
+/* ---- stats ------------------------------------------------------------- */
+
+int tq_stats_get(tq_stats *out, tq *db, const char *queue)
+{
+    int64_t *d = NULL;
+    size_t n = 0;
+    memset(out, 0, sizeof *out);
+    tq__clearerr(db);
+    if (queue) {
+        int rc = check_queue_name(db, queue);
+        if (rc)
+            return rc;
+    }
+    int rc = db->engine->stats(db, queue, out);
+    if (!rc)
+        rc = db->engine->durations(db, queue, 1000, &d, &n);
+    if (!rc) {
+        out->recent = n;
+        out->p50_us = tq_percentile(d, n, 0.50);
+        out->p95_us = tq_percentile(d, n, 0.95);
+        out->max_us = n ? d[n - 1] : 0;
+    }
+    free(d);
+    return rc;
+}
+
+int tq_job_durations(int64_t **out, size_t *out_n, tq *db, const char *queue,
+                     size_t limit)
+{
+    *out = NULL;
+    *out_n = 0;
+    tq__clearerr(db);
+    if (queue) {
+        int rc = check_queue_name(db, queue);
+        if (rc)
+            return rc;
+    }
+    return db->engine->durations(db, queue, limit, out, out_n);
+}
+
+int tq_worker_list(tq_worker_info **out, size_t *out_n, tq *db)
+{
+    *out = NULL;
+    *out_n = 0;
+    tq__clearerr(db);
+    return db->engine->worker_list(db, out, out_n);
+}

@@ -1,0 +1,46 @@
+/*
+ * spawn.h - one handler command run for one job, driven by worker.c's poll
+ * loop: feed the payload to stdin, keep the tail of stderr, notice exit.
+ */
+#ifndef TQ_SPAWN_H
+#define TQ_SPAWN_H
+
+#include "tq_int.h"
+
+#include <sys/types.h>
+
+#define TQ__TAIL_MAX 2048 /* bytes of stderr kept for last_error */
+
+typedef struct tq__child {
+    pid_t pid;  /* also the process group id; 0 when not running */
+    int pidfd;  /* readable when the child exits, or -1 (then poll waitpid) */
+    int in_fd;  /* write end of the child's stdin, -1 once all is written */
+    int err_fd; /* read end of the child's stderr, -1 at EOF */
+    const unsigned char *payload; /* borrowed from the job */
+    size_t len, off;
+    char tail[TQ__TAIL_MAX * 2];
+    size_t tail_len;
+    int exited, status; /* waitpid status once exited */
+} tq__child;
+
+/* Starts argv (PATH lookup, no shell) in a new process group with the job's
+ * payload on stdin and TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT in its environment.
+ * On failure writes the reason into err and returns TQ_ESYS. */
+int tq__child_start(tq__child *c, const char *const *argv, const tq_job *job, char *err,
+                    size_t errlen);
+/* Writes more payload; closes stdin when done or when the child stops
+ * reading. */
+void tq__child_feed(tq__child *c);
+/* Reads what stderr has, keeping the tail. */
+void tq__child_drain(tq__child *c);
+/* Reaps the child if it exited; returns 1 once it has. */
+int tq__child_reap(tq__child *c);
+/* Sends sig to the child's process group. */
+void tq__child_kill(tq__child *c, int sig);
+/* Describes a finished child: "" for success, else why it failed followed by
+ * the tail of its stderr. */
+void tq__child_describe(const tq__child *c, char *buf, size_t len);
+/* Closes the descriptors (after reaping). */
+void tq__child_close(tq__child *c);
+
+#endif

@@ -1,0 +1,64 @@
+/*
+ * tq_int.h - declarations shared by the library's files, never installed.
+ *
+ * Names here carry the tq__ prefix. The tq handle is defined here so that
+ * engines can keep their connection in it and report errors through it.
+ */
+#ifndef TQ_INT_H
+#define TQ_INT_H
+
+#include "tq.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+struct tq__engine;
+
+/* The schema version every engine writes (see each engine's migration
+ * list for the procedure to change it). */
+#define TQ__SCHEMA_VERSION 1
+
+struct tq {
+    const struct tq__engine *engine;
+    void *conn;           /* the engine's connection state */
+    int64_t payload_max;  /* bytes */
+    int64_t busy_retries; /* lock waits seen by the engine, for stats */
+    char errmsg[1024];
+};
+
+/* Sets db's message from fmt and returns code, so callers can write
+ * "return tq__seterr(db, TQ_EINVAL, ...)". db may be NULL. */
+int tq__seterr(tq *db, int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void tq__clearerr(tq *db);
+
+/* Wall clock in microseconds since the epoch, and a monotonic clock. */
+int64_t tq__now_us(void);
+int64_t tq__mono_us(void);
+
+/* Checked allocation helpers: never abort, return NULL on failure. */
+char *tq__strdup(const char *s);
+void *tq__memdup(const void *p, size_t len, size_t extra);
+
+/*
+ * Backoff before retry number `attempt` (1 = first retry after the first
+ * failure): min(cap, base * 2^(attempt-1)), with "equal jitter": half fixed,
+ * half uniform random, so retries of many jobs that failed together spread
+ * out. base 0 gives 0. rnd is a uniform value in [0, 1).
+ */
+int64_t tq__backoff_us(int64_t base_us, int64_t cap_us, int attempt, double rnd);
+
+/* A uniform random number in [0, 1) from a per-process generator. */
+double tq__random(void);
+
+/* Sorts claimed jobs into the queue's order (engines may return them in
+ * any order). */
+void tq__jobs_sort(tq_job *jobs, size_t n, tq_order order);
+
+/* The defaults of a new queue. */
+void tq__queue_defaults(tq_queue_info *q, const char *name);
+
+#endif /* TQ_INT_H */

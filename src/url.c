@@ -1,0 +1,166 @@
+/*
+ * url.c - parses store URLs and picks the engine. Called by tq_open.
+ *
+ *   jobs.db, ./jobs.db, /var/lib/tq.db     SQLite file
+ *   sqlite:PATH[?synchronous=normal|full&busy_timeout=MS]
+ *   postgres://... or postgresql://...     PostgreSQL (libpq URI); the
+ *       extra parameter tq_schema=NAME picks the schema (default "tq") and
+ *       is removed before the URI reaches libpq.
+ *
+ * No message produced here contains a password.
+ */
+#include "url.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tq__url_free(tq__url *u)
+{
+    if (!u)
+        return;
+    free(u->path);
+    free(u->conninfo);
+    free(u->schema);
+    memset(u, 0, sizeof *u);
+}
+
+void tq__url_redact(char *buf, size_t len, const char *url)
+{
+    /* scheme://user:password@host -> scheme://user:***@host */
+    const char *scheme = strstr(url, "://");
+    const char *at = scheme ? strchr(scheme + 3, '@') : NULL;
+    const char *colon = NULL;
+    if (at) {
+        for (const char *p = scheme + 3; p < at; p++)
+            if (*p == ':') {
+                colon = p;
+                break;
+            }
+    }
+    if (colon)
+        snprintf(buf, len, "%.*s:***%s", (int)(colon - url), url, at);
+    else
+        snprintf(buf, len, "%s", url);
+    /* A password=... parameter is hidden as well. */
+    char *pw = strstr(buf, "password=");
+    if (pw) {
+        char *end = pw + 9;
+        while (*end && *end != '&')
+            end++;
+        memmove(pw + 12, end, strlen(end) + 1);
+        memcpy(pw + 9, "***", 3);
+    }
+}
+
+static int parse_sqlite_params(tq__url *u, tq *db, char *q)
+{
+    for (char *tok = strtok(q, "&"); tok; tok = strtok(NULL, "&")) {
+        char *eq = strchr(tok, '=');
+        if (!eq)
+            return tq__seterr(db, TQ_EINVAL,
+                              "bad store URL parameter '%s': expected NAME=VALUE", tok);
+        *eq = '\0';
+        const char *v = eq + 1;
+        if (strcmp(tok, "synchronous") == 0) {
+            if (strcmp(v, "normal") == 0 || strcmp(v, "NORMAL") == 0)
+                u->sync_normal = 1;
+            else if (strcmp(v, "full") == 0 || strcmp(v, "FULL") == 0)
+                u->sync_normal = 0;
+            else
+                return tq__seterr(db, TQ_EINVAL,
+                                  "bad synchronous value '%s': use full or normal", v);
+        } else if (strcmp(tok, "busy_timeout") == 0) {
+            char *end;
+            long ms = strtol(v, &end, 10);
+            if (*v == '\0' || *end || ms < 0 || ms > 3600000)
+                return tq__seterr(db, TQ_EINVAL,
+                                  "bad busy_timeout '%s': milliseconds, 0 to 3600000", v);
+            u->busy_timeout_ms = (int)ms;
+        } else {
+            return tq__seterr(db, TQ_EINVAL,
+                              "unknown store URL parameter '%s' (known: "
+                              "synchronous, busy_timeout)",
+                              tok);
+        }
+    }
+    return 0;
+}
+
+static int parse_postgres(tq__url *u, tq *db, const char *url)
+{
+    u->kind = TQ__POSTGRES;
+    u->conninfo = tq__strdup(url);
+    u->schema = tq__strdup("tq");
+    if (!u->conninfo || !u->schema)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    /* Pull tq_schema=NAME out of the query string. */
+    char *p = strstr(u->conninfo, "tq_schema=");
+    if (p && (p[-1] == '?' || p[-1] == '&')) {
+        char *end = p + 10;
+        while (*end && *end != '&')
+            end++;
+        char name[80];
+        size_t n = (size_t)(end - (p + 10));
+        if (n == 0 || n >= sizeof name)
+            return tq__seterr(db, TQ_EINVAL, "bad tq_schema in store URL");
+        memcpy(name, p + 10, n);
+        name[n] = '\0';
+        for (char *c = name; *c; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
+                return tq__seterr(db, TQ_EINVAL,
+                                  "bad tq_schema '%s': lower-case letters, "
+                                  "digits and '_'",
+                                  name);
+        free(u->schema);
+        u->schema = tq__strdup(name);
+        if (!u->schema)
+            return tq__seterr(db, TQ_ENOMEM, "out of memory");
+        /* Remove "tq_schema=...", and its joining '&' or the lone '?'. */
+        if (*end == '&')
+            end++;
+        memmove(p, end, strlen(end) + 1);
+        size_t l = strlen(u->conninfo);
+        if (l && (u->conninfo[l - 1] == '?' || u->conninfo[l - 1] == '&'))
+            u->conninfo[l - 1] = '\0';
+    }
+    return 0;
+}
+
+int tq__url_parse(tq__url *u, tq *db, const char *url)
+{
+    memset(u, 0, sizeof *u);
+    u->busy_timeout_ms = 10000;
+    if (!url || !*url)
+        return tq__seterr(db, TQ_EINVAL, "no store given: use --db URL or set TQ_DB");
+    if (strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0)
+        return parse_postgres(u, db, url);
+
+    const char *path = url;
+    if (strncmp(url, "sqlite:", 7) == 0) {
+        path = url + 7;
+        if (strncmp(path, "//", 2) == 0)
+            path += 2; /* sqlite:///abs/path -> /abs/path */
+    } else if (strstr(url, "://")) {
+        char red[256];
+        tq__url_redact(red, sizeof red, url);
+        return tq__seterr(db, TQ_EINVAL,
+                          "unsupported store URL '%s': use a file path, "
+                          "sqlite:PATH or postgres://...",
+                          red);
+    }
+    u->kind = TQ__SQLITE;
+    u->path = tq__strdup(path);
+    if (!u->path)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    char *q = strchr(u->path, '?');
+    if (q) {
+        *q++ = '\0';
+        int rc = parse_sqlite_params(u, db, q);
+        if (rc)
+            return rc;
+    }
+    if (!*u->path)
+        return tq__seterr(db, TQ_EINVAL, "store URL '%s' has no file path", url);
+    return 0;
+}

@@ -1,0 +1,350 @@
+/*
+ * util.c - errors, clocks, durations, times, backoff and small helpers that
+ * no engine owns. Called from every other file of the library and exported
+ * in part through tq.h for the tool.
+ */
+#define _DEFAULT_SOURCE /* timegm */
+#include "tq_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *tq_strerror(int code)
+{
+    switch (code) {
+#define TQ_ERRNO_CASE(name, c, text)                                                     \
+    case c:                                                                              \
+        return text;
+        TQ_ERRNO_MAP(TQ_ERRNO_CASE)
+#undef TQ_ERRNO_CASE
+    case TQ_OK:
+        return "success";
+    case TQ_DUP:
+        return "duplicate key: the existing job was kept";
+    default:
+        return "unknown error";
+    }
+}
+
+int tq__seterr(tq *db, int code, const char *fmt, ...)
+{
+    if (db) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(db->errmsg, sizeof db->errmsg, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+void tq__clearerr(tq *db)
+{
+    if (db)
+        db->errmsg[0] = '\0';
+}
+
+const char *tq_errmsg(const tq *db)
+{
+    if (!db)
+        return "no handle (out of memory?)";
+    return db->errmsg;
+}
+
+void tq_free(void *p)
+{
+    free(p);
+}
+
+int64_t tq__now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+int64_t tq__mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+char *tq__strdup(const char *s)
+{
+    return s ? tq__memdup(s, strlen(s) + 1, 0) : NULL;
+}
+
+/* Copies len bytes and appends `extra` zero bytes (for a NUL terminator). */
+void *tq__memdup(const void *p, size_t len, size_t extra)
+{
+    unsigned char *q = malloc(len + extra ? len + extra : 1);
+    if (!q)
+        return NULL;
+    if (len)
+        memcpy(q, p, len);
+    memset(q + len, 0, extra);
+    return q;
+}
+
+static const char *const state_names[TQ_STATE_COUNT] = {"ready", "running", "done",
+                                                        "dead", "cancelled"};
+
+const char *tq_state_name(tq_state s)
+{
+    return (unsigned)s < TQ_STATE_COUNT ? state_names[s] : NULL;
+}
+
+int tq_state_parse(tq_state *out, const char *name)
+{
+    for (int i = 0; i < TQ_STATE_COUNT; i++)
+        if (name && strcmp(name, state_names[i]) == 0) {
+            *out = (tq_state)i;
+            return 0;
+        }
+    return TQ_EINVAL;
+}
+
+static const char *const order_names[] = {"fifo", "lifo", "unordered"};
+
+const char *tq_order_name(tq_order o)
+{
+    return (unsigned)o < 3 ? order_names[o] : NULL;
+}
+
+int tq_order_parse(tq_order *out, const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (name && strcmp(name, order_names[i]) == 0) {
+            *out = (tq_order)i;
+            return 0;
+        }
+    return TQ_EINVAL;
+}
+
+int tq_name_check(const char *name)
+{
+    size_t n = 0;
+    if (!name)
+        return TQ_EINVAL;
+    for (const char *p = name; *p; p++, n++) {
+        unsigned char c = (unsigned char)*p;
+        if (!(isalnum(c) || c == '_' || c == '.' || c == '-') || c > 127)
+            return TQ_EINVAL;
+    }
+    return n >= 1 && n <= 64 ? 0 : TQ_EINVAL;
+}
+
+/* ---- durations --------------------------------------------------------- */
+
+int tq_duration_parse(int64_t *out_us, const char *text)
+{
+    static const struct {
+        const char *unit;
+        int64_t us;
+    } units[] = {{"ms", 1000},          {"us", 1},           {"s", 1000000},
+                 {"m", 60 * 1000000LL}, {"h", 3600000000LL}, {"d", 86400000000LL}};
+    const char *p = text;
+    int64_t total = 0;
+    int parts = 0;
+
+    if (!text || !*text)
+        return TQ_EINVAL;
+    while (*p) {
+        if (!isdigit((unsigned char)*p))
+            return TQ_EINVAL;
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (errno || end == p || v < 0)
+            return TQ_EINVAL;
+        p = end;
+        int64_t mult = 0;
+        if (!*p) {
+            if (parts > 0)
+                return TQ_EINVAL; /* "1h30" is ambiguous */
+            mult = 1000000;       /* a plain number is seconds */
+        } else {
+            for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+                size_t ul = strlen(units[i].unit);
+                if (strncmp(p, units[i].unit, ul) == 0 &&
+                    !isalpha((unsigned char)p[ul])) {
+                    mult = units[i].us;
+                    p += ul;
+                    break;
+                }
+            }
+            if (!mult)
+                return TQ_EINVAL;
+        }
+        double us = v * (double)mult;
+        if (us > 9.2e18 - (double)total)
+            return TQ_EINVAL;
+        total += (int64_t)us;
+        parts++;
+    }
+    *out_us = total;
+    return 0;
+}
+
+char *tq_duration_format(char *buf, size_t len, int64_t us)
+{
+    const char *sign = us < 0 ? "-" : "";
+    double a = us < 0 ? -(double)us : (double)us;
+    if (a < 1000)
+        snprintf(buf, len, "%s%.0fus", sign, a);
+    else if (a < 1000000)
+        snprintf(buf, len, "%s%.3gms", sign, a / 1e3);
+    else if (a < 60e6)
+        snprintf(buf, len, "%s%.3gs", sign, a / 1e6);
+    else if (a < 3600e6)
+        snprintf(buf, len, "%s%.3gm", sign, a / 60e6);
+    else if (a < 86400e6)
+        snprintf(buf, len, "%s%.3gh", sign, a / 3600e6);
+    else
+        snprintf(buf, len, "%s%.3gd", sign, a / 86400e6);
+    return buf;
+}
+
+/* ---- absolute times ---------------------------------------------------- */
+
+int tq_time_parse(int64_t *out_us, const char *text)
+{
+    struct tm tm;
+    int n = 0, sec = 0;
+    char tail[16] = "";
+
+    if (!text || !*text)
+        return TQ_EINVAL;
+    if (text[0] == '@') {
+        char *end;
+        errno = 0;
+        long long s = strtoll(text + 1, &end, 10);
+        if (errno || end == text + 1 || *end || s < 0 || s > 253402300799LL)
+            return TQ_EINVAL;
+        *out_us = (int64_t)s * 1000000;
+        return 0;
+    }
+    memset(&tm, 0, sizeof tm);
+    if (sscanf(text, "%4d-%2d-%2d%*1[T ]%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+               &tm.tm_hour, &tm.tm_min, &n) != 5)
+        return TQ_EINVAL;
+    const char *p = text + n;
+    if (*p == ':') {
+        int m = 0;
+        if (sscanf(p, ":%2d%n", &sec, &m) != 1)
+            return TQ_EINVAL;
+        p += m;
+    }
+    if (strlen(p) >= sizeof tail)
+        return TQ_EINVAL;
+    strcpy(tail, p);
+    if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
+        tm.tm_hour > 23 || tm.tm_min > 59 || sec > 60 || tm.tm_year < 1970)
+        return TQ_EINVAL;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    tm.tm_sec = sec;
+    time_t t;
+    if (tail[0] == '\0') {
+        tm.tm_isdst = -1;
+        t = mktime(&tm);
+    } else if (strcmp(tail, "Z") == 0) {
+        t = timegm(&tm);
+    } else {
+        int hh, mm, k = 0;
+        if ((tail[0] != '+' && tail[0] != '-') ||
+            sscanf(tail + 1, "%2d:%2d%n", &hh, &mm, &k) != 2 || tail[1 + k] || hh > 23 ||
+            mm > 59)
+            return TQ_EINVAL;
+        t = timegm(&tm);
+        int off = (hh * 60 + mm) * 60;
+        t += tail[0] == '+' ? -off : off;
+    }
+    if (t == (time_t)-1)
+        return TQ_EINVAL;
+    *out_us = (int64_t)t * 1000000;
+    return 0;
+}
+
+char *tq_time_format(char *buf, size_t len, int64_t us)
+{
+    time_t t = (time_t)(us / 1000000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+             (int)(us % 1000000 / 1000));
+    return buf;
+}
+
+/* ---- backoff and randomness -------------------------------------------- */
+
+int64_t tq__backoff_us(int64_t base_us, int64_t cap_us, int attempt, double rnd)
+{
+    if (base_us <= 0 || attempt < 1)
+        return 0;
+    int64_t d = base_us;
+    for (int i = 1; i < attempt && d < cap_us; i++)
+        d = d > INT64_MAX / 2 ? INT64_MAX : d * 2;
+    if (cap_us > 0 && d > cap_us)
+        d = cap_us;
+    /* Equal jitter: between d/2 and d. */
+    return d / 2 + (int64_t)(rnd * (double)(d - d / 2));
+}
+
+static _Thread_local uint64_t rng_state;
+
+double tq__random(void)
+{
+    if (rng_state == 0)
+        rng_state = ((uint64_t)tq__mono_us() << 20) ^ (uint64_t)getpid() ^
+                    (uint64_t)(uintptr_t)&rng_state;
+    /* xorshift64*: plenty for jitter, not for secrets. */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (double)((rng_state * 0x2545F4914F6CDD1DULL) >> 11) / 9007199254740992.0;
+}
+
+int64_t tq_percentile(int64_t *v, size_t n, double q);
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int64_t tq_percentile(int64_t *v, size_t n, double q)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_i64);
+    if (q <= 0)
+        return v[0];
+    if (q >= 1)
+        return v[n - 1];
+    /* Nearest rank. */
+    size_t rank = (size_t)(q * (double)n + 0.999999);
+    if (rank < 1)
+        rank = 1;
+    return v[rank - 1];
+}
+
+void tq__queue_defaults(tq_queue_info *q, const char *name)
+{
+    memset(q, 0, sizeof *q);
+    snprintf(q->name, sizeof q->name, "%s", name ? name : "");
+    q->order = TQ_FIFO;
+    q->lease_us = 30 * 1000000LL;
+    q->max_attempts = 3;
+    q->backoff_base_us = 1000000;
+    q->backoff_cap_us = 3600 * 1000000LL;
+    q->keep_done = 1;
+    q->paused = 0;
+}

@@ -1,0 +1,359 @@
+/*
+ * bench.c - `tq bench`: the stress run of the seeds (many workers thrown at
+ * one queue, checking for blocking and double processing), as a command.
+ *
+ * It makes a fresh queue, enqueues N jobs in batches, forks W worker
+ * processes that each run the library's worker pool with an in-process
+ * no-op handler until the queue is drained, and checks that every job ran
+ * exactly once. The check does not trust the store: every handler call
+ * bumps a counter for its job id in memory shared by all the processes,
+ * and the parent counts zeros (lost) and counts above one (duplicates).
+ */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct shared {
+    _Atomic int64_t busy_retries;
+    _Atomic int64_t lost_acks;    /* acks refused by the fence */
+    _Atomic int64_t out_of_range; /* handler saw an id we did not enqueue */
+    int64_t first_id;
+    int64_t njobs;
+    _Atomic uint32_t runs[]; /* per job: how many times its handler ran */
+} shared;
+
+static int64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int noop_handler(void *ud, const tq_job *job, char *err, size_t errlen)
+{
+    shared *sh = ud;
+    (void)err;
+    (void)errlen;
+    int64_t i = job->id - sh->first_id;
+    if (i < 0 || i >= sh->njobs) {
+        atomic_fetch_add(&sh->out_of_range, 1);
+        return 0;
+    }
+    atomic_fetch_add(&sh->runs[i], 1);
+    return 0;
+}
+
+/* One worker process: returns its exit code. */
+static int run_worker(const char *url, const char *queue, int index, int concurrency,
+                      shared *sh)
+{
+    tq *db = NULL;
+    tq_worker *w = NULL;
+    char name[128];
+    const char *queues[1] = {queue};
+    int rc = tq_open(&db, url, NULL);
+    if (rc) {
+        cli_error("bench", "worker %d: %s", index, tq_errmsg(db));
+        tq_close(db);
+        return EXIT_RUNTIME;
+    }
+    snprintf(name, sizeof name, "%s.w%d", queue, index);
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    o.queues = queues;
+    o.nqueues = 1;
+    o.name = name;
+    o.concurrency = concurrency;
+    o.drain = 1;
+    o.poll_max_us = 20000;
+    o.handler = noop_handler;
+    o.handler_ud = sh;
+    if (!(rc = tq_worker_new(&w, db, &o)))
+        rc = tq_worker_run(w);
+    if (rc)
+        cli_error("bench", "worker %d: %s", index, tq_errmsg(db));
+    if (w) {
+        tq_worker_counters k;
+        tq_worker_counters_get(&k, w);
+        atomic_fetch_add(&sh->busy_retries, k.busy_retries);
+        atomic_fetch_add(&sh->lost_acks, k.lost);
+    }
+    tq_worker_free(w);
+    tq_close(db);
+    return rc ? EXIT_RUNTIME : 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    static const char usage[] =
+        "tq bench [--jobs N] [--workers W] [--concurrency C] [--payload BYTES] "
+        "[--json] [--db URL]";
+    static const struct option lo[] = {{"db", required_argument, NULL, 'D'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {"jobs", required_argument, NULL, 'n'},
+                                       {"workers", required_argument, NULL, 'w'},
+                                       {"concurrency", required_argument, NULL, 'c'},
+                                       {"payload", required_argument, NULL, 'p'},
+                                       {"json", no_argument, NULL, 'j'},
+                                       {0}};
+    const char *url = NULL;
+    long long njobs = 20000, nworkers = 8, conc = 1, psize = 16;
+    int c, json = 0, ex = 0;
+    char tmpdir[] = "/tmp/tq-bench-XXXXXX", tmpdb[64] = "";
+
+    while ((c = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
+        switch (c) {
+        case 'D':
+            url = optarg;
+            break;
+        case 'h':
+            printf("usage: %s\n"
+                   "Enqueues N jobs (default 20000) into a fresh queue, runs W worker\n"
+                   "processes (default 8) with a no-op handler until drained, checks\n"
+                   "that every job ran exactly once, and reports rates and latency.\n"
+                   "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
+                   "Exits 1 if any job was lost or ran twice.\n",
+                   usage);
+            return 0;
+        case 'n':
+            if (cli_int("bench", "--jobs", optarg, 1, 100000000, &njobs))
+                return EXIT_USAGE;
+            break;
+        case 'w':
+            if (cli_int("bench", "--workers", optarg, 1, 256, &nworkers))
+                return EXIT_USAGE;
+            break;
+        case 'c':
+            if (cli_int("bench", "--concurrency", optarg, 1, 1024, &conc))
+                return EXIT_USAGE;
+            break;
+        case 'p':
+            if (cli_int("bench", "--payload", optarg, 0, TQ_PAYLOAD_MAX_DEFAULT, &psize))
+                return EXIT_USAGE;
+            break;
+        case 'j':
+            json = 1;
+            break;
+        case ':':
+            cli_error("bench", "option '%s' needs a value", argv[optind - 1]);
+            return EXIT_USAGE;
+        default:
+            cli_error("bench", "unknown option '%s' (see tq bench --help)",
+                      argv[optind - 1]);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        cli_error("bench", "unexpected argument '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (!url)
+        url = getenv("TQ_DB");
+    if (!url || !*url) {
+        if (!mkdtemp(tmpdir)) {
+            cli_error("bench", "cannot make a temporary directory: %s", strerror(errno));
+            return EXIT_RUNTIME;
+        }
+        snprintf(tmpdb, sizeof tmpdb, "%s/bench.db", tmpdir);
+        url = tmpdb;
+    }
+
+    /* Store and a fresh queue. */
+    tq *db = NULL;
+    tq_open_opts oo = TQ_OPEN_OPTS_INIT;
+    oo.create = 1;
+    int rc = tq_open(&db, url, &oo);
+    if (!rc)
+        rc = tq_init(db);
+    char queue[64];
+    snprintf(queue, sizeof queue, "bench.%lld.%ld", (long long)time(NULL),
+             (long)getpid());
+    if (!rc)
+        rc = tq_queue_set(db, queue, NULL);
+    if (rc) {
+        ex = cli_fail("bench", db, rc);
+        tq_close(db);
+        goto cleanup;
+    }
+
+    /* Enqueue in batches of 1000, one transaction each. */
+    size_t shsize = sizeof(shared) + (size_t)njobs * sizeof(uint32_t);
+    shared *sh =
+        mmap(NULL, shsize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED) {
+        cli_error("bench", "mmap: %s", strerror(errno));
+        tq_close(db);
+        ex = EXIT_RUNTIME;
+        goto cleanup;
+    }
+    enum { BATCH = 1000 };
+    tq_payload items[BATCH];
+    int64_t ids[BATCH];
+    char *payload = malloc((size_t)psize + 1);
+    memset(payload, 'x', (size_t)psize);
+    for (int i = 0; i < BATCH; i++)
+        items[i] = (tq_payload){payload, (size_t)psize};
+    int64_t t0 = now_us(), last_id = 0;
+    for (long long done = 0; done < njobs && !rc;) {
+        size_t n = njobs - done < BATCH ? (size_t)(njobs - done) : BATCH;
+        rc = tq_job_enqueue_batch(ids, db, queue, items, n, NULL);
+        if (!rc) {
+            if (done == 0)
+                sh->first_id = ids[0];
+            last_id = ids[n - 1];
+            done += (long long)n;
+        }
+    }
+    int64_t t_enq = now_us() - t0;
+    free(payload);
+    if (rc) {
+        ex = cli_fail("bench", db, rc);
+        tq_close(db);
+        munmap(sh, shsize);
+        goto cleanup;
+    }
+    if (last_id - sh->first_id + 1 != njobs) {
+        /* Ids are consecutive when no one else writes meanwhile; the
+         * counters assume it. */
+        cli_error("bench", "another writer interleaved with the enqueue; run on a "
+                           "quiet store");
+        tq_close(db);
+        munmap(sh, shsize);
+        ex = EXIT_RUNTIME;
+        goto cleanup;
+    }
+    sh->njobs = njobs;
+    tq_close(db); /* no connection may cross fork() */
+    db = NULL;
+
+    /* Work. */
+    pid_t pids[256];
+    int started = 0, worker_fail = 0;
+    fflush(NULL);
+    t0 = now_us();
+    for (int i = 0; i < nworkers; i++) {
+        pid_t p = fork();
+        if (p == 0)
+            _exit(run_worker(url, queue, i, (int)conc, sh));
+        if (p < 0) {
+            cli_error("bench", "fork: %s", strerror(errno));
+            worker_fail = 1;
+            break;
+        }
+        pids[started++] = p;
+    }
+    for (int i = 0; i < started; i++) {
+        int st;
+        while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
+            ;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            worker_fail = 1;
+    }
+    int64_t t_work = now_us() - t0;
+
+    /* Verify: every job ran exactly once. */
+    int64_t lost = 0, dups = 0, ran = 0;
+    for (int64_t i = 0; i < njobs; i++) {
+        uint32_t r = atomic_load(&sh->runs[i]);
+        ran += r;
+        if (r == 0)
+            lost++;
+        else if (r > 1)
+            dups += r - 1;
+    }
+    /* And the store agrees: all done. */
+    int64_t done_in_store = -1, p50 = 0, p99 = 0;
+    if (!(rc = tq_open(&db, url, NULL))) {
+        tq_stats st;
+        int64_t *d = NULL;
+        size_t nd = 0;
+        if (!(rc = tq_stats_get(&st, db, queue)))
+            done_in_store = st.count[TQ_DONE];
+        if (!rc && !(rc = tq_job_durations(&d, &nd, db, queue, (size_t)njobs))) {
+            p50 = tq_percentile(d, nd, 0.50);
+            p99 = tq_percentile(d, nd, 0.99);
+            tq_free(d);
+        }
+    }
+    if (rc)
+        cli_fail("bench", db, rc);
+    tq_close(db);
+
+    double enq_rate = (double)njobs / ((double)t_enq / 1e6);
+    double proc_rate = (double)njobs / ((double)t_work / 1e6);
+    int64_t busy = atomic_load(&sh->busy_retries);
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(
+            o, "engine",
+            json_string(strncmp(url, "postgres", 8) ? "sqlite" : "postgres"));
+        json_object_set_new(o, "jobs", json_integer(njobs));
+        json_object_set_new(o, "workers", json_integer(nworkers));
+        json_object_set_new(o, "concurrency", json_integer(conc));
+        json_object_set_new(o, "done", json_integer(done_in_store));
+        json_object_set_new(o, "ran", json_integer(ran));
+        json_object_set_new(o, "lost", json_integer(lost));
+        json_object_set_new(o, "duplicates", json_integer(dups));
+        json_object_set_new(o, "enqueue_per_s", json_real(enq_rate));
+        json_object_set_new(o, "process_per_s", json_real(proc_rate));
+        json_object_set_new(o, "enqueue_s", json_real((double)t_enq / 1e6));
+        json_object_set_new(o, "process_s", json_real((double)t_work / 1e6));
+        json_object_set_new(o, "latency_p50_us", json_integer(p50));
+        json_object_set_new(o, "latency_p99_us", json_integer(p99));
+        json_object_set_new(o, "busy_retries", json_integer(busy));
+        json_object_set_new(o, "fenced_acks", json_integer(atomic_load(&sh->lost_acks)));
+        char *s = json_dumps(o, JSON_PRESERVE_ORDER);
+        json_decref(o);
+        if (s)
+            puts(s);
+        free(s);
+    } else {
+        char a[24], b[24];
+        printf("tq bench: %lld jobs, %lld worker processes x %lld slots, store %s\n",
+               njobs, nworkers, conc, tmpdb[0] ? "(temporary SQLite file)" : url);
+        printf("  enqueue   %10.0f jobs/s  (%.2fs, batches of %d)\n", enq_rate,
+               (double)t_enq / 1e6, BATCH);
+        printf("  process   %10.0f jobs/s  (%.2fs)\n", proc_rate, (double)t_work / 1e6);
+        printf("  claim-to-done latency  p50 %s  p99 %s\n",
+               tq_duration_format(a, sizeof a, p50),
+               tq_duration_format(b, sizeof b, p99));
+        printf("  busy retries %lld\n", (long long)busy);
+        printf("  done %lld  lost %lld  duplicates %lld\n", (long long)done_in_store,
+               (long long)lost, (long long)dups);
+    }
+    if (lost || dups || worker_fail || done_in_store != njobs ||
+        atomic_load(&sh->out_of_range)) {
+        if (lost || dups)
+            cli_error("bench", "FAILED: %lld lost, %lld duplicates", (long long)lost,
+                      (long long)dups);
+        else
+            cli_error("bench",
+                      "FAILED: a worker failed or the store shows %lld of %lld "
+                      "done",
+                      (long long)done_in_store, njobs);
+        ex = EXIT_RUNTIME;
+    }
+    munmap(sh, shsize);
+cleanup:
+    if (tmpdb[0]) {
+        char p[96];
+        unlink(tmpdb);
+        snprintf(p, sizeof p, "%s-wal", tmpdb);
+        unlink(p);
+        snprintf(p, sizeof p, "%s-shm", tmpdb);
+        unlink(p);
+        rmdir(tmpdir);
+    }
+    return ex;
+}

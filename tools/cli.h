@@ -1,0 +1,33 @@
+/*
+ * cli.h - helpers shared by the tool's files (tq.c, bench.c). The tool
+ * links only the public library; everything here is presentation.
+ */
+#ifndef TQ_CLI_H
+#define TQ_CLI_H
+
+#include "tq.h"
+
+#include <stdint.h>
+
+/* Exit codes: 0 success, 1 a failure at run time, 2 bad usage or input. */
+enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+/* Prints "tq CMD: message" on stderr. */
+void cli_error(const char *cmd, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Reports a library failure on stderr; returns the exit code for it. */
+int cli_fail(const char *cmd, tq *db, int rc);
+/* The store URL: --db if given, else $TQ_DB, else "tq.db". */
+const char *cli_url(const char *given);
+/* Parses an integer within [min, max]; prints a usage error and returns -1
+ * on failure. */
+int cli_int(const char *cmd, const char *opt, const char *text, long long min,
+            long long max, long long *out);
+int cli_duration(const char *cmd, const char *opt, const char *text, int64_t *out);
+
+int cmd_bench(int argc, char **argv);
+
+#endif
