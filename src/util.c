@@ -158,12 +158,18 @@ int tq_duration_parse(int64_t *out_us, const char *text)
     while (*p) {
         if (!isdigit((unsigned char)*p))
             return TQ_EINVAL;
-        char *end;
-        errno = 0;
-        double v = strtod(p, &end);
-        if (errno || end == p || v < 0)
+        /* DIGITS[.DIGITS]: no sign, exponent or hex, which strtod allows. */
+        double v = 0, scale = 1;
+        int digits = 0;
+        for (; isdigit((unsigned char)*p); p++, digits++)
+            v = v * 10 + (*p - '0');
+        if (*p == '.') {
+            p++;
+            for (; isdigit((unsigned char)*p); p++, digits++)
+                v += (*p - '0') * (scale /= 10);
+        }
+        if (!digits || v > 1e18)
             return TQ_EINVAL;
-        p = end;
         int64_t mult = 0;
         if (!*p) {
             if (parts > 0)

@@ -111,6 +111,8 @@ struct tq__engine {
 };
 
 extern const struct tq__engine tq__engine_sqlite;
+/* For the plan tests: the SQLite claim statement of an order. */
+const char *tq__sqlite_claim_sql(tq_order order);
 #ifdef TQ_WITH_POSTGRES
 extern const struct tq__engine tq__engine_postgres;
 #endif

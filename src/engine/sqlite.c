@@ -1247,6 +1247,12 @@ static int sqlite_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
     return 0;
 }
 
+const char *tq__sqlite_claim_sql(tq_order order)
+{
+    static const enum stmt_id ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
+    return (unsigned)order < 3 ? sql[ids[order]] : NULL;
+}
+
 const struct tq__engine tq__engine_sqlite = {
     .name = "sqlite",
     .caps = 0,

@@ -1,0 +1,41 @@
+# The two commands of the README:
+#   make demo   install what is needed, build, run `tq bench` on SQLite
+#   make test   install what is needed, build with -Werror, run every test,
+#               then again under AddressSanitizer + UndefinedBehaviorSanitizer
+JOBS ?= 2
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+
+.PHONY: all deps build demo test test-plain test-asan format clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -DTQ_WERROR=ON >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/tq bench --jobs 20000 --workers 8
+
+test: test-plain test-asan
+
+test-plain: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DTQ_WERROR=ON -DTQ_SANITIZE=ON \
+	      -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    ctest --output-on-failure -j $(JOBS)
+
+format:
+	clang-format -i include/*.h src/*.c src/*.h src/engine/*.c src/engine/*.h \
+	    tools/*.c tools/*.h tests/*.c examples/*.c bench/*.c 2>/dev/null || true
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,926 @@
+/*
+ * test_store.c - the conformance suite: every behaviour the README promises
+ * of a store, through the public API only. Compiled once and run against
+ * each engine: TQ_TEST_ENGINE=sqlite (default) gives each test a fresh
+ * SQLite file; TQ_TEST_ENGINE=postgres with TQ_TEST_PG_URL gives each test
+ * a fresh schema in that database.
+ */
+#define _DEFAULT_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tq.h"
+
+/* ---- fixtures ------------------------------------------------------------ */
+
+static char tmpdir[64];
+static int store_seq;
+
+/* A URL naming a store no test has used. */
+static void fresh_url(char *buf, size_t len)
+{
+    const char *engine = getenv("TQ_TEST_ENGINE");
+    store_seq++;
+    if (engine && strcmp(engine, "postgres") == 0) {
+        const char *base = getenv("TQ_TEST_PG_URL");
+        snprintf(buf, len, "%s%stq_schema=t%d_%d", base, strchr(base, '?') ? "&" : "?",
+                 (int)getpid(), store_seq);
+    } else {
+        snprintf(buf, len, "%s/s%d.db", tmpdir, store_seq);
+    }
+}
+
+typedef struct fx {
+    char url[512];
+    tq *db;
+} fx;
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    fresh_url(f->url, sizeof f->url);
+    if (tq_open(&f->db, f->url, &o) || tq_init(f->db)) {
+        fprintf(stderr, "setup: %s\n", tq_errmsg(f->db));
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    tq_close(f->db);
+    free(f);
+    return 0;
+}
+
+#define DB (((fx *)*state)->db)
+/* Asserts a tq call returned 0, printing the store's message otherwise. */
+#define OK(call)                                                                         \
+    do {                                                                                 \
+        int rc_ = (call);                                                                \
+        if (rc_ != 0)                                                                    \
+            fail_msg("%s -> %d (%s): %s", #call, rc_, tq_strerror(rc_), tq_errmsg(DB));  \
+    } while (0)
+
+static int64_t enq(void **state, const char *queue, const char *payload)
+{
+    int64_t id = 0;
+    OK(tq_job_enqueue(&id, DB, queue, payload, strlen(payload), NULL));
+    assert_true(id > 0);
+    return id;
+}
+
+static tq_job *get(void **state, int64_t id)
+{
+    tq_job *j = NULL;
+    OK(tq_job_get(&j, DB, id));
+    return j;
+}
+
+static tq_state state_of(void **state, int64_t id)
+{
+    tq_job *j = get(state, id);
+    tq_state s = j->state;
+    tq_job_free(j);
+    return s;
+}
+
+/* Claims exactly one job as worker and returns it. */
+static tq_job *claim1(void **state, const char *queue, const char *worker)
+{
+    tq_job *jobs = NULL;
+    size_t n = 0;
+    OK(tq_job_claim(&jobs, &n, DB, queue, worker, 1));
+    assert_int_equal(n, 1);
+    return jobs;
+}
+
+static size_t claim_n(void **state, const char *queue, size_t max)
+{
+    tq_job *jobs = NULL;
+    size_t n = 0;
+    OK(tq_job_claim(&jobs, &n, DB, queue, "w", max));
+    tq_job_array_free(jobs, n);
+    return n;
+}
+
+static void set_queue(void **state, const char *name, unsigned set, tq_order order,
+                      int64_t lease_us, int max_attempts, int64_t base, int64_t cap)
+{
+    tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
+    o.set = set;
+    o.order = order;
+    o.lease_us = lease_us;
+    o.max_attempts = max_attempts;
+    o.backoff_base_us = base;
+    o.backoff_cap_us = cap;
+    OK(tq_queue_set(DB, name, &o));
+}
+
+static int64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- the life of a job ----------------------------------------------------- */
+
+static void enqueue_claim_complete(void **state)
+{
+    int64_t a = enq(state, "q", "one"), b = enq(state, "q", "two");
+    enq(state, "q", "three");
+    tq_job *jobs;
+    size_t n;
+    OK(tq_job_claim(&jobs, &n, DB, "q", "w1", 2));
+    assert_int_equal(n, 2);
+    assert_int_equal(jobs[0].id, a);
+    assert_int_equal(jobs[1].id, b);
+    assert_string_equal((char *)jobs[0].payload, "one");
+    assert_int_equal(jobs[0].payload_len, 3);
+    assert_int_equal(jobs[0].state, TQ_RUNNING);
+    assert_int_equal(jobs[0].attempts, 1);
+    assert_int_equal(jobs[0].max_attempts, 3);
+    assert_string_equal(jobs[0].worker, "w1");
+    assert_true(jobs[0].lease_until > jobs[0].started_at);
+    OK(tq_job_complete(DB, &jobs[0]));
+    tq_job *j = get(state, a);
+    assert_int_equal(j->state, TQ_DONE);
+    assert_true(j->finished_at >= j->started_at && j->started_at > 0);
+    assert_int_equal(j->lease_until, 0);
+    tq_job_free(j);
+    assert_int_equal(state_of(state, b), TQ_RUNNING);
+    tq_job_array_free(jobs, n);
+    assert_int_equal(claim_n(state, "q", 10), 1);
+    assert_int_equal(claim_n(state, "q", 10), 0); /* nothing ready: not an error */
+    assert_int_equal(claim_n(state, "nosuchqueue", 10), 0);
+}
+
+static void fencing(void **state)
+{
+    int64_t id = enq(state, "q", "x");
+    tq_job *j = claim1(state, "q", "w1");
+    tq_job other = *j;
+
+    /* Another worker name, or another attempt, cannot touch it. */
+    other.worker = "w2";
+    assert_int_equal(tq_job_complete(DB, &other), TQ_ELOST);
+    assert_int_equal(tq_job_fail(DB, &other, "no"), TQ_ELOST);
+    assert_int_equal(tq_job_heartbeat(DB, &other), TQ_ELOST);
+    assert_int_equal(tq_job_release(DB, &other), TQ_ELOST);
+    other.worker = j->worker;
+    other.attempts = 2;
+    assert_int_equal(tq_job_complete(DB, &other), TQ_ELOST);
+    assert_int_equal(state_of(state, id), TQ_RUNNING);
+
+    /* After the job went back and was claimed again, the old claim is dead. */
+    OK(tq_job_release(DB, j));
+    tq_job *again = claim1(state, "q", "w2");
+    assert_int_equal(again->attempts, 1); /* release did not spend it */
+    assert_int_equal(tq_job_complete(DB, j), TQ_ELOST);
+    assert_int_equal(tq_job_fail(DB, j, "late"), TQ_ELOST);
+    tq_job *now = get(state, id);
+    assert_int_equal(now->state, TQ_RUNNING);
+    assert_string_equal(now->worker, "w2");
+    assert_null(now->last_error);
+    tq_job_free(now);
+    OK(tq_job_complete(DB, again));
+    assert_int_equal(tq_job_complete(DB, again), TQ_ELOST); /* only once */
+    assert_int_equal(state_of(state, id), TQ_DONE);
+    tq_job_free(again);
+    tq_job_free(j);
+}
+
+static void fail_retry_then_dead(void **state)
+{
+    set_queue(state, "p", TQ_SET_MAX_ATTEMPTS | TQ_SET_BACKOFF, TQ_FIFO, 0, 3, 0, 0);
+    int64_t id = enq(state, "p", "poison");
+    for (int attempt = 1; attempt <= 3; attempt++) {
+        tq_job *j = claim1(state, "p", "w");
+        assert_int_equal(j->attempts, attempt);
+        OK(tq_job_fail(DB, j, "it broke"));
+        tq_job_free(j);
+        tq_job *g = get(state, id);
+        assert_string_equal(g->last_error, "it broke");
+        assert_int_equal(g->state, attempt < 3 ? TQ_READY : TQ_DEAD);
+        if (attempt == 3)
+            assert_true(g->finished_at > 0);
+        tq_job_free(g);
+    }
+    assert_int_equal(claim_n(state, "p", 10), 0); /* dead is not claimed */
+}
+
+static void job_max_attempts_overrides_queue(void **state)
+{
+    set_queue(state, "p", TQ_SET_BACKOFF, TQ_FIFO, 0, 0, 0, 0);
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    eo.max_attempts = 1;
+    int64_t id;
+    OK(tq_job_enqueue(&id, DB, "p", "x", 1, &eo));
+    tq_job *j = claim1(state, "p", "w");
+    assert_int_equal(j->max_attempts, 1);
+    OK(tq_job_fail(DB, j, "once"));
+    tq_job_free(j);
+    assert_int_equal(state_of(state, id), TQ_DEAD);
+}
+
+static void backoff_delays_retry(void **state)
+{
+    set_queue(state, "b", TQ_SET_BACKOFF, TQ_FIFO, 0, 0, 20000000, 40000000);
+    int64_t id = enq(state, "b", "x");
+    tq_job *j = claim1(state, "b", "w");
+    int64_t before = wall_us();
+    OK(tq_job_fail(DB, j, "later"));
+    tq_job_free(j);
+    tq_job *g = get(state, id);
+    assert_int_equal(g->state, TQ_READY);
+    /* First retry: between base/2 and base from now. */
+    assert_in_range(g->run_at - before, 10000000 - 1000000, 20000000 + 1000000);
+    tq_job_free(g);
+    assert_int_equal(claim_n(state, "b", 1), 0);
+}
+
+static void heartbeat_extends_lease(void **state)
+{
+    set_queue(state, "h", TQ_SET_LEASE, TQ_FIFO, 5000000, 0, 0, 0);
+    int64_t id = enq(state, "h", "x");
+    tq_job *j = claim1(state, "h", "w");
+    sleep_ms(50);
+    OK(tq_job_heartbeat(DB, j));
+    tq_job *g = get(state, id);
+    assert_true(g->lease_until > j->lease_until);
+    assert_in_range(g->lease_until - wall_us(), 4000000, 5100000);
+    tq_job_free(g);
+    tq_job_free(j);
+}
+
+static void expired_lease_rescued(void **state)
+{
+    set_queue(state, "r", TQ_SET_LEASE | TQ_SET_MAX_ATTEMPTS, TQ_FIFO, 1000000, 2, 0, 0);
+    int64_t id = enq(state, "r", "x");
+    tq_job *j = claim1(state, "r", "w1");
+    int64_t n = -1;
+    OK(tq_rescue_expired(&n, DB));
+    assert_int_equal(n, 0); /* not yet expired */
+    sleep_ms(1200);
+    OK(tq_rescue_expired(&n, DB));
+    assert_int_equal(n, 1);
+    tq_job *g = get(state, id);
+    assert_int_equal(g->state, TQ_READY);
+    assert_non_null(strstr(g->last_error, "lease expired"));
+    tq_job_free(g);
+    assert_int_equal(tq_job_complete(DB, j), TQ_ELOST); /* fenced out */
+    tq_job_free(j);
+
+    /* The second expiry uses up the attempts: dead. */
+    j = claim1(state, "r", "w2");
+    assert_int_equal(j->attempts, 2);
+    sleep_ms(1200);
+    OK(tq_rescue_expired(&n, DB));
+    assert_int_equal(n, 1);
+    assert_int_equal(state_of(state, id), TQ_DEAD);
+    tq_job_free(j);
+}
+
+/* ---- enqueue options -------------------------------------------------------- */
+
+static void dedup_keys(void **state)
+{
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    int64_t a, b, c;
+    eo.key = "order-17";
+    OK(tq_job_enqueue(&a, DB, "q", "first", 5, &eo));
+    assert_int_equal(tq_job_enqueue(&b, DB, "q", "second", 6, &eo), TQ_DUP);
+    assert_int_equal(a, b);
+    tq_job *j = get(state, a);
+    assert_string_equal((char *)j->payload, "first"); /* the first row is kept */
+    assert_string_equal(j->key, "order-17");
+    tq_job_free(j);
+    OK(tq_job_enqueue(&c, DB, "other", "x", 1, &eo)); /* keys are per queue */
+    assert_int_not_equal(c, a);
+    /* Still a duplicate after the job finished (the row is kept). */
+    tq_job *r = claim1(state, "q", "w");
+    OK(tq_job_complete(DB, r));
+    tq_job_free(r);
+    assert_int_equal(tq_job_enqueue(&b, DB, "q", "third", 5, &eo), TQ_DUP);
+    assert_int_equal(b, a);
+    tq_list_opts lo = TQ_LIST_OPTS_INIT;
+    tq_job *all;
+    size_t n;
+    OK(tq_job_list(&all, &n, DB, &lo));
+    assert_int_equal(n, 2);
+    tq_job_array_free(all, n);
+}
+
+static void delayed_not_claimed_early(void **state)
+{
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    int64_t late, due;
+    eo.delay_us = 30000000;
+    OK(tq_job_enqueue(&late, DB, "d", "later", 5, &eo));
+    assert_int_equal(claim_n(state, "d", 10), 0);
+    eo.delay_us = 0;
+    eo.run_at = wall_us() - 1000000; /* absolute, already due */
+    OK(tq_job_enqueue(&due, DB, "d", "now", 3, &eo));
+    tq_job *j = claim1(state, "d", "w");
+    assert_int_equal(j->id, due);
+    tq_job_free(j);
+    assert_int_equal(state_of(state, late), TQ_READY);
+    assert_int_equal(claim_n(state, "d", 10), 0);
+}
+
+static int64_t enq_pri(void **state, const char *q, const char *p, int pri)
+{
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    int64_t id;
+    eo.priority = pri;
+    OK(tq_job_enqueue(&id, DB, q, p, strlen(p), &eo));
+    return id;
+}
+
+static void claim_order(void **state, const char *q, const int64_t *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        tq_job *j = claim1(state, q, "w");
+        if (j->id != want[i])
+            fail_msg("queue %s claim %zu: got job %lld, want %lld", q, i,
+                     (long long)j->id, (long long)want[i]);
+        tq_job_free(j);
+    }
+}
+
+static void orders_and_priority(void **state)
+{
+    set_queue(state, "lifo", TQ_SET_ORDER, TQ_LIFO, 0, 0, 0, 0);
+    int64_t f1 = enq_pri(state, "fifo", "a", 0), f2 = enq_pri(state, "fifo", "b", 0),
+            f3 = enq_pri(state, "fifo", "c", 5), f4 = enq_pri(state, "fifo", "d", 0);
+    int64_t fifo_want[] = {f3, f1, f2, f4};
+    claim_order(state, "fifo", fifo_want, 4);
+
+    int64_t l1 = enq_pri(state, "lifo", "a", 0), l2 = enq_pri(state, "lifo", "b", 0),
+            l3 = enq_pri(state, "lifo", "c", -1), l4 = enq_pri(state, "lifo", "d", 0);
+    int64_t lifo_want[] = {l4, l2, l1, l3};
+    claim_order(state, "lifo", lifo_want, 4);
+
+    set_queue(state, "any", TQ_SET_ORDER, TQ_UNORDERED, 0, 0, 0, 0);
+    for (int i = 0; i < 5; i++)
+        enq(state, "any", "x");
+    assert_int_equal(claim_n(state, "any", 3), 3);
+    assert_int_equal(claim_n(state, "any", 3), 2);
+}
+
+static void batch_claim_returns_queue_order(void **state)
+{
+    int64_t a = enq_pri(state, "q", "a", 0), b = enq_pri(state, "q", "b", 9),
+            c = enq_pri(state, "q", "c", 0);
+    tq_job *jobs;
+    size_t n;
+    OK(tq_job_claim(&jobs, &n, DB, "q", "w", 10));
+    assert_int_equal(n, 3);
+    assert_int_equal(jobs[0].id, b);
+    assert_int_equal(jobs[1].id, a);
+    assert_int_equal(jobs[2].id, c);
+    tq_job_array_free(jobs, n);
+}
+
+static void paused_queue(void **state)
+{
+    enq(state, "pq", "x");
+    tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
+    o.set = TQ_SET_PAUSED;
+    o.paused = 1;
+    OK(tq_queue_set(DB, "pq", &o));
+    assert_int_equal(claim_n(state, "pq", 1), 0);
+    o.paused = 0;
+    OK(tq_queue_set(DB, "pq", &o));
+    assert_int_equal(claim_n(state, "pq", 1), 1);
+}
+
+static void queue_settings_round_trip(void **state)
+{
+    tq_queue_info q;
+    enq(state, "auto", "x"); /* created with defaults on first enqueue */
+    OK(tq_queue_get(&q, DB, "auto"));
+    assert_int_equal(q.order, TQ_FIFO);
+    assert_int_equal(q.lease_us, 30000000);
+    assert_int_equal(q.max_attempts, 3);
+    assert_int_equal(q.keep_done, 1);
+    assert_int_equal(q.paused, 0);
+    set_queue(state, "auto", TQ_SET_ORDER | TQ_SET_LEASE | TQ_SET_BACKOFF, TQ_LIFO,
+              90000000, 0, 0, 5000000);
+    OK(tq_queue_get(&q, DB, "auto"));
+    assert_int_equal(q.order, TQ_LIFO);
+    assert_int_equal(q.lease_us, 90000000);
+    assert_int_equal(q.max_attempts, 3); /* untouched */
+    assert_int_equal(q.backoff_base_us, 0);
+    assert_int_equal(q.backoff_cap_us, 5000000);
+    assert_int_equal(tq_queue_get(&q, DB, "nope"), TQ_ENOTFOUND);
+    tq_queue_info *v;
+    size_t n;
+    OK(tq_queue_list(&v, &n, DB));
+    assert_int_equal(n, 1);
+    tq_free(v);
+}
+
+static void delete_done_rows(void **state)
+{
+    tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
+    o.set = TQ_SET_KEEP_DONE;
+    o.keep_done = 0;
+    OK(tq_queue_set(DB, "tmp", &o));
+    int64_t id = enq(state, "tmp", "x");
+    tq_job *j = claim1(state, "tmp", "w");
+    OK(tq_job_complete(DB, j));
+    tq_job_free(j);
+    tq_job *g = NULL;
+    assert_int_equal(tq_job_get(&g, DB, id), TQ_ENOTFOUND);
+}
+
+static void payloads(void **state)
+{
+    /* Bytes, not strings: NULs and high bytes survive. */
+    unsigned char bin[300];
+    for (int i = 0; i < 300; i++)
+        bin[i] = (unsigned char)(i * 7);
+    int64_t id;
+    OK(tq_job_enqueue(&id, DB, "bin", bin, sizeof bin, NULL));
+    tq_job *j = claim1(state, "bin", "w");
+    assert_int_equal(j->payload_len, sizeof bin);
+    assert_memory_equal(j->payload, bin, sizeof bin);
+    tq_job_free(j);
+    OK(tq_job_enqueue(&id, DB, "bin", "", 0, NULL)); /* empty is fine */
+
+    /* The limit: exactly 1 MiB is accepted, one byte more is not. */
+    char *big = calloc(1, TQ_PAYLOAD_MAX_DEFAULT + 1);
+    OK(tq_job_enqueue(&id, DB, "big", big, TQ_PAYLOAD_MAX_DEFAULT, NULL));
+    assert_int_equal(tq_job_enqueue(&id, DB, "big2", big, TQ_PAYLOAD_MAX_DEFAULT + 1, NULL),
+                     TQ_ETOOBIG);
+    assert_non_null(strstr(tq_errmsg(DB), "limit"));
+    tq_payload items[2] = {{"ok", 2}, {big, TQ_PAYLOAD_MAX_DEFAULT + 1}};
+    assert_int_equal(tq_job_enqueue_batch(NULL, DB, "big3", items, 2, NULL), TQ_ETOOBIG);
+    free(big);
+    tq_queue_info q;
+    assert_int_equal(tq_queue_get(&q, DB, "big2"), TQ_ENOTFOUND); /* nothing written */
+    assert_int_equal(tq_queue_get(&q, DB, "big3"), TQ_ENOTFOUND);
+}
+
+static void batch_enqueue(void **state)
+{
+    tq_payload items[500];
+    char buf[500][8];
+    int64_t ids[500];
+    for (int i = 0; i < 500; i++) {
+        snprintf(buf[i], sizeof buf[i], "%d", i);
+        items[i] = (tq_payload){buf[i], strlen(buf[i])};
+    }
+    OK(tq_job_enqueue_batch(ids, DB, "batch", items, 500, NULL));
+    for (int i = 1; i < 500; i++)
+        assert_true(ids[i] > ids[i - 1]);
+    tq_job *j = get(state, ids[123]);
+    assert_string_equal((char *)j->payload, "123");
+    tq_job_free(j);
+    assert_int_equal(claim_n(state, "batch", 1000), 500);
+}
+
+/* ---- management -------------------------------------------------------------- */
+
+static void cancel_and_retry(void **state)
+{
+    int64_t a = enq(state, "m", "a"), b = enq(state, "m", "b");
+    OK(tq_job_cancel(DB, a));
+    tq_job *g = get(state, a);
+    assert_int_equal(g->state, TQ_CANCELLED);
+    assert_true(g->finished_at > 0);
+    tq_job_free(g);
+    assert_int_equal(tq_job_cancel(DB, a), TQ_ESTATE);
+    assert_int_equal(tq_job_cancel(DB, 999999), TQ_ENOTFOUND);
+    assert_int_equal(tq_job_retry(DB, b), TQ_ESTATE); /* ready: nothing to retry */
+    assert_int_equal(tq_job_retry(DB, 999999), TQ_ENOTFOUND);
+
+    /* Cancelling a running job fences its worker out. */
+    tq_job *j = claim1(state, "m", "w");
+    assert_int_equal(j->id, b);
+    OK(tq_job_cancel(DB, b));
+    assert_int_equal(tq_job_complete(DB, j), TQ_ELOST);
+    assert_int_equal(state_of(state, b), TQ_CANCELLED);
+    tq_job_free(j);
+
+    OK(tq_job_retry(DB, a));
+    g = get(state, a);
+    assert_int_equal(g->state, TQ_READY);
+    assert_int_equal(g->attempts, 0);
+    assert_int_equal(g->finished_at, 0);
+    tq_job_free(g);
+    assert_int_equal(claim_n(state, "m", 10), 1);
+}
+
+static void retry_all_dead(void **state)
+{
+    set_queue(state, "x", TQ_SET_MAX_ATTEMPTS, TQ_FIFO, 0, 1, 0, 0);
+    set_queue(state, "y", TQ_SET_MAX_ATTEMPTS, TQ_FIFO, 0, 1, 0, 0);
+    const char *qs[] = {"x", "x", "y"};
+    for (int i = 0; i < 3; i++) {
+        enq(state, qs[i], "p");
+        tq_job *j = claim1(state, qs[i], "w");
+        OK(tq_job_fail(DB, j, "e"));
+        tq_job_free(j);
+    }
+    int64_t n = 0;
+    OK(tq_job_retry_dead(&n, DB, "x"));
+    assert_int_equal(n, 2);
+    OK(tq_job_retry_dead(&n, DB, NULL));
+    assert_int_equal(n, 1);
+    OK(tq_job_retry_dead(&n, DB, NULL));
+    assert_int_equal(n, 0);
+}
+
+static void prune_finished(void **state)
+{
+    set_queue(state, "q", TQ_SET_MAX_ATTEMPTS, TQ_FIFO, 0, 1, 0, 0);
+    int64_t done = enq(state, "q", "d"), dead = enq(state, "q", "x"),
+            ready = enq(state, "q", "r");
+    tq_job *j = claim1(state, "q", "w");
+    OK(tq_job_complete(DB, j));
+    tq_job_free(j);
+    j = claim1(state, "q", "w");
+    OK(tq_job_fail(DB, j, "e"));
+    tq_job_free(j);
+    int64_t n = -1;
+    OK(tq_job_prune(&n, DB, 3600000000LL, 1u << TQ_DONE)); /* none that old */
+    assert_int_equal(n, 0);
+    sleep_ms(5);
+    OK(tq_job_prune(&n, DB, 0, 1u << TQ_DEAD));
+    assert_int_equal(n, 1);
+    tq_job *g = NULL;
+    assert_int_equal(tq_job_get(&g, DB, dead), TQ_ENOTFOUND);
+    assert_int_equal(state_of(state, done), TQ_DONE);
+    OK(tq_job_prune(&n, DB, 0, (1u << TQ_DONE) | (1u << TQ_CANCELLED)));
+    assert_int_equal(n, 1);
+    assert_int_equal(state_of(state, ready), TQ_READY); /* never pruned */
+    assert_int_equal(tq_job_prune(&n, DB, 0, 1u << TQ_READY), TQ_EINVAL);
+}
+
+static void stats_and_list(void **state)
+{
+    for (int i = 0; i < 4; i++)
+        enq(state, "s", "x");
+    enq(state, "t", "y");
+    for (int i = 0; i < 2; i++) {
+        tq_job *j = claim1(state, "s", "w");
+        sleep_ms(2);
+        OK(tq_job_complete(DB, j));
+        tq_job_free(j);
+    }
+    tq_job *running = claim1(state, "s", "busy-worker");
+    tq_stats st;
+    OK(tq_stats_get(&st, DB, "s"));
+    assert_int_equal(st.count[TQ_READY], 1);
+    assert_int_equal(st.count[TQ_RUNNING], 1);
+    assert_int_equal(st.count[TQ_DONE], 2);
+    assert_int_equal(st.done_last_minute, 2);
+    assert_int_equal(st.recent, 2);
+    assert_true(st.p50_us >= 2000 && st.max_us >= st.p50_us);
+    assert_int_equal(st.nlongest, 1);
+    assert_int_equal(st.longest[0].id, running->id);
+    assert_string_equal(st.longest[0].worker, "busy-worker");
+    OK(tq_stats_get(&st, DB, NULL));
+    assert_int_equal(st.count[TQ_READY], 2);
+
+    tq_list_opts lo = TQ_LIST_OPTS_INIT;
+    tq_job *v;
+    size_t n;
+    lo.state = TQ_DONE;
+    OK(tq_job_list(&v, &n, DB, &lo));
+    assert_int_equal(n, 2);
+    assert_true(v[0].id > v[1].id); /* newest first */
+    tq_job_array_free(v, n);
+    lo.state = -1;
+    lo.queue = "t";
+    OK(tq_job_list(&v, &n, DB, &lo));
+    assert_int_equal(n, 1);
+    assert_string_equal((char *)v[0].payload, "y");
+    tq_job_array_free(v, n);
+    lo.queue = NULL;
+    lo.limit = 3;
+    OK(tq_job_list(&v, &n, DB, &lo));
+    assert_int_equal(n, 3);
+    tq_job_array_free(v, n);
+    tq_job_free(running);
+}
+
+/* ---- bad input changes nothing ---------------------------------------------- */
+
+static void bad_input_rejected(void **state)
+{
+    tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
+    int64_t id;
+    enq(state, "keep", "x");
+    assert_int_equal(tq_queue_set(DB, "bad name", NULL), TQ_EINVAL);
+    assert_int_equal(tq_queue_set(DB, "", NULL), TQ_EINVAL);
+    o.set = TQ_SET_LEASE;
+    o.lease_us = 0;
+    assert_int_equal(tq_queue_set(DB, "keep", &o), TQ_EINVAL);
+    o.set = TQ_SET_MAX_ATTEMPTS;
+    o.max_attempts = 0;
+    assert_int_equal(tq_queue_set(DB, "keep", &o), TQ_EINVAL);
+    o.set = TQ_SET_BACKOFF;
+    o.backoff_base_us = 10;
+    o.backoff_cap_us = 5;
+    assert_int_equal(tq_queue_set(DB, "keep", &o), TQ_EINVAL);
+    o.set = TQ_SET_ORDER;
+    o.order = (tq_order)7;
+    assert_int_equal(tq_queue_set(DB, "keep", &o), TQ_EINVAL);
+    assert_int_equal(tq_job_enqueue(&id, DB, "a/b", "x", 1, NULL), TQ_EINVAL);
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    eo.delay_us = -1;
+    assert_int_equal(tq_job_enqueue(&id, DB, "keep", "x", 1, &eo), TQ_EINVAL);
+    eo.delay_us = 0;
+    eo.key = "";
+    assert_int_equal(tq_job_enqueue(&id, DB, "keep", "x", 1, &eo), TQ_EINVAL);
+
+    tq_queue_info *v;
+    size_t n;
+    OK(tq_queue_list(&v, &n, DB));
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0].lease_us, 30000000);
+    assert_int_equal(v[0].max_attempts, 3);
+    assert_int_equal(v[0].order, TQ_FIFO);
+    tq_free(v);
+    tq_list_opts lo = TQ_LIST_OPTS_INIT;
+    tq_job *jobs;
+    OK(tq_job_list(&jobs, &n, DB, &lo));
+    assert_int_equal(n, 1);
+    tq_job_array_free(jobs, n);
+}
+
+static void open_errors(void **state)
+{
+    (void)state;
+    tq *db = NULL;
+    assert_int_equal(tq_open(&db, "mysql://h/x", NULL), TQ_EINVAL);
+    assert_non_null(strstr(tq_errmsg(db), "unsupported"));
+    tq_close(db);
+    if (getenv("TQ_TEST_ENGINE") && strcmp(getenv("TQ_TEST_ENGINE"), "postgres") == 0)
+        return;
+    char path[128];
+    struct stat st;
+    /* No such directory. */
+    snprintf(path, sizeof path, "%s/no/such/dir/x.db", tmpdir);
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    assert_int_equal(tq_open(&db, path, &o), TQ_ECONN);
+    assert_non_null(strstr(tq_errmsg(db), path));
+    tq_close(db);
+    /* A missing store is not created by a non-init open. */
+    snprintf(path, sizeof path, "%s/missing.db", tmpdir);
+    assert_int_equal(tq_open(&db, path, NULL), TQ_ECONN);
+    tq_close(db);
+    assert_int_not_equal(stat(path, &st), 0);
+    /* A store without the schema says so. */
+    o.create = 1;
+    snprintf(path, sizeof path, "%s/empty.db", tmpdir);
+    assert_int_equal(tq_open(&db, path, &o), 0);
+    tq_close(db);
+    assert_int_equal(tq_open(&db, path, NULL), TQ_ESCHEMA);
+    assert_non_null(strstr(tq_errmsg(db), "tq init"));
+    tq_close(db);
+    /* A new store is private to its owner. */
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+}
+
+static void init_is_idempotent(void **state)
+{
+    int64_t id = enq(state, "q", "x");
+    OK(tq_init(DB));
+    OK(tq_init(DB));
+    assert_int_equal(state_of(state, id), TQ_READY);
+}
+
+/* ---- the worker pool ---------------------------------------------------------- */
+
+#define POOL_JOBS 400
+typedef struct pool_ctx {
+    int64_t first;
+    _Atomic int runs[POOL_JOBS];
+    _Atomic int fail_first; /* fail attempt 1 of every job id % 10 == 0 */
+} pool_ctx;
+
+static int pool_handler(void *ud, const tq_job *job, char *err, size_t errlen)
+{
+    pool_ctx *c = ud;
+    int64_t i = job->id - c->first;
+    if (i >= 0 && i < POOL_JOBS)
+        atomic_fetch_add(&c->runs[i], 1);
+    if (atomic_load(&c->fail_first) && i % 10 == 0 && job->attempts == 1) {
+        snprintf(err, errlen, "first attempt of %lld fails", (long long)job->id);
+        return 1;
+    }
+    return 0;
+}
+
+static void worker_pool_callbacks(void **state)
+{
+    static pool_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    atomic_store(&ctx.fail_first, 1);
+    set_queue(state, "pool", TQ_SET_BACKOFF, TQ_FIFO, 0, 0, 0, 0);
+    tq_payload items[POOL_JOBS];
+    int64_t ids[POOL_JOBS];
+    for (int i = 0; i < POOL_JOBS; i++)
+        items[i] = (tq_payload){"p", 1};
+    OK(tq_job_enqueue_batch(ids, DB, "pool", items, POOL_JOBS, NULL));
+    ctx.first = ids[0];
+
+    const char *queues[] = {"pool"};
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    o.queues = queues;
+    o.nqueues = 1;
+    o.concurrency = 4;
+    o.drain = 1;
+    o.name = "pool-worker";
+    o.handler = pool_handler;
+    o.handler_ud = &ctx;
+    tq_worker *w;
+    OK(tq_worker_new(&w, DB, &o));
+    OK(tq_worker_run(w));
+    tq_worker_counters k;
+    tq_worker_counters_get(&k, w);
+    tq_worker_free(w);
+    for (int i = 0; i < POOL_JOBS; i++)
+        assert_int_equal(atomic_load(&ctx.runs[i]), i % 10 == 0 ? 2 : 1);
+    assert_int_equal(k.done, POOL_JOBS);
+    assert_int_equal(k.failed, POOL_JOBS / 10);
+    assert_int_equal(k.lost, 0);
+    tq_stats st;
+    OK(tq_stats_get(&st, DB, "pool"));
+    assert_int_equal(st.count[TQ_DONE], POOL_JOBS);
+    tq_job *j = get(state, ids[10]);
+    assert_int_equal(j->attempts, 2);
+    assert_string_equal(j->worker, "pool-worker");
+    tq_job_free(j);
+}
+
+static int ok_handler(void *ud, const tq_job *job, char *err, size_t errlen)
+{
+    (void)job, (void)err, (void)errlen;
+    atomic_fetch_add((_Atomic int *)ud, 1);
+    return 0;
+}
+
+static void worker_name_in_use(void **state)
+{
+    _Atomic int runs = 0;
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    o.name = "unique";
+    o.handler = ok_handler;
+    o.handler_ud = &runs;
+    o.drain = 1;
+    tq_worker *w1, *w2 = NULL;
+    OK(tq_worker_new(&w1, DB, &o));
+    /* A second handle on the same store: another process would do the same. */
+    tq *db2;
+    OK(tq_open(&db2, ((fx *)*state)->url, NULL));
+    assert_int_equal(tq_worker_new(&w2, db2, &o), TQ_EINUSE);
+    assert_non_null(strstr(tq_errmsg(db2), "unique"));
+    assert_null(w2);
+    tq_worker_info *v;
+    size_t n;
+    OK(tq_worker_list(&v, &n, DB));
+    assert_int_equal(n, 1);
+    assert_string_equal(v[0].name, "unique");
+    assert_int_equal(v[0].alive, 1);
+    tq_free(v);
+    tq_worker_free(w1); /* marks it stopped: the name is free again */
+    OK(tq_worker_new(&w2, db2, &o));
+    tq_worker_free(w2);
+    tq_close(db2);
+}
+
+static void worker_resumes_own_jobs(void **state)
+{
+    _Atomic int runs = 0;
+    set_queue(state, "default", TQ_SET_LEASE, TQ_FIFO, 3600000000LL, 0, 0, 0);
+    int64_t id = enq(state, "default", "x");
+    /* A worker named "crashy" claimed the job, then died without a trace. */
+    tq_job *j = claim1(state, "default", "crashy");
+    tq_job_free(j);
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    o.name = "crashy";
+    o.handler = ok_handler;
+    o.handler_ud = &runs;
+    o.drain = 1;
+    tq_worker *w;
+    OK(tq_worker_new(&w, DB, &o)); /* puts it back at once, not after the hour */
+    assert_int_equal(state_of(state, id), TQ_READY);
+    OK(tq_worker_run(w));
+    tq_worker_free(w);
+    tq_job *g = get(state, id);
+    assert_int_equal(g->state, TQ_DONE);
+    assert_int_equal(g->attempts, 2);
+    tq_job_free(g);
+    assert_int_equal(atomic_load(&runs), 1);
+}
+
+static void worker_stop_from_thread(void **state)
+{
+    _Atomic int runs = 0;
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    o.handler = ok_handler;
+    o.handler_ud = &runs;
+    o.poll_max_us = 10000;
+    tq_worker *w;
+    OK(tq_worker_new(&w, DB, &o));
+    tq_worker_stop(w); /* asked before it runs: returns at once, cleanly */
+    OK(tq_worker_run(w));
+    tq_worker_free(w);
+    assert_int_equal(atomic_load(&runs), 0);
+}
+
+static void worker_bad_options(void **state)
+{
+    tq_worker *w = NULL;
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    assert_int_equal(tq_worker_new(&w, DB, &o), TQ_EINVAL); /* no handler */
+    o.handler = ok_handler;
+    const char *bad[] = {"no way"};
+    o.queues = bad;
+    o.nqueues = 1;
+    assert_int_equal(tq_worker_new(&w, DB, &o), TQ_EINVAL);
+    o.nqueues = 0;
+    o.concurrency = -1;
+    assert_int_equal(tq_worker_new(&w, DB, &o), TQ_EINVAL);
+    assert_null(w);
+    tq_worker_info *v;
+    size_t n;
+    OK(tq_worker_list(&v, &n, DB));
+    assert_int_equal(n, 0); /* nothing registered */
+    tq_free(v);
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tq-test-XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return 1;
+    const struct CMUnitTest tests[] = {
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+        T(enqueue_claim_complete),
+        T(fencing),
+        T(fail_retry_then_dead),
+        T(job_max_attempts_overrides_queue),
+        T(backoff_delays_retry),
+        T(heartbeat_extends_lease),
+        T(expired_lease_rescued),
+        T(dedup_keys),
+        T(delayed_not_claimed_early),
+        T(orders_and_priority),
+        T(batch_claim_returns_queue_order),
+        T(paused_queue),
+        T(queue_settings_round_trip),
+        T(delete_done_rows),
+        T(payloads),
+        T(batch_enqueue),
+        T(cancel_and_retry),
+        T(retry_all_dead),
+        T(prune_finished),
+        T(stats_and_list),
+        T(bad_input_rejected),
+        T(open_errors),
+        T(init_is_idempotent),
+        T(worker_pool_callbacks),
+        T(worker_name_in_use),
+        T(worker_resumes_own_jobs),
+        T(worker_stop_from_thread),
+        T(worker_bad_options),
+#undef T
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmpdir);
+    return failed;
+}

@@ -1,0 +1,275 @@
+/*
+ * test_unit.c - unit tests of the logic no engine owns: durations, times,
+ * backoff, names, URL parsing and redaction, percentiles.
+ */
+#define _DEFAULT_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/tq_int.h"
+#include "../src/url.h"
+
+static void durations_parse(void **state)
+{
+    (void)state;
+    int64_t us = -1;
+    assert_int_equal(tq_duration_parse(&us, "250ms"), 0);
+    assert_int_equal(us, 250000);
+    assert_int_equal(tq_duration_parse(&us, "30s"), 0);
+    assert_int_equal(us, 30000000);
+    assert_int_equal(tq_duration_parse(&us, "5m"), 0);
+    assert_int_equal(us, 300000000);
+    assert_int_equal(tq_duration_parse(&us, "2h"), 0);
+    assert_int_equal(us, 7200000000LL);
+    assert_int_equal(tq_duration_parse(&us, "7d"), 0);
+    assert_int_equal(us, 604800000000LL);
+    assert_int_equal(tq_duration_parse(&us, "1h30m"), 0);
+    assert_int_equal(us, 5400000000LL);
+    assert_int_equal(tq_duration_parse(&us, "1.5s"), 0);
+    assert_int_equal(us, 1500000);
+    assert_int_equal(tq_duration_parse(&us, "10"), 0); /* plain: seconds */
+    assert_int_equal(us, 10000000);
+    assert_int_equal(tq_duration_parse(&us, "0"), 0);
+    assert_int_equal(us, 0);
+}
+
+static void durations_reject(void **state)
+{
+    (void)state;
+    const char *bad[] = {"", "s", "-5s", "5x", "5 s", "1h30", "abc", "5sec",
+                         "99999999999999999999d", "1e3s", "0x10s", ".5s", "1.s.", NULL};
+    for (int i = 0; bad[i]; i++) {
+        int64_t us = 42;
+        assert_int_equal(tq_duration_parse(&us, bad[i]), TQ_EINVAL);
+        assert_int_equal(us, 42); /* untouched on failure */
+    }
+    assert_int_equal(tq_duration_parse(NULL, NULL), TQ_EINVAL);
+}
+
+static void durations_format(void **state)
+{
+    (void)state;
+    char b[32];
+    assert_string_equal(tq_duration_format(b, sizeof b, 500), "500us");
+    assert_string_equal(tq_duration_format(b, sizeof b, 250000), "250ms");
+    assert_string_equal(tq_duration_format(b, sizeof b, 1500000), "1.5s");
+    assert_string_equal(tq_duration_format(b, sizeof b, 120000000), "2m");
+}
+
+static void times_parse(void **state)
+{
+    (void)state;
+    int64_t us;
+    assert_int_equal(tq_time_parse(&us, "2026-01-02T03:04:05Z"), 0);
+    assert_int_equal(us, 1767323045LL * 1000000);
+    assert_int_equal(tq_time_parse(&us, "2026-01-02T05:04:05+02:00"), 0);
+    assert_int_equal(us, 1767323045LL * 1000000);
+    assert_int_equal(tq_time_parse(&us, "2026-01-02 03:04Z"), 0);
+    assert_int_equal(us, 1767323040LL * 1000000);
+    assert_int_equal(tq_time_parse(&us, "@1700000000"), 0);
+    assert_int_equal(us, 1700000000LL * 1000000);
+    const char *bad[] = {"", "tomorrow", "2026-13-01T00:00Z", "2026-01-01T25:00Z",
+                         "2026-01-01T00:00Q", "@", "@-5", "@12x", "1969-12-31T00:00Z",
+                         NULL};
+    for (int i = 0; bad[i]; i++)
+        assert_int_equal(tq_time_parse(&us, bad[i]), TQ_EINVAL);
+    char b[40];
+    assert_string_equal(tq_time_format(b, sizeof b, 1767323045123000LL),
+                        "2026-01-02T03:04:05.123Z");
+}
+
+static void backoff_bounds(void **state)
+{
+    (void)state;
+    const int64_t base = 1000000, cap = 60000000;
+    assert_int_equal(tq__backoff_us(0, cap, 3, 0.5), 0); /* base 0: at once */
+    for (int attempt = 1; attempt <= 40; attempt++) {
+        int64_t full = base;
+        for (int i = 1; i < attempt && full < cap; i++)
+            full *= 2;
+        if (full > cap)
+            full = cap;
+        int64_t lo = tq__backoff_us(base, cap, attempt, 0.0);
+        int64_t hi = tq__backoff_us(base, cap, attempt, 0.999999);
+        assert_int_equal(lo, full / 2);
+        assert_true(hi <= full && hi >= full - 1 - full / 1000);
+        for (int k = 0; k < 50; k++) {
+            int64_t d = tq__backoff_us(base, cap, attempt, tq__random());
+            assert_in_range(d, full / 2, full);
+        }
+    }
+}
+
+static void random_range(void **state)
+{
+    (void)state;
+    double lo = 1, hi = 0;
+    for (int i = 0; i < 10000; i++) {
+        double r = tq__random();
+        assert_true(r >= 0.0 && r < 1.0);
+        if (r < lo)
+            lo = r;
+        if (r > hi)
+            hi = r;
+    }
+    assert_true(lo < 0.01 && hi > 0.99); /* spread over the range */
+}
+
+static void names(void **state)
+{
+    (void)state;
+    assert_int_equal(tq_name_check("emails"), 0);
+    assert_int_equal(tq_name_check("a.b_c-D9"), 0);
+    char n64[65], n65[66];
+    memset(n64, 'a', 64);
+    n64[64] = '\0';
+    memset(n65, 'a', 65);
+    n65[65] = '\0';
+    assert_int_equal(tq_name_check(n64), 0);
+    assert_int_equal(tq_name_check(n65), TQ_EINVAL);
+    const char *bad[] = {"", "a b", "a/b", "a;drop", "é", "a\n", "a'b", NULL};
+    for (int i = 0; bad[i]; i++)
+        assert_int_equal(tq_name_check(bad[i]), TQ_EINVAL);
+    assert_int_equal(tq_name_check(NULL), TQ_EINVAL);
+}
+
+static void states_orders(void **state)
+{
+    (void)state;
+    for (int i = 0; i < TQ_STATE_COUNT; i++) {
+        tq_state s;
+        assert_int_equal(tq_state_parse(&s, tq_state_name((tq_state)i)), 0);
+        assert_int_equal(s, i);
+    }
+    tq_order o;
+    assert_int_equal(tq_order_parse(&o, "lifo"), 0);
+    assert_int_equal(o, TQ_LIFO);
+    assert_int_equal(tq_order_parse(&o, "LIFO"), TQ_EINVAL);
+    assert_int_equal(tq_order_parse(&o, "random"), TQ_EINVAL);
+    assert_null(tq_state_name(TQ_STATE_COUNT));
+}
+
+static void urls(void **state)
+{
+    (void)state;
+    tq__url u;
+    assert_int_equal(tq__url_parse(&u, NULL, "jobs.db"), 0);
+    assert_int_equal(u.kind, TQ__SQLITE);
+    assert_string_equal(u.path, "jobs.db");
+    assert_int_equal(u.sync_normal, 0);
+    tq__url_free(&u);
+
+    assert_int_equal(tq__url_parse(&u, NULL, "sqlite:/tmp/x.db?synchronous=normal&busy_timeout=500"), 0);
+    assert_string_equal(u.path, "/tmp/x.db");
+    assert_int_equal(u.sync_normal, 1);
+    assert_int_equal(u.busy_timeout_ms, 500);
+    tq__url_free(&u);
+
+    assert_int_equal(tq__url_parse(&u, NULL, "sqlite:///abs/x.db"), 0);
+    assert_string_equal(u.path, "/abs/x.db");
+    tq__url_free(&u);
+
+    assert_int_equal(tq__url_parse(&u, NULL, "postgres://u:pw@h/db?tq_schema=q1"), 0);
+    assert_int_equal(u.kind, TQ__POSTGRES);
+    assert_string_equal(u.schema, "q1");
+    assert_string_equal(u.conninfo, "postgres://u:pw@h/db");
+    tq__url_free(&u);
+
+    assert_int_equal(tq__url_parse(&u, NULL, "postgresql://h/db?sslmode=disable&tq_schema=a_b"), 0);
+    assert_string_equal(u.schema, "a_b");
+    assert_string_equal(u.conninfo, "postgresql://h/db?sslmode=disable");
+    tq__url_free(&u);
+
+    const char *bad[] = {"", "mysql://h/db", "sqlite:", "sqlite:x.db?synchronous=off",
+                         "x.db?busy_timeout=-1", "x.db?bogus=1",
+                         "postgres://h/db?tq_schema=Bad-Name", NULL};
+    for (int i = 0; bad[i]; i++) {
+        assert_int_equal(tq__url_parse(&u, NULL, bad[i]), TQ_EINVAL);
+        tq__url_free(&u);
+    }
+}
+
+static void redaction(void **state)
+{
+    (void)state;
+    char b[256];
+    tq__url_redact(b, sizeof b, "postgres://alice:s3cret@db.example/q");
+    assert_null(strstr(b, "s3cret"));
+    assert_string_equal(b, "postgres://alice:***@db.example/q");
+    tq__url_redact(b, sizeof b, "postgres://h/q?password=s3cret&sslmode=require");
+    assert_null(strstr(b, "s3cret"));
+    assert_non_null(strstr(b, "sslmode=require"));
+    tq__url_redact(b, sizeof b, "jobs.db");
+    assert_string_equal(b, "jobs.db");
+}
+
+static void percentiles(void **state)
+{
+    (void)state;
+    int64_t v[100];
+    for (int i = 0; i < 100; i++)
+        v[i] = 100 - i; /* 100..1, unsorted */
+    assert_int_equal(tq_percentile(v, 100, 0.50), 50);
+    assert_int_equal(tq_percentile(v, 100, 0.99), 99);
+    assert_int_equal(tq_percentile(v, 100, 1.0), 100);
+    assert_int_equal(tq_percentile(v, 100, 0.0), 1);
+    assert_int_equal(tq_percentile(v, 0, 0.5), 0);
+    int64_t one = 7;
+    assert_int_equal(tq_percentile(&one, 1, 0.99), 7);
+}
+
+static void job_sort(void **state)
+{
+    (void)state;
+    tq_job j[4];
+    memset(j, 0, sizeof j);
+    int64_t ids[] = {3, 1, 4, 2};
+    int pri[] = {0, 0, 5, 0};
+    for (int i = 0; i < 4; i++) {
+        j[i].id = ids[i];
+        j[i].priority = pri[i];
+        j[i].run_at = 100;
+    }
+    tq__jobs_sort(j, 4, TQ_FIFO);
+    assert_int_equal(j[0].id, 4);
+    assert_int_equal(j[1].id, 1);
+    assert_int_equal(j[2].id, 2);
+    assert_int_equal(j[3].id, 3);
+    tq__jobs_sort(j, 4, TQ_LIFO);
+    assert_int_equal(j[0].id, 4);
+    assert_int_equal(j[1].id, 3);
+    assert_int_equal(j[3].id, 1);
+}
+
+static void errors(void **state)
+{
+    (void)state;
+    assert_string_equal(tq_strerror(TQ_ELOST),
+                        "lease lost: the job is no longer held by this worker");
+    assert_string_equal(tq_strerror(TQ_OK), "success");
+    assert_string_equal(tq_strerror(-999), "unknown error");
+    /* Every code has its own text. */
+    for (int a = TQ_ESYS; a <= TQ_EINVAL; a++)
+        for (int b = a + 1; b <= TQ_EINVAL; b++)
+            assert_string_not_equal(tq_strerror(a), tq_strerror(b));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(durations_parse), cmocka_unit_test(durations_reject),
+        cmocka_unit_test(durations_format), cmocka_unit_test(times_parse),
+        cmocka_unit_test(backoff_bounds),  cmocka_unit_test(random_range),
+        cmocka_unit_test(names),           cmocka_unit_test(states_orders),
+        cmocka_unit_test(urls),            cmocka_unit_test(redaction),
+        cmocka_unit_test(percentiles),     cmocka_unit_test(job_sort),
+        cmocka_unit_test(errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
