@@ -376,8 +376,10 @@ typedef struct tq_worker_counters {
 /*
  * Creates a worker pool on db, which it uses exclusively until
  * tq_worker_free. Registers the name in the store: TQ_EINUSE if a live worker
- * holds it. Jobs still running under this name (a previous crash) are put
- * back at once.
+ * holds it (heartbeat fresher than its lease, not stopped). A holder that
+ * ran on this host and whose process is gone (kill -9) is not alive. Jobs
+ * still running under this name (a previous crash) are put back at once,
+ * their attempt counted.
  */
 int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *opts);
 /* Runs until stopped (or drained, with opts.drain). Returns 0 on a clean

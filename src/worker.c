@@ -266,6 +266,15 @@ void tq_worker_free(tq_worker *w)
     free(w);
 }
 
+/* Whether the registered holder of a name ran on this host and its process
+ * no longer exists. (A reused pid makes us wait for the lease instead.) */
+static int holder_is_dead(const tq_worker_info *h, const char *host)
+{
+    if (strcmp(h->host, host) != 0 || h->pid <= 0 || h->pid == getpid())
+        return 0;
+    return kill((pid_t)h->pid, 0) == -1 && errno == ESRCH;
+}
+
 int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
 {
     static const char *const default_queue[] = {"default"};
@@ -349,7 +358,18 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     snprintf(info.host, sizeof info.host, "%s", host);
     info.pid = getpid();
     info.lease_us = w->lease_us;
-    if ((rc = db->engine->worker_register(db, &info))) {
+    tq_worker_info holder;
+    memset(&holder, 0, sizeof holder);
+    rc = db->engine->worker_register(db, &info, 0, &holder);
+    if (rc == TQ_EINUSE && holder_is_dead(&holder, host)) {
+        /* kill -9 leaves a fresh heartbeat behind; on the holder's own host
+         * we can see that its process is gone and take the name over. */
+        logf_(w, TQ_LOG_WARN,
+              "worker name held by pid %lld on this host, which is gone: taking over",
+              (long long)holder.pid);
+        rc = db->engine->worker_register(db, &info, 1, &holder);
+    }
+    if (rc) {
         free(w->name); /* not ours: do not mark it stopped */
         w->name = NULL;
         goto fail;

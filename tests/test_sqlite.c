@@ -81,12 +81,14 @@ static void claim_plans_use_ready_index(void **state)
     new_store(path, sizeof path);
     assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
     check_plans(h, "empty table");
-    exec(h, "BEGIN;"
-            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000)"
-            " INSERT INTO tq_jobs (queue, state, payload, attempts, started_at, finished_at)"
-            " SELECT 'q', 'done', 'p', 1, x, x + 5 FROM c;"
-            "INSERT INTO tq_jobs (queue, payload) VALUES ('q', 'ready1'), ('q', 'ready2');"
-            "COMMIT;");
+    exec(
+        h,
+        "BEGIN;"
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000)"
+        " INSERT INTO tq_jobs (queue, state, payload, attempts, started_at, finished_at)"
+        " SELECT 'q', 'done', 'p', 1, x, x + 5 FROM c;"
+        "INSERT INTO tq_jobs (queue, payload) VALUES ('q', 'ready1'), ('q', 'ready2');"
+        "COMMIT;");
     check_plans(h, "100000 done rows");
     exec(h, "ANALYZE");
     check_plans(h, "100000 done rows, analyzed");

@@ -475,8 +475,9 @@ static void payloads(void **state)
     /* The limit: exactly 1 MiB is accepted, one byte more is not. */
     char *big = calloc(1, TQ_PAYLOAD_MAX_DEFAULT + 1);
     OK(tq_job_enqueue(&id, DB, "big", big, TQ_PAYLOAD_MAX_DEFAULT, NULL));
-    assert_int_equal(tq_job_enqueue(&id, DB, "big2", big, TQ_PAYLOAD_MAX_DEFAULT + 1, NULL),
-                     TQ_ETOOBIG);
+    assert_int_equal(
+        tq_job_enqueue(&id, DB, "big2", big, TQ_PAYLOAD_MAX_DEFAULT + 1, NULL),
+        TQ_ETOOBIG);
     assert_non_null(strstr(tq_errmsg(DB), "limit"));
     tq_payload items[2] = {{"ok", 2}, {big, TQ_PAYLOAD_MAX_DEFAULT + 1}};
     assert_int_equal(tq_job_enqueue_batch(NULL, DB, "big3", items, 2, NULL), TQ_ETOOBIG);

@@ -42,8 +42,11 @@ static void durations_parse(void **state)
 static void durations_reject(void **state)
 {
     (void)state;
-    const char *bad[] = {"", "s", "-5s", "5x", "5 s", "1h30", "abc", "5sec",
-                         "99999999999999999999d", "1e3s", "0x10s", ".5s", "1.s.", NULL};
+    const char *bad[] = {"",     "s",     "-5s",
+                         "5x",   "5 s",   "1h30",
+                         "abc",  "5sec",  "99999999999999999999d",
+                         "1e3s", "0x10s", ".5s",
+                         "1.s.", NULL};
     for (int i = 0; bad[i]; i++) {
         int64_t us = 42;
         assert_int_equal(tq_duration_parse(&us, bad[i]), TQ_EINVAL);
@@ -74,8 +77,15 @@ static void times_parse(void **state)
     assert_int_equal(us, 1767323040LL * 1000000);
     assert_int_equal(tq_time_parse(&us, "@1700000000"), 0);
     assert_int_equal(us, 1700000000LL * 1000000);
-    const char *bad[] = {"", "tomorrow", "2026-13-01T00:00Z", "2026-01-01T25:00Z",
-                         "2026-01-01T00:00Q", "@", "@-5", "@12x", "1969-12-31T00:00Z",
+    const char *bad[] = {"",
+                         "tomorrow",
+                         "2026-13-01T00:00Z",
+                         "2026-01-01T25:00Z",
+                         "2026-01-01T00:00Q",
+                         "@",
+                         "@-5",
+                         "@12x",
+                         "1969-12-31T00:00Z",
                          NULL};
     for (int i = 0; bad[i]; i++)
         assert_int_equal(tq_time_parse(&us, bad[i]), TQ_EINVAL);
@@ -165,7 +175,9 @@ static void urls(void **state)
     assert_int_equal(u.sync_normal, 0);
     tq__url_free(&u);
 
-    assert_int_equal(tq__url_parse(&u, NULL, "sqlite:/tmp/x.db?synchronous=normal&busy_timeout=500"), 0);
+    assert_int_equal(
+        tq__url_parse(&u, NULL, "sqlite:/tmp/x.db?synchronous=normal&busy_timeout=500"),
+        0);
     assert_string_equal(u.path, "/tmp/x.db");
     assert_int_equal(u.sync_normal, 1);
     assert_int_equal(u.busy_timeout_ms, 500);
@@ -181,14 +193,20 @@ static void urls(void **state)
     assert_string_equal(u.conninfo, "postgres://u:pw@h/db");
     tq__url_free(&u);
 
-    assert_int_equal(tq__url_parse(&u, NULL, "postgresql://h/db?sslmode=disable&tq_schema=a_b"), 0);
+    assert_int_equal(
+        tq__url_parse(&u, NULL, "postgresql://h/db?sslmode=disable&tq_schema=a_b"), 0);
     assert_string_equal(u.schema, "a_b");
     assert_string_equal(u.conninfo, "postgresql://h/db?sslmode=disable");
     tq__url_free(&u);
 
-    const char *bad[] = {"", "mysql://h/db", "sqlite:", "sqlite:x.db?synchronous=off",
-                         "x.db?busy_timeout=-1", "x.db?bogus=1",
-                         "postgres://h/db?tq_schema=Bad-Name", NULL};
+    const char *bad[] = {"",
+                         "mysql://h/db",
+                         "sqlite:",
+                         "sqlite:x.db?synchronous=off",
+                         "x.db?busy_timeout=-1",
+                         "x.db?bogus=1",
+                         "postgres://h/db?tq_schema=Bad-Name",
+                         NULL};
     for (int i = 0; bad[i]; i++) {
         assert_int_equal(tq__url_parse(&u, NULL, bad[i]), TQ_EINVAL);
         tq__url_free(&u);
@@ -263,12 +281,18 @@ static void errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(durations_parse), cmocka_unit_test(durations_reject),
-        cmocka_unit_test(durations_format), cmocka_unit_test(times_parse),
-        cmocka_unit_test(backoff_bounds),  cmocka_unit_test(random_range),
-        cmocka_unit_test(names),           cmocka_unit_test(states_orders),
-        cmocka_unit_test(urls),            cmocka_unit_test(redaction),
-        cmocka_unit_test(percentiles),     cmocka_unit_test(job_sort),
+        cmocka_unit_test(durations_parse),
+        cmocka_unit_test(durations_reject),
+        cmocka_unit_test(durations_format),
+        cmocka_unit_test(times_parse),
+        cmocka_unit_test(backoff_bounds),
+        cmocka_unit_test(random_range),
+        cmocka_unit_test(names),
+        cmocka_unit_test(states_orders),
+        cmocka_unit_test(urls),
+        cmocka_unit_test(redaction),
+        cmocka_unit_test(percentiles),
+        cmocka_unit_test(job_sort),
         cmocka_unit_test(errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

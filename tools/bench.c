@@ -112,7 +112,7 @@ int cmd_bench(int argc, char **argv)
     int c, json = 0, ex = 0;
     char tmpdir[] = "/tmp/tq-bench-XXXXXX", tmpdb[64] = "";
 
-    while ((c = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
         switch (c) {
         case 'D':
             url = optarg;

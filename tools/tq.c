@@ -206,7 +206,7 @@ static int cmd_init(int argc, char **argv)
     static const struct option lo[] = {COMMON_LONGOPTS, {0}};
     const char *url = NULL;
     int c, ex = 0;
-    while ((c = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
         if (c == 'D')
             url = optarg;
         else if (c == 'h')
@@ -280,7 +280,7 @@ static int cmd_queue(int argc, char **argv)
     const char *url = NULL;
     int c, ex = 0, json = 0;
     long long n;
-    while ((c = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
         switch (c) {
         case 'D':
             url = optarg;
@@ -532,7 +532,7 @@ static int cmd_enqueue(int argc, char **argv)
     const char *url = NULL, *queue = "default";
     int c, ex = 0, lines = 0, has_delay = 0;
     long long n;
-    while ((c = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
         switch (c) {
         case 'D':
             url = optarg;
@@ -852,7 +852,7 @@ static int cmd_stats(int argc, char **argv)
                                        {0}};
     const char *url = NULL, *queue = NULL;
     int c, ex = 0, json = 0;
-    while ((c = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
         if (c == 'D')
             url = optarg;
         else if (c == 'q')
@@ -952,7 +952,7 @@ static int cmd_list(int argc, char **argv)
     const char *url = NULL;
     int c, ex = 0, json = 0;
     long long n;
-    while ((c = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
         switch (c) {
         case 'D':
             url = optarg;
@@ -1036,7 +1036,7 @@ static int cmd_show(int argc, char **argv)
     const char *url = NULL;
     int c, ex = 0, json = 0;
     int64_t id;
-    while ((c = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
         if (c == 'D')
             url = optarg;
         else if (c == 'j')
@@ -1108,7 +1108,7 @@ static int cmd_retry_cancel(int argc, char **argv, int cancel)
                                        {0}};
     const char *url = NULL, *queue = NULL;
     int c, ex = 0, dead = 0;
-    while ((c = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
         if (c == 'D')
             url = optarg;
         else if (c == 'd' && !cancel)
@@ -1173,7 +1173,7 @@ static int cmd_prune(int argc, char **argv)
     int c, ex = 0, have_age = 0;
     int64_t age = 0;
     unsigned mask = 0;
-    while ((c = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
         switch (c) {
         case 'D':
             url = optarg;
@@ -1233,7 +1233,7 @@ static int cmd_workers(int argc, char **argv)
         COMMON_LONGOPTS, {"json", no_argument, NULL, 'j'}, {0}};
     const char *url = NULL;
     int c, ex = 0, json = 0;
-    while ((c = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
         if (c == 'D')
             url = optarg;
         else if (c == 'j')
@@ -1342,8 +1342,8 @@ int main(int argc, char **argv)
             printf("tq %s\n", TQ_VERSION);
             return 0;
         } else {
-            cli_error(NULL, "unknown option '%s'", argv[i]);
-            return usage_main(stderr);
+            cli_error(NULL, "unknown option '%s' (see tq --help)", argv[i]);
+            return EXIT_USAGE;
         }
     }
     if (i >= argc)
@@ -1366,6 +1366,6 @@ int main(int argc, char **argv)
             return cmd_retry_cancel(sub_argc, sub_argv, 1);
         return commands[k].fn(sub_argc, sub_argv);
     }
-    cli_error(NULL, "unknown command '%s'", name);
-    return usage_main(stderr);
+    cli_error(NULL, "unknown command '%s' (see tq --help)", name);
+    return EXIT_USAGE;
 }

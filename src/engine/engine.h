@@ -102,9 +102,11 @@ struct tq__engine {
     int (*durations)(tq *db, const char *queue, size_t limit, int64_t **out,
                      size_t *out_n);
 
-    /* Register name (EINUSE if its heartbeat is fresher than its lease and
-     * it has not stopped), refresh its heartbeat, mark it stopped. */
-    int (*worker_register)(tq *db, const tq_worker_info *w);
+    /* Register name: EINUSE, with the holder's row in *holder, if its
+     * heartbeat is fresher than its lease and it has not stopped, unless
+     * force. Also: refresh its heartbeat, mark it stopped. */
+    int (*worker_register)(tq *db, const tq_worker_info *w, int force,
+                           tq_worker_info *holder);
     int (*worker_beat)(tq *db, const char *name);
     int (*worker_stop)(tq *db, const char *name);
     int (*worker_list)(tq *db, tq_worker_info **out, size_t *out_n);

@@ -1136,7 +1136,8 @@ static int sqlite_durations(tq *db, const char *queue, size_t limit, int64_t **o
 
 /* ---- workers ----------------------------------------------------------- */
 
-static int sqlite_worker_register(tq *db, const tq_worker_info *w)
+static int sqlite_worker_register(tq *db, const tq_worker_info *w, int force,
+                                  tq_worker_info *holder)
 {
     int rc;
     sqlite3_stmt *s;
@@ -1150,7 +1151,10 @@ static int sqlite_worker_register(tq *db, const tq_worker_info *w)
         int64_t beat = sqlite3_column_int64(s, 0);
         int64_t lease = sqlite3_column_int64(s, 1);
         int stopped = sqlite3_column_type(s, 2) != SQLITE_NULL;
-        if (!stopped && now - beat < lease) {
+        if (!stopped && now - beat < lease && !force) {
+            snprintf(holder->host, sizeof holder->host, "%s",
+                     (const char *)sqlite3_column_text(s, 3));
+            holder->pid = sqlite3_column_int64(s, 4);
             rc = tq__seterr(
                 db, TQ_EINUSE,
                 "worker name '%s' is held by a live worker (%s "

@@ -1,0 +1,33 @@
+# SIGTERM: stop claiming, let running jobs finish within --grace; past the
+# grace, kill them and put their jobs back without spending the attempt.
+. "$(dirname "$0")/lib.sh"
+"$TQ" init >/dev/null
+handler quick.sh 'echo start >> "'"$T"'/quick"; sleep 1; echo end >> "'"$T"'/quick"'
+a=$("$TQ" enqueue --queue s one)
+b=$("$TQ" enqueue --queue s two)
+bg "$TQ" work --queue s --concurrency 1 --grace 10s -- "$T/quick.sh"
+w=$BG
+wait_for 10 test -s "$T/quick"
+kill -TERM "$w"
+wait_rc "$w"
+expect_eq "$RC" 0 "exit on SIGTERM"
+expect_eq "$(job "$a" state)" done "running job finished within grace"
+expect_eq "$(job "$b" state)" ready "no new job claimed after SIGTERM"
+expect_eq "$(job "$b" attempts)" 0 "untouched job"
+
+handler stuck.sh 'echo start >> "'"$T"'/stuck"; sleep 60'
+c=$("$TQ" enqueue --queue t stuck)
+bg "$TQ" work --queue t --grace 1s -- "$T/stuck.sh"
+w=$BG
+wait_for 10 test -s "$T/stuck"
+start=$(date +%s)
+kill -INT "$w"
+wait_rc "$w"
+expect_eq "$RC" 0 "exit on SIGINT"
+[ $(($(date +%s) - start)) -lt 10 ] || fail "grace not enforced"
+expect_eq "$(job "$c" state)" ready "killed job released"
+expect_eq "$(job "$c" attempts)" 0 "release does not spend the attempt"
+# The handler's whole process group is gone (a killed child may linger a
+# moment as a zombie).
+while read -r p; do wait_for 5 sh -c "! kill -0 -- -$p"; done <"$T/handler.pids"
+echo ok
