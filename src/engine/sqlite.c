@@ -405,9 +405,15 @@ static char *col_strdup(sqlite3_stmt *s, int i)
 /* ---- busy handling ------------------------------------------------------ */
 
 /*
- * Sleeps between attempts to take the write lock: 50us doubling to 2ms,
+ * Sleeps between attempts to take the write lock: 500us doubling to 16ms,
  * with jitter so that many waiting processes do not wake in step. Gives up
  * after busy_timeout_ms. Every call is one "busy retry" in tq bench.
+ *
+ * Why so long: a durable commit holds the lock ~0.3ms here, so with W
+ * waiters the expected wait is about W * 0.3ms. Short sleeps (50us to 2ms
+ * was measured) make the waiters steal CPU from the lock holder on a small
+ * machine: 8 workers fell to 0.6x the plain reference (bench/workers.sh);
+ * with these sleeps they reach 1.3x. Measure again before changing them.
  */
 static int busy_handler(void *arg, int count)
 {
@@ -418,9 +424,9 @@ static int busy_handler(void *arg, int count)
     else if (now - c->busy_started >= (int64_t)c->busy_timeout_ms * 1000)
         return 0;
     c->db->busy_retries++;
-    int64_t us = 50LL << (count < 6 ? count : 6);
-    if (us > 2000)
-        us = 2000;
+    int64_t us = 500LL << (count < 6 ? count : 6);
+    if (us > 16000)
+        us = 16000;
     us = us / 2 + (int64_t)(tq__random() * (double)(us / 2));
     struct timespec ts = {0, (long)us * 1000};
     nanosleep(&ts, NULL);
