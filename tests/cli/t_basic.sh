@@ -53,4 +53,11 @@ expect_eq "$(echo "$q" | jq -c '[.order,.lease_us,.max_attempts,.backoff_base_us
     '["lifo",45000000,5,2000000,60000000,false,true]' "queue settings"
 "$TQ" queue mail --resume --keep-done >/dev/null
 expect_eq "$("$TQ" queue --json | jq -r '[.[].name] | join(",")')" "mail" "queue list"
+# One worker serves several queues.
+"$TQ" enqueue --queue one a1 >/dev/null
+"$TQ" enqueue --queue two b1 >/dev/null
+"$TQ" enqueue --queue two b2 >/dev/null
+handler both.sh 'echo "$TQ_QUEUE" >> "'"$T"'/both"'
+"$TQ" work --queue one --queue two --drain --quiet -- "$T/both.sh"
+expect_eq "$(sort "$T/both" | tr '\n' ' ')" "one two two " "jobs of both queues"
 echo "ok"
