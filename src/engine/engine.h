@@ -117,6 +117,9 @@ extern const struct tq__engine tq__engine_sqlite;
 const char *tq__sqlite_claim_sql(tq_order order);
 #ifdef TQ_WITH_POSTGRES
 extern const struct tq__engine tq__engine_postgres;
+/* For the plan tests: the PostgreSQL claim statement of an order, with
+ * "TQ." standing for the schema. */
+const char *tq__postgres_claim_sql(tq_order order);
 #endif
 
 #endif /* TQ_ENGINE_H */

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL cluster for the tests: `start DIR` runs initdb in
+# DIR and starts a server listening on a unix socket in DIR only (no TCP),
+# fsync on; `stop DIR` stops it and removes DIR. CTest runs these as the
+# setup and cleanup fixtures of every postgres-labelled test, so the server
+# is stopped also when tests fail. As root, the server runs as the postgres
+# user (initdb refuses root).
+set -euo pipefail
+cmd=${1:?start|stop}
+dir=${2:?directory}
+bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+[ -x "$bindir/pg_ctl" ] || { echo "PostgreSQL server not installed (make deps)" >&2; exit 1; }
+as_pg() {
+    if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+stop() {
+    if [ -f "$dir/data/postmaster.pid" ]; then
+        as_pg "$bindir/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 ||
+            as_pg "$bindir/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+    fi
+}
+case $cmd in
+start)
+    stop # a cluster left by an interrupted run
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    [ "$(id -u)" = 0 ] && chown postgres "$dir"
+    as_pg "$bindir/initdb" -D "$dir/data" -U tq --auth=trust -E UTF8 --no-locale \
+        >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
+    as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+        -o "-c listen_addresses='' -k $dir -p 5432 -c fsync=on -c max_connections=200" \
+        start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
+    echo "PostgreSQL running: postgresql:///postgres?host=$dir&user=tq"
+    ;;
+stop)
+    stop
+    rm -rf "$dir"
+    ;;
+*)
+    echo "usage: cluster.sh start|stop DIR" >&2
+    exit 2
+    ;;
+esac
