@@ -113,6 +113,9 @@ void tq_close(tq *db);
 const char *tq_errmsg(const tq *db);
 /* The engine name of an open handle: "sqlite" or "postgres". */
 const char *tq_engine_name(const tq *db);
+/* The store's URL as given to tq_open, with any password replaced by "***";
+ * safe to print or log. Borrowed until tq_close. */
+const char *tq_store_name(const tq *db);
 
 /* Creates or upgrades the schema. Idempotent; safe to run concurrently. */
 int tq_init(tq *db);

@@ -32,6 +32,7 @@ int tq_open(tq **out, const char *url, const tq_open_opts *opts)
     if (!db)
         return TQ_ENOMEM;
     db->payload_max = TQ_PAYLOAD_MAX_DEFAULT;
+    tq__url_redact(db->name, sizeof db->name, url ? url : "");
     int rc = tq__url_parse(&u, db, url);
     if (rc)
         goto done;
@@ -68,6 +69,11 @@ const char *tq_engine_name(const tq *db)
 int tq_schema_version(void)
 {
     return TQ__SCHEMA_VERSION;
+}
+
+const char *tq_store_name(const tq *db)
+{
+    return db ? db->name : "";
 }
 
 int tq_init(tq *db)

@@ -176,6 +176,8 @@ int cmd_bench(int argc, char **argv)
     int rc = tq_open(&db, url, &oo);
     if (!rc)
         rc = tq_init(db);
+    char store[512];
+    snprintf(store, sizeof store, "%s", tq_store_name(db));
     char queue[64];
     snprintf(queue, sizeof queue, "bench.%lld.%ld", (long long)time(NULL),
              (long)getpid());
@@ -321,7 +323,7 @@ int cmd_bench(int argc, char **argv)
     } else {
         char a[24], b[24];
         printf("tq bench: %lld jobs, %lld worker processes x %lld slots, store %s\n",
-               njobs, nworkers, conc, tmpdb[0] ? "(temporary SQLite file)" : url);
+               njobs, nworkers, conc, tmpdb[0] ? "(temporary SQLite file)" : store);
         printf("  enqueue   %10.0f jobs/s  (%.2fs, batches of %d)\n", enq_rate,
                (double)t_enq / 1e6, BATCH);
         printf("  process   %10.0f jobs/s  (%.2fs)\n", proc_rate, (double)t_work / 1e6);

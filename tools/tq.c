@@ -227,8 +227,8 @@ static int cmd_init(int argc, char **argv)
     if (rc)
         ex = cli_fail("init", db, rc);
     else
-        printf("store ready: %s (%s, schema version %d)\n", url, tq_engine_name(db),
-               tq_schema_version());
+        printf("store ready: %s (%s, schema version %d)\n", tq_store_name(db),
+               tq_engine_name(db), tq_schema_version());
     tq_close(db);
     return ex;
 }

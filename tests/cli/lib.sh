@@ -5,8 +5,37 @@ set -euo pipefail
 : "${TQ:?set TQ to the tq binary}"
 mkdir -p "${TQ_TEST_TMP:-/tmp}"
 T=$(mktemp -d "${TQ_TEST_TMP:-/tmp}/t.XXXXXX")
-export TQ_DB="$T/store.db"
+chmod 755 "$T"
+ENGINE=${TQ_TEST_ENGINE:-sqlite}
+if [ "$ENGINE" = postgres ]; then
+    : "${TQ_TEST_PG_URL:?set TQ_TEST_PG_URL for the postgres engine}"
+    SCHEMA="t_$(basename "$T" | tr -dc 'a-z0-9' | head -c 12)_$$"
+    export TQ_DB="$TQ_TEST_PG_URL&tq_schema=$SCHEMA"
+    JOBS="$SCHEMA.jobs"
+else
+    export TQ_DB="$T/store.db"
+    JOBS=tq_jobs
+fi
 BG_PIDS=()
+
+# Runs SQL on the store, as any other program would.
+sql() {
+    if [ "$ENGINE" = postgres ]; then
+        psql -X -q -v ON_ERROR_STOP=1 -At "$TQ_TEST_PG_URL" -c "$1"
+    else
+        sqlite3 "$TQ_DB" "$1"
+    fi
+}
+
+# plain_insert QUEUE TEXT COMMIT|ROLLBACK: the README's producer INSERT,
+# inside a transaction that commits or rolls back.
+plain_insert() {
+    if [ "$ENGINE" = postgres ]; then
+        sql "BEGIN; INSERT INTO $JOBS (queue, payload) VALUES ('$1', convert_to('$2', 'UTF8')); $3;"
+    else
+        sql "BEGIN; INSERT INTO $JOBS (queue, payload) VALUES ('$1', '$2'); $3;"
+    fi
+}
 
 cleanup() {
     local p
@@ -16,6 +45,9 @@ cleanup() {
     done
     if [ -f "$T/handler.pids" ]; then
         while read -r p; do kill -KILL -- "-$p" 2>/dev/null || true; done <"$T/handler.pids"
+    fi
+    if [ "$ENGINE" = postgres ]; then
+        sql "DROP SCHEMA IF EXISTS $SCHEMA CASCADE" >/dev/null 2>&1 || true
     fi
     rm -rf "$T"
 }
@@ -78,7 +110,13 @@ lines() { [ -f "$1" ] && wc -l <"$1" || echo 0; }
 
 # The whole store as text: equal fingerprints mean nothing changed.
 fingerprint() {
-    sqlite3 "$TQ_DB" .dump | sha256sum | cut -d' ' -f1
+    if [ "$ENGINE" = postgres ]; then
+        pg_dump --no-owner --schema="$SCHEMA" "$TQ_TEST_PG_URL" |
+            grep -v -e '^--' -e '^\\restrict' -e '^\\unrestrict' |
+            sha256sum | cut -d' ' -f1
+    else
+        sqlite3 "$TQ_DB" .dump | sha256sum | cut -d' ' -f1
+    fi
 }
 
 # A handler script: sh with the given body, recording its PID so cleanup can

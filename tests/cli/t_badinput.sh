@@ -58,7 +58,7 @@ bad 2 "$TQ" work --concurrency 0 -- true
 bad 2 "$TQ" work --timeout 1y -- true
 bad 2 "$TQ" work
 bad 2 "$TQ" --db 'mysql://h/db' stats
-bad 2 "$TQ" --db "$TQ_DB?synchronous=off" stats
+[ "$ENGINE" = sqlite ] && bad 2 "$TQ" --db "$TQ_DB?synchronous=off" stats
 bad 2 "$TQ" bench --jobs 0
 bad 1 "$TQ" --db "$T/no/such/dir/x.db" init
 [ -e "$T/no" ] && fail "init created a directory"
@@ -69,6 +69,19 @@ bad 1 "$TQ" --db "$T/missing.db" stats
 # A password in a URL is never echoed.
 expect_exit 2 "$TQ" --db 'mysql://u:hunter2@h/db' stats
 grep -q hunter2 "$T/err" && fail "password in message"
+if [ "$ENGINE" = postgres ]; then
+    # A store URL with a password: in errors and in normal output, hidden.
+    rest=${TQ_TEST_PG_URL#postgresql:///postgres} # ?host=...&user=...
+    pw_url="postgresql://tq:hunter2@/postgres$rest"
+    expect_exit 1 "$TQ" --db "postgresql://tq:hunter2@/nosuchdb$rest" stats
+    grep -q hunter2 "$T/out" "$T/err" && fail "password in output: $(cat "$T/err")"
+    grep -q 'tq:\*\*\*@' "$T/err" || fail "URL not shown redacted: $(cat "$T/err")"
+    expect_exit 0 "$TQ" --db "$pw_url&tq_schema=$SCHEMA" init
+    grep -q hunter2 "$T/out" "$T/err" && fail "password in init output"
+    expect_exit 0 "$TQ" --db "$pw_url&tq_schema=$SCHEMA" work --drain --verbose -- true
+    grep -q hunter2 "$T/out" "$T/err" && fail "password in worker log"
+    before=$(fingerprint)
+fi
 
 # Every command has --help.
 for c in init queue enqueue work stats list show retry cancel prune workers bench; do

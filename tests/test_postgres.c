@@ -1,0 +1,252 @@
+/*
+ * test_postgres.c - what only the PostgreSQL engine promises: the claim of
+ * each order is an index scan of the ready-row index with no Sort, also
+ * beside 100,000 done rows, and claims never more than asked; two hosts
+ * running tq init at once are safe. Needs TQ_TEST_PG_URL (CTest starts a
+ * throwaway cluster).
+ */
+#define _DEFAULT_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../src/engine/engine.h"
+
+static const char *base;
+
+static PGconn *pg(void)
+{
+    PGconn *c = PQconnectdb(base);
+    if (PQstatus(c) != CONNECTION_OK)
+        fail_msg("connect: %s", PQerrorMessage(c));
+    PQclear(PQexec(c, "SET client_min_messages = warning"));
+    return c;
+}
+
+static void exec(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+}
+
+static tq *store(const char *schema)
+{
+    char url[512];
+    tq *db = NULL;
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    snprintf(url, sizeof url, "%s&tq_schema=%s", base, schema);
+    PGconn *c = pg();
+    char drop[128];
+    snprintf(drop, sizeof drop, "DROP SCHEMA IF EXISTS %s CASCADE", schema);
+    exec(c, drop);
+    PQfinish(c);
+    if (tq_open(&db, url, &o) || tq_init(db))
+        fail_msg("store %s: %s", schema, tq_errmsg(db));
+    return db;
+}
+
+/* The claim SQL of an order for schema s. */
+static char *claim_sql(tq_order order, const char *s)
+{
+    const char *t = tq__postgres_claim_sql(order);
+    char *out = malloc(strlen(t) * 2 + 1), *o = out;
+    for (const char *p = t; *p;) {
+        if (strncmp(p, "TQ.", 3) == 0) {
+            o += sprintf(o, "%s.", s);
+            p += 3;
+        } else {
+            *o++ = *p++;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+static void check_plans(PGconn *c, const char *schema, const char *when)
+{
+    static const char *const want[] = {"jobs_ready_fifo", "jobs_ready_lifo",
+                                       "jobs_ready_"};
+    for (int order = TQ_FIFO; order <= TQ_UNORDERED; order++) {
+        char *q = claim_sql((tq_order)order, schema);
+        char prep[4096], plan[8192] = "";
+        snprintf(prep, sizeof prep,
+                 "PREPARE claim%d (text, int8, text, int8, int4) AS %s", order, q);
+        free(q);
+        exec(c, prep);
+        snprintf(prep, sizeof prep,
+                 "EXPLAIN (COSTS OFF) EXECUTE claim%d ('q', 10, 'w', 30000000, 3)",
+                 order);
+        PGresult *r = PQexec(c, prep);
+        assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+        for (int i = 0; i < PQntuples(r); i++) {
+            strncat(plan, PQgetvalue(r, i, 0), sizeof plan - strlen(plan) - 2);
+            strcat(plan, "\n");
+        }
+        PQclear(r);
+        snprintf(prep, sizeof prep, "DEALLOCATE claim%d", order);
+        exec(c, prep);
+        if (strstr(plan, "Sort") || strstr(plan, "Seq Scan on jobs") ||
+            !strstr(plan, want[order]) || !strstr(plan, "LockRows") ||
+            !strstr(plan, "CTE Scan on picked"))
+            fail_msg("%s, order %s: unexpected plan:\n%s", when,
+                     tq_order_name((tq_order)order), plan);
+    }
+}
+
+static void claim_plans_use_ready_index(void **state)
+{
+    (void)state;
+    tq *db = store("plans");
+    PGconn *c = pg();
+    check_plans(c, "plans", "empty table");
+    exec(c, "INSERT INTO plans.jobs (queue, state, payload, attempts, started_at,"
+            " finished_at) SELECT 'q', 'done', 'p', 1, now(), now()"
+            " FROM generate_series(1, 100000)");
+    exec(c, "INSERT INTO plans.jobs (queue, payload) VALUES ('q', 'r1'), ('q', 'r2')");
+    check_plans(c, "plans", "100000 done rows");
+    exec(c, "ANALYZE plans.jobs");
+    check_plans(c, "plans", "100000 done rows, analyzed");
+    PQfinish(c);
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 10), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal((char *)jobs[0].payload, "r1");
+    tq_job_array_free(jobs, n);
+    tq_close(db);
+}
+
+/* Many claimers at once, each asking for k: nobody gets more than k, no job
+ * is handed out twice, and together they get them all. */
+typedef struct claimer {
+    char url[512];
+    int k, got, over;
+    int64_t ids[4000];
+} claimer;
+
+static void *claim_loop(void *arg)
+{
+    claimer *c = arg;
+    tq *db = NULL;
+    char name[32];
+    snprintf(name, sizeof name, "w%p", arg);
+    if (tq_open(&db, c->url, NULL)) {
+        tq_close(db);
+        return NULL;
+    }
+    for (;;) {
+        tq_job *jobs;
+        size_t n;
+        if (tq_job_claim(&jobs, &n, db, "lim", name, (size_t)c->k))
+            break;
+        if (n == 0)
+            break;
+        if ((int)n > c->k)
+            c->over++;
+        for (size_t i = 0; i < n && c->got < 4000; i++)
+            c->ids[c->got++] = jobs[i].id;
+        tq_job_array_free(jobs, n);
+    }
+    tq_close(db);
+    return NULL;
+}
+
+static int cmp64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void claims_never_exceed_limit(void **state)
+{
+    (void)state;
+    enum { N = 3000, T = 6 };
+    tq *db = store("lim");
+    tq_payload items[N];
+    for (int i = 0; i < N; i++)
+        items[i] = (tq_payload){"x", 1};
+    assert_int_equal(tq_job_enqueue_batch(NULL, db, "lim", items, N, NULL), 0);
+    tq_close(db);
+    static claimer cs[T];
+    pthread_t th[T];
+    for (int i = 0; i < T; i++) {
+        memset(&cs[i], 0, sizeof cs[i]);
+        snprintf(cs[i].url, sizeof cs[i].url, "%s&tq_schema=lim", base);
+        cs[i].k = 1 + i * 7;
+        pthread_create(&th[i], NULL, claim_loop, &cs[i]);
+    }
+    static int64_t all[N * 2];
+    int total = 0;
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(cs[i].over, 0);
+        for (int k = 0; k < cs[i].got; k++)
+            all[total++] = cs[i].ids[k];
+    }
+    assert_int_equal(total, N);
+    qsort(all, (size_t)total, sizeof all[0], cmp64);
+    for (int i = 1; i < total; i++)
+        assert_true(all[i] != all[i - 1]);
+}
+
+static void *init_store(void *arg)
+{
+    tq *db = NULL;
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    intptr_t rc = tq_open(&db, arg, &o);
+    if (!rc)
+        rc = tq_init(db);
+    tq_close(db);
+    return (void *)rc;
+}
+
+static void concurrent_init(void **state)
+{
+    (void)state;
+    char url[512];
+    PGconn *c = pg();
+    exec(c, "DROP SCHEMA IF EXISTS racy CASCADE");
+    PQfinish(c);
+    snprintf(url, sizeof url, "%s&tq_schema=racy", base);
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&th[i], NULL, init_store, url);
+    for (int i = 0; i < 4; i++) {
+        void *rc;
+        pthread_join(th[i], &rc);
+        assert_int_equal((intptr_t)rc, 0);
+    }
+    tq *db = NULL;
+    assert_int_equal(tq_open(&db, url, NULL), 0);
+    int64_t id;
+    assert_int_equal(tq_job_enqueue(&id, db, "q", "x", 1, NULL), 0);
+    tq_close(db);
+}
+
+int main(void)
+{
+    base = getenv("TQ_TEST_PG_URL");
+    if (!base) {
+        fprintf(stderr, "test_postgres: set TQ_TEST_PG_URL\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(claim_plans_use_ready_index),
+        cmocka_unit_test(claims_never_exceed_limit),
+        cmocka_unit_test(concurrent_init),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
