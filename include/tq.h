@@ -240,7 +240,8 @@ int tq_job_get(tq_job **out, tq *db, int64_t id);
 /*
  * Claims up to max ready jobs of queue whose run_at has come, in the queue's
  * order, for the named worker: each becomes running with attempts + 1 and a
- * lease of the queue's length. *out_n may be 0 (nothing ready; not an error).
+ * lease of the queue's length. *out_n may be 0 (nothing ready; not an error),
+ * and then *out is NULL.
  * A paused queue yields nothing.
  */
 int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,

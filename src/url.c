@@ -102,8 +102,9 @@ static int parse_postgres(tq__url *u, tq *db, const char *url)
             end++;
         char name[80];
         size_t n = (size_t)(end - (p + 10));
-        if (n == 0 || n >= sizeof name)
-            return tq__seterr(db, TQ_EINVAL, "bad tq_schema in store URL");
+        if (n == 0 || n > 48) /* the channel tq_<schema> must fit in 63 */
+            return tq__seterr(db, TQ_EINVAL,
+                              "bad tq_schema in store URL: 1 to 48 characters");
         memcpy(name, p + 10, n);
         name[n] = '\0';
         for (char *c = name; *c; c++)

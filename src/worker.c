@@ -382,6 +382,11 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     if (n)
         logf_(w, TQ_LOG_WARN, "put back %lld job(s) left running under this worker name",
               (long long)n);
+    if ((db->engine->caps & TQ__CAP_NOTIFY) && db->engine->listen(db)) {
+        logf_(w, TQ_LOG_WARN, "cannot listen for new jobs, polling only: %s",
+              tq_errmsg(db));
+        tq__clearerr(db);
+    }
     if (w->handler && (rc = start_threads(w)))
         goto fail;
     *out = w;
@@ -664,6 +669,9 @@ static void wait_events(tq_worker *w, int64_t timeout_us)
     nfds_t n = 0;
     int need_reap_poll = 0;
     fds[n++] = (struct pollfd){w->wake[0], POLLIN, 0};
+    int nfd = w->db->engine->caps & TQ__CAP_NOTIFY ? w->db->engine->notify_fd(w->db) : -1;
+    if (nfd >= 0)
+        fds[n++] = (struct pollfd){nfd, POLLIN, 0};
     if (w->argv)
         for (int i = 0; i < w->concurrency; i++) {
             tq__child *c = &w->slots[i].child;
@@ -803,9 +811,18 @@ int tq_worker_run(tq_worker *w)
                 break;
         }
 
+        /* A notification of new jobs (PostgreSQL) means: claim now. */
+        int notified = 0;
+        if ((db->engine->caps & TQ__CAP_NOTIFY) && !stopping) {
+            int k = 0;
+            if (db->engine->notify_drain(db, &k) == 0)
+                notified = k > 0 && free_slots > 0;
+            tq__clearerr(db);
+        }
+
         /* How long to sleep. */
         int64_t timeout;
-        if (any_claimed || w->nacks) {
+        if (any_claimed || w->nacks || notified) {
             idle_us = 0;
             timeout = 0;
         } else {
@@ -828,7 +845,7 @@ int tq_worker_run(tq_worker *w)
             if (stopping)
                 timeout = min_pos(timeout, stop_at - now);
         }
-        if (timeout > 0 || (!any_claimed && !w->nacks))
+        if (timeout > 0 || (!any_claimed && !w->nacks && !notified))
             wait_events(w, timeout > 0 ? timeout : 1);
     }
 

@@ -55,6 +55,145 @@ static int noop_handler(void *ud, const tq_job *job, char *err, size_t errlen)
     return 0;
 }
 
+/* The latency phase: start times stamped by the handler, per job index. */
+typedef struct latency {
+    int n;
+    _Atomic int64_t started[]; /* wall clock us, 0 until the job starts */
+} latency;
+
+static int64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int stamp_handler(void *ud, const tq_job *job, char *err, size_t errlen)
+{
+    latency *lat = ud;
+    (void)err, (void)errlen;
+    int i = atoi((const char *)job->payload);
+    if (i >= 0 && i < lat->n)
+        atomic_store(&lat->started[i], wall_us());
+    return 0;
+}
+
+static tq_worker *volatile idle_worker;
+
+static void stop_idle(int sig)
+{
+    (void)sig;
+    if (idle_worker)
+        tq_worker_stop(idle_worker);
+}
+
+/* An idle worker for the latency phase: runs until SIGTERM. */
+static int run_idle_worker(const char *url, const char *queue, int index, latency *lat)
+{
+    tq *db = NULL;
+    tq_worker *w = NULL;
+    char name[128];
+    const char *queues[1] = {queue};
+    struct sigaction sa = {.sa_handler = stop_idle};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    int rc = tq_open(&db, url, NULL);
+    snprintf(name, sizeof name, "%s.w%d", queue, index);
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    o.queues = queues;
+    o.nqueues = 1;
+    o.name = name;
+    o.handler = stamp_handler;
+    o.handler_ud = lat;
+    if (!rc && !(rc = tq_worker_new(&w, db, &o))) {
+        idle_worker = w;
+        rc = tq_worker_run(w);
+        idle_worker = NULL;
+    }
+    if (rc)
+        cli_error("bench", "idle worker %d: %s", index, tq_errmsg(db));
+    tq_worker_free(w);
+    tq_close(db);
+    return rc ? EXIT_RUNTIME : 0;
+}
+
+/*
+ * Enqueue-to-start latency with idle workers: nworkers wait on a fresh
+ * queue; jobs are enqueued one at a time, each once the previous one has
+ * started and the workers have been idle for 20 ms. Latency is from the
+ * return of the enqueue (its commit) to the handler's start.
+ */
+static int measure_latency(const char *url, int nworkers, int njobs, int64_t *p50,
+                           int64_t *p99)
+{
+    char queue[64];
+    tq *db = NULL;
+    size_t size = sizeof(latency) + (size_t)njobs * sizeof(int64_t);
+    latency *lat =
+        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (lat == MAP_FAILED)
+        return EXIT_RUNTIME;
+    lat->n = njobs;
+    snprintf(queue, sizeof queue, "benchlat.%lld.%ld", (long long)time(NULL),
+             (long)getpid());
+    pid_t pids[256];
+    int started = 0, ex = 0;
+    fflush(NULL);
+    for (int i = 0; i < nworkers; i++) {
+        pid_t p = fork();
+        if (p == 0)
+            _exit(run_idle_worker(url, queue, i, lat));
+        if (p > 0)
+            pids[started++] = p;
+    }
+    int64_t *delays = calloc((size_t)njobs, sizeof *delays);
+    int rc = tq_open(&db, url, NULL);
+    struct timespec idle = {0, 20000000}, tick = {0, 200000};
+    nanosleep(&(struct timespec){0, 300000000}, NULL); /* let them register */
+    for (int i = 0; i < njobs && !rc; i++) {
+        char payload[16];
+        int64_t id;
+        snprintf(payload, sizeof payload, "%d", i);
+        nanosleep(&idle, NULL);
+        rc = tq_job_enqueue(&id, db, queue, payload, strlen(payload), NULL);
+        int64_t enq = wall_us();
+        for (int64_t waited = 0; !rc && !atomic_load(&lat->started[i]); waited += 200) {
+            if (waited > 10000000) {
+                cli_error("bench", "latency job %d did not start within 10s", i);
+                rc = TQ_EBUSY;
+                break;
+            }
+            nanosleep(&tick, NULL);
+        }
+        if (!rc)
+            delays[i] = atomic_load(&lat->started[i]) - enq;
+    }
+    if (rc) {
+        cli_fail("bench", db, rc);
+        ex = EXIT_RUNTIME;
+    }
+    tq_close(db);
+    for (int i = 0; i < started; i++)
+        kill(pids[i], SIGTERM);
+    for (int i = 0; i < started; i++) {
+        int st;
+        while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
+            ;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            ex = EXIT_RUNTIME;
+    }
+    /* A start stamped before the enqueue returned is a negative delay:
+     * count it as zero. */
+    for (int i = 0; i < njobs; i++)
+        if (delays[i] < 0)
+            delays[i] = 0;
+    *p50 = tq_percentile(delays, (size_t)njobs, 0.50);
+    *p99 = tq_percentile(delays, (size_t)njobs, 0.99);
+    free(delays);
+    munmap(lat, size);
+    return ex;
+}
+
 /* One worker process: returns its exit code. */
 static int run_worker(const char *url, const char *queue, int index, int concurrency,
                       shared *sh)
@@ -98,7 +237,7 @@ int cmd_bench(int argc, char **argv)
 {
     static const char usage[] =
         "tq bench [--jobs N] [--workers W] [--concurrency C] [--payload BYTES] "
-        "[--json] [--db URL]";
+        "[--latency-jobs N] [--json] [--db URL]";
     static const struct option lo[] = {{"db", required_argument, NULL, 'D'},
                                        {"help", no_argument, NULL, 'h'},
                                        {"jobs", required_argument, NULL, 'n'},
@@ -106,9 +245,10 @@ int cmd_bench(int argc, char **argv)
                                        {"concurrency", required_argument, NULL, 'c'},
                                        {"payload", required_argument, NULL, 'p'},
                                        {"json", no_argument, NULL, 'j'},
+                                       {"latency-jobs", required_argument, NULL, 'l'},
                                        {0}};
     const char *url = NULL;
-    long long njobs = 20000, nworkers = 8, conc = 1, psize = 16;
+    long long njobs = 20000, nworkers = 8, conc = 1, psize = 16, nlat = 100;
     int c, json = 0, ex = 0;
     char tmpdir[] = "/tmp/tq-bench-XXXXXX", tmpdb[64] = "";
 
@@ -122,6 +262,8 @@ int cmd_bench(int argc, char **argv)
                    "Enqueues N jobs (default 20000) into a fresh queue, runs W worker\n"
                    "processes (default 8) with a no-op handler until drained, checks\n"
                    "that every job ran exactly once, and reports rates and latency.\n"
+                   "Then measures enqueue-to-start latency: --latency-jobs jobs (100)\n"
+                   "enqueued one at a time to W idle workers.\n"
                    "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
                    "Exits 1 if any job was lost or ran twice.\n",
                    usage);
@@ -144,6 +286,10 @@ int cmd_bench(int argc, char **argv)
             break;
         case 'j':
             json = 1;
+            break;
+        case 'l':
+            if (cli_int("bench", "--latency-jobs", optarg, 0, 100000, &nlat))
+                return EXIT_USAGE;
             break;
         case ':':
             cli_error("bench", "option '%s' needs a value", argv[optind - 1]);
@@ -292,6 +438,10 @@ int cmd_bench(int argc, char **argv)
         cli_fail("bench", db, rc);
     tq_close(db);
 
+    int64_t lat50 = 0, lat99 = 0;
+    if (nlat > 0 && measure_latency(url, (int)nworkers, (int)nlat, &lat50, &lat99))
+        worker_fail = 1;
+
     double enq_rate = (double)njobs / ((double)t_enq / 1e6);
     double proc_rate = (double)njobs / ((double)t_work / 1e6);
     int64_t busy = atomic_load(&sh->busy_retries);
@@ -314,6 +464,9 @@ int cmd_bench(int argc, char **argv)
         json_object_set_new(o, "latency_p50_us", json_integer(p50));
         json_object_set_new(o, "latency_p99_us", json_integer(p99));
         json_object_set_new(o, "busy_retries", json_integer(busy));
+        json_object_set_new(o, "start_latency_jobs", json_integer(nlat));
+        json_object_set_new(o, "start_latency_p50_us", json_integer(lat50));
+        json_object_set_new(o, "start_latency_p99_us", json_integer(lat99));
         json_object_set_new(o, "fenced_acks", json_integer(atomic_load(&sh->lost_acks)));
         char *s = json_dumps(o, JSON_PRESERVE_ORDER);
         json_decref(o);
@@ -331,6 +484,11 @@ int cmd_bench(int argc, char **argv)
                tq_duration_format(a, sizeof a, p50),
                tq_duration_format(b, sizeof b, p99));
         printf("  busy retries %lld\n", (long long)busy);
+        if (nlat > 0)
+            printf(
+                "  enqueue-to-start latency, idle workers  p50 %s  p99 %s  (%lld jobs)\n",
+                tq_duration_format(a, sizeof a, lat50),
+                tq_duration_format(b, sizeof b, lat99), nlat);
         printf("  done %lld  lost %lld  duplicates %lld\n", (long long)done_in_store,
                (long long)lost, (long long)dups);
     }

@@ -110,6 +110,15 @@ struct tq__engine {
     int (*worker_beat)(tq *db, const char *name);
     int (*worker_stop)(tq *db, const char *name);
     int (*worker_list)(tq *db, tq_worker_info **out, size_t *out_n);
+
+    /* TQ__CAP_NOTIFY only (NULL otherwise): start listening for enqueues;
+     * the descriptor that becomes readable when a notification may have
+     * arrived; and take the arrived ones, *count of them. Notifications are
+     * a hint to claim now: they are lost while disconnected, so workers
+     * still poll. */
+    int (*listen)(tq *db);
+    int (*notify_fd)(tq *db);
+    int (*notify_drain)(tq *db, int *count);
 };
 
 extern const struct tq__engine tq__engine_sqlite;

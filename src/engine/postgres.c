@@ -77,11 +77,14 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "  WHERE finished_at IS NOT NULL;"
     "CREATE UNIQUE INDEX jobs_dedup ON TQ.jobs (queue, dedup_key)"
     "  WHERE dedup_key IS NOT NULL;"
-    /* Plain INSERTs (and COPY) create their queues; once per statement. */
+    /* Plain INSERTs (and COPY) create their queues, and wake the workers
+     * listening on channel tq_<schema> at commit; once per statement. */
     "CREATE FUNCTION TQ.new_queues() RETURNS trigger LANGUAGE plpgsql AS $f$"
     " BEGIN"
     "  INSERT INTO TQ.queues (name) SELECT DISTINCT queue FROM new_jobs"
     "   ON CONFLICT DO NOTHING;"
+    "  PERFORM pg_notify('tq_' || TG_TABLE_SCHEMA, q)"
+    "   FROM (SELECT DISTINCT queue AS q FROM new_jobs) s;"
     "  RETURN NULL;"
     " END $f$;"
     "CREATE TRIGGER jobs_new_queues AFTER INSERT ON TQ.jobs"
@@ -851,6 +854,12 @@ fail:
 static int read_jobs(tq *db, PGresult *r, tq_job **out, size_t *out_n)
 {
     int n = PQntuples(r);
+    if (n == 0) { /* like SQLite: no rows, no array */
+        PQclear(r);
+        *out = NULL;
+        *out_n = 0;
+        return 0;
+    }
     tq_job *v = calloc((size_t)n + 1, sizeof *v);
     if (!v) {
         PQclear(r);
@@ -1235,6 +1244,34 @@ static int pg_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
     return 0;
 }
 
+/* ---- notifications ------------------------------------------------------ */
+
+static int pg_listen(tq *db)
+{
+    char text[128];
+    snprintf(text, sizeof text, "LISTEN tq_%s", C(db)->schema);
+    return simple(db, text, "listening for new jobs");
+}
+
+static int pg_notify_fd(tq *db)
+{
+    return PQsocket(C(db)->pg);
+}
+
+static int pg_notify_drain(tq *db, int *count)
+{
+    conn *c = C(db);
+    PGnotify *n;
+    *count = 0;
+    if (!PQconsumeInput(c->pg))
+        return fail_res(db, NULL, "reading notifications");
+    while ((n = PQnotifies(c->pg))) {
+        (*count)++;
+        PQfreemem(n);
+    }
+    return 0;
+}
+
 const char *tq__postgres_claim_sql(tq_order order)
 {
     static const enum stmt_id ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
@@ -1243,7 +1280,7 @@ const char *tq__postgres_claim_sql(tq_order order)
 
 const struct tq__engine tq__engine_postgres = {
     .name = "postgres",
-    .caps = 0,
+    .caps = TQ__CAP_NOTIFY,
     .open = pg_open,
     .close = pg_close,
     .init = pg_init,
@@ -1265,4 +1302,7 @@ const struct tq__engine tq__engine_postgres = {
     .worker_beat = pg_worker_beat,
     .worker_stop = pg_worker_stop,
     .worker_list = pg_worker_list,
+    .listen = pg_listen,
+    .notify_fd = pg_notify_fd,
+    .notify_drain = pg_notify_drain,
 };
