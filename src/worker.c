@@ -93,6 +93,10 @@ struct tq_worker {
     size_t runq_head, runq_len;
     int threads_quit;
 
+    /* After TQ_ECONN: reconnecting, with capped exponential backoff. */
+    int disconnected;
+    int64_t reconnect_at, reconnect_backoff;
+
     tq_worker_counters counters;
 };
 
@@ -669,7 +673,9 @@ static void wait_events(tq_worker *w, int64_t timeout_us)
     nfds_t n = 0;
     int need_reap_poll = 0;
     fds[n++] = (struct pollfd){w->wake[0], POLLIN, 0};
-    int nfd = w->db->engine->caps & TQ__CAP_NOTIFY ? w->db->engine->notify_fd(w->db) : -1;
+    int nfd = (w->db->engine->caps & TQ__CAP_NOTIFY) && !w->disconnected
+                  ? w->db->engine->notify_fd(w->db)
+                  : -1;
     if (nfd >= 0)
         fds[n++] = (struct pollfd){nfd, POLLIN, 0};
     if (w->argv)
@@ -694,6 +700,59 @@ static void wait_events(tq_worker *w, int64_t timeout_us)
         while (read(w->wake[0], buf, sizeof buf) > 0)
             ;
     }
+}
+
+#define RECONNECT_MIN_US 100000LL
+#define RECONNECT_MAX_US 10000000LL
+
+/*
+ * The store errors a worker rides out, returning 0 for them: busy (try
+ * again on the next pass) and, for engines that can reconnect, a lost
+ * connection (one log line, then reconnect with backoff while the running
+ * handlers carry on; their acknowledgements wait and are sent, fenced, once
+ * connected). Anything else is returned.
+ */
+static int ride_out(tq_worker *w, int rc)
+{
+    if (rc == TQ_EBUSY) {
+        logf_(w, TQ_LOG_WARN, "store busy, will retry: %s", tq_errmsg(w->db));
+        return 0;
+    }
+    if (rc == TQ_ECONN && w->db->engine->reconnect) {
+        if (!w->disconnected) {
+            logf_(w, TQ_LOG_WARN, "%s; reconnecting", tq_errmsg(w->db));
+            w->disconnected = 1;
+            w->reconnect_backoff = 0;
+            w->reconnect_at = tq__mono_us();
+        }
+        return 0;
+    }
+    return rc;
+}
+
+/* One reconnection attempt when due; returns 1 once connected again. */
+static int try_reconnect(tq_worker *w, int64_t now)
+{
+    tq *db = w->db;
+    if (now < w->reconnect_at)
+        return 0;
+    if (db->engine->reconnect(db) != 0) {
+        w->reconnect_backoff =
+            w->reconnect_backoff ? w->reconnect_backoff * 2 : RECONNECT_MIN_US;
+        if (w->reconnect_backoff > RECONNECT_MAX_US)
+            w->reconnect_backoff = RECONNECT_MAX_US;
+        w->reconnect_at = now + w->reconnect_backoff;
+        logf_(w, TQ_LOG_DEBUG, "%s", tq_errmsg(db));
+        return 0;
+    }
+    w->disconnected = 0;
+    if ((db->engine->caps & TQ__CAP_NOTIFY) && db->engine->listen(db))
+        logf_(w, TQ_LOG_WARN, "cannot listen for new jobs, polling only: %s",
+              tq_errmsg(db));
+    tq__clearerr(db);
+    logf_(w, TQ_LOG_WARN, "reconnected to the store; %zu acknowledgement(s) to send",
+          w->nacks);
+    return 1;
 }
 
 static int64_t min_pos(int64_t a, int64_t b)
@@ -736,15 +795,26 @@ int tq_worker_run(tq_worker *w)
             break;
         int free_slots = w->concurrency - running_count(w);
 
+        if (w->disconnected && !try_reconnect(w, now)) {
+            /* Meanwhile: keep the handlers serviced, stop when asked. */
+            enforce_deadlines(w, now, stopping ? stop_at : 0);
+            if (stopping && running_count(w) == 0)
+                break; /* unsent acks: those jobs come back by lease */
+            int64_t t = min_pos(w->reconnect_at - now, 50000);
+            if (stopping)
+                t = min_pos(t, stop_at - now);
+            wait_events(w, t > 0 ? t : 1000);
+            continue;
+        }
+
         if (!stopping && now - last_refresh >= REFRESH_EVERY_US) {
-            if ((rc = refresh_queues(w)) && rc != TQ_EBUSY)
+            if ((rc = ride_out(w, refresh_queues(w))))
                 break;
             last_refresh = now;
         }
-        if (!stopping && now - last_rescue >= RESCUE_EVERY_US) {
+        if (!w->disconnected && !stopping && now - last_rescue >= RESCUE_EVERY_US) {
             int64_t n = 0;
-            rc = db->engine->rescue(db, NULL, &n);
-            if (rc && rc != TQ_EBUSY)
+            if ((rc = ride_out(w, db->engine->rescue(db, NULL, &n))))
                 break;
             if (n)
                 logf_(w, TQ_LOG_WARN, "rescued %lld job(s) whose lease expired",
@@ -754,8 +824,8 @@ int tq_worker_run(tq_worker *w)
 
         /* Acks and claims: one exchange per queue with free slots. */
         int any_claimed = 0, sent = 0;
-        if (!stopping && free_slots > 0) {
-            for (size_t k = 0; k < w->nqueues && free_slots > 0; k++) {
+        if (!w->disconnected && !stopping && free_slots > 0) {
+            for (size_t k = 0; k < w->nqueues && free_slots > 0 && !rc; k++) {
                 size_t qi = (w->next_queue + k) % w->nqueues;
                 const tq_queue_info *q = &w->qinfo[qi];
                 if (q->paused)
@@ -764,34 +834,24 @@ int tq_worker_run(tq_worker *w)
                                (size_t)free_slots};
                 rc = exchange(w, &c, qi, &claimed);
                 sent = 1;
-                if (rc)
-                    break;
                 free_slots -= claimed;
                 any_claimed += claimed;
             }
             w->next_queue = (w->next_queue + 1) % w->nqueues;
         }
-        if (!rc && !sent && w->nacks)
+        if (!w->disconnected && !rc && !sent && w->nacks)
             rc = exchange(w, NULL, 0, &claimed);
-        if (rc == TQ_EBUSY) {
-            logf_(w, TQ_LOG_WARN, "store busy, will retry: %s", tq_errmsg(db));
-            rc = 0;
-        } else if (rc) {
+        if ((rc = ride_out(w, rc)))
             break;
-        }
+        if (w->disconnected)
+            continue;
 
         now = tq__mono_us();
-        if (now - last_beat >= beat_every && running_count(w) > 0) {
-            rc = heartbeat(w);
-            if (rc == TQ_EBUSY)
-                rc = 0;
-            else if (rc)
+        if (now - last_beat >= beat_every) {
+            rc = running_count(w) > 0 ? heartbeat(w)
+                                      : db->engine->worker_beat(db, w->name);
+            if ((rc = ride_out(w, rc)))
                 break;
-            last_beat = now;
-        } else if (now - last_beat >= beat_every) {
-            if ((rc = db->engine->worker_beat(db, w->name)) && rc != TQ_EBUSY)
-                break;
-            rc = 0;
             last_beat = now;
         }
         enforce_deadlines(w, now, stopping ? stop_at : 0);
@@ -799,25 +859,28 @@ int tq_worker_run(tq_worker *w)
         int running = running_count(w);
         if (stopping && running == 0 && w->nacks == 0)
             break;
-        if (w->drain && !stopping && running == 0 && w->nacks == 0 && any_claimed == 0) {
+        if (!w->disconnected && w->drain && !stopping && running == 0 && w->nacks == 0 &&
+            any_claimed == 0) {
             int pending = 0;
             for (size_t i = 0; i < w->nqueues && !pending && !rc; i++)
                 rc = db->engine->pending(db, w->queues[i], &pending);
-            if (rc == TQ_EBUSY)
-                rc = 0, pending = 1;
             if (rc)
+                pending = 1;
+            if ((rc = ride_out(w, rc)))
                 break;
             if (!pending)
                 break;
         }
+        if (w->disconnected)
+            continue;
 
         /* A notification of new jobs (PostgreSQL) means: claim now. */
         int notified = 0;
         if ((db->engine->caps & TQ__CAP_NOTIFY) && !stopping) {
             int k = 0;
-            if (db->engine->notify_drain(db, &k) == 0)
-                notified = k > 0 && free_slots > 0;
-            tq__clearerr(db);
+            if ((rc = ride_out(w, db->engine->notify_drain(db, &k))))
+                break;
+            notified = k > 0 && free_slots > 0;
         }
 
         /* How long to sleep. */

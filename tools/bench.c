@@ -237,7 +237,7 @@ int cmd_bench(int argc, char **argv)
 {
     static const char usage[] =
         "tq bench [--jobs N] [--workers W] [--concurrency C] [--payload BYTES] "
-        "[--latency-jobs N] [--json] [--db URL]";
+        "[--latency-jobs N] [--lease DUR] [--json] [--db URL]";
     static const struct option lo[] = {{"db", required_argument, NULL, 'D'},
                                        {"help", no_argument, NULL, 'h'},
                                        {"jobs", required_argument, NULL, 'n'},
@@ -246,10 +246,12 @@ int cmd_bench(int argc, char **argv)
                                        {"payload", required_argument, NULL, 'p'},
                                        {"json", no_argument, NULL, 'j'},
                                        {"latency-jobs", required_argument, NULL, 'l'},
+                                       {"lease", required_argument, NULL, 'L'},
                                        {0}};
     const char *url = NULL;
     long long njobs = 20000, nworkers = 8, conc = 1, psize = 16, nlat = 100;
     int c, json = 0, ex = 0;
+    int64_t lease_us = 30000000;
     char tmpdir[] = "/tmp/tq-bench-XXXXXX", tmpdb[64] = "";
 
     while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
@@ -291,6 +293,10 @@ int cmd_bench(int argc, char **argv)
             if (cli_int("bench", "--latency-jobs", optarg, 0, 100000, &nlat))
                 return EXIT_USAGE;
             break;
+        case 'L':
+            if (cli_duration("bench", "--lease", optarg, &lease_us))
+                return EXIT_USAGE;
+            break;
         case ':':
             cli_error("bench", "option '%s' needs a value", argv[optind - 1]);
             return EXIT_USAGE;
@@ -327,8 +333,11 @@ int cmd_bench(int argc, char **argv)
     char queue[64];
     snprintf(queue, sizeof queue, "bench.%lld.%ld", (long long)time(NULL),
              (long)getpid());
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_LEASE;
+    qo.lease_us = lease_us;
     if (!rc)
-        rc = tq_queue_set(db, queue, NULL);
+        rc = tq_queue_set(db, queue, &qo);
     if (rc) {
         ex = cli_fail("bench", db, rc);
         tq_close(db);

@@ -117,6 +117,9 @@ struct tq__engine {
      * a hint to claim now: they are lost while disconnected, so workers
      * still poll. */
     int (*listen)(tq *db);
+    /* Engines with a network connection (NULL otherwise): connect again
+     * after TQ_ECONN; prepared statements and LISTENs are gone. */
+    int (*reconnect)(tq *db);
     int (*notify_fd)(tq *db);
     int (*notify_drain)(tq *db, int *count);
 };

@@ -1253,6 +1253,23 @@ static int pg_listen(tq *db)
     return simple(db, text, "listening for new jobs");
 }
 
+static int pg_reconnect(tq *db)
+{
+    conn *c = C(db);
+    PQreset(c->pg);
+    if (PQstatus(c->pg) != CONNECTION_OK) {
+        const char *m = PQerrorMessage(c->pg);
+        size_t n = strlen(m);
+        while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
+            n--;
+        return tq__seterr(db, TQ_ECONN, "cannot reconnect to %s: %.*s", c->where, (int)n,
+                          m);
+    }
+    c->prepared = 0; /* a new session has no prepared statements */
+    return simple(db, "SET client_min_messages = warning; SET TIME ZONE 'UTC'",
+                  "configuring the session");
+}
+
 static int pg_notify_fd(tq *db)
 {
     return PQsocket(C(db)->pg);
@@ -1303,6 +1320,7 @@ const struct tq__engine tq__engine_postgres = {
     .worker_stop = pg_worker_stop,
     .worker_list = pg_worker_list,
     .listen = pg_listen,
+    .reconnect = pg_reconnect,
     .notify_fd = pg_notify_fd,
     .notify_drain = pg_notify_drain,
 };

@@ -36,8 +36,13 @@ stop)
     stop
     rm -rf "$dir"
     ;;
+restart) # a crash and restart: every connection is cut, recovery runs
+    as_pg "$bindir/pg_ctl" -D "$dir/data" -m immediate -w -t 60 restart \
+        -o "-c listen_addresses='' -k $dir -p 5432 -c fsync=on -c max_connections=200" \
+        >/dev/null
+    ;;
 *)
-    echo "usage: cluster.sh start|stop DIR" >&2
+    echo "usage: cluster.sh start|stop|restart DIR" >&2
     exit 2
     ;;
 esac

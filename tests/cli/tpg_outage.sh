@@ -1,0 +1,41 @@
+# PostgreSQL connection loss: a crash-restart of the server in the middle of
+# a run, and backends terminated under running workers. Workers log one
+# line, reconnect with backoff and carry on; every job is done, none lost,
+# and none run twice (the outages are shorter than the lease).
+. "$(dirname "$0")/lib.sh"
+[ "$ENGINE" = postgres ] || fail "this test needs TQ_TEST_ENGINE=postgres"
+pgdir=$(sed -e 's/.*host=\([^&]*\).*/\1/' <<<"$TQ_TEST_PG_URL")
+"$TQ" init >/dev/null
+
+# 1. pg_ctl restart -m immediate in the middle of tq bench.
+"$TQ" bench --jobs 20000 --workers 4 --lease 10s --latency-jobs 0 --json \
+    >"$T/bench.json" 2>"$T/bench.log" &
+b=$!
+BG_PIDS+=("$b")
+wait_for 60 sh -c "[ \$(psql -X -At '$TQ_TEST_PG_URL' -c \"select count(*) from $SCHEMA.jobs where state = 'done'\" 2>/dev/null || echo 0) -gt 3000 ]"
+bash "$(dirname "$0")/../pg/cluster.sh" restart "$pgdir"
+wait_rc "$b"
+r=$(cat "$T/bench.json")
+[ "$RC" = 0 ] || fail "bench after a server crash exited $RC: $r $(cat "$T/bench.log")"
+expect_eq "$(jq .done <<<"$r")" 20000 "done after restart"
+expect_eq "$(jq .lost <<<"$r")" 0 "lost after restart"
+expect_eq "$(jq .duplicates <<<"$r")" 0 "duplicates after restart"
+
+# 2. pg_terminate_backend on the workers' connections, twice.
+seq 1 600 | "$TQ" enqueue --lines --queue t >/dev/null
+handler rec.sh 'echo "$TQ_JOB_ID $TQ_ATTEMPT" >> "'"$T"'/runs"; sleep 0.01'
+bg "$TQ" work --queue t --name A --concurrency 4 --drain -- "$T/rec.sh" 2>"$T/A.log"
+a=$BG
+for cut in 1 2; do
+    wait_for 60 sh -c "[ \$(wc -l < '$T/runs' 2>/dev/null || echo 0) -gt $((cut * 150)) ]"
+    sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+         WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" >/dev/null
+done
+wait_rc "$a"
+expect_eq "$RC" 0 "worker exit"
+expect_eq "$("$TQ" stats --queue t --json | jq .counts.done)" 600 "done after terminations"
+expect_eq "$(cut -d' ' -f1 "$T/runs" | sort | uniq -d | wc -l)" 0 "jobs run twice"
+n=$(grep -c "reconnecting" "$T/A.log" || true)
+[ "$n" -ge 1 ] && [ "$n" -le 2 ] || fail "expected one log line per cut, got $n: $(cat "$T/A.log")"
+grep -q "reconnected to the store" "$T/A.log" || fail "no reconnection: $(cat "$T/A.log")"
+echo ok
