@@ -24,12 +24,17 @@
 
 void cli_error(const char *cmd, const char *fmt, ...)
 {
+    /* One write, so lines of concurrent processes do not interleave. */
+    char line[2048];
+    int n = snprintf(line, sizeof line, "tq%s%s: ", cmd ? " " : "", cmd ? cmd : "");
     va_list ap;
-    fprintf(stderr, "tq%s%s: ", cmd ? " " : "", cmd ? cmd : "");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    size_t len = strlen(line);
+    line[len++] = '\n';
+    fwrite(line, 1, len, stderr);
+    fflush(stderr);
 }
 
 int cli_fail(const char *cmd, tq *db, int rc)
