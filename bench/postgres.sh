@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# tq bench on PostgreSQL at 1, 4 and 16 worker processes, with the
+# enqueue-to-start latency of idle workers, against a throwaway cluster
+# (started here like the tests' one: unix socket only, fsync on; stopped on
+# exit). Prints a markdown table.
+#
+# usage: bench/postgres.sh [JOBS] [BUILD_DIR]     (defaults: 20000, build)
+set -euo pipefail
+jobs=${1:-20000}
+build=${2:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+dir=$(mktemp -d /tmp/tq-pgbench.XXXXXX)
+chmod 755 "$dir"
+trap 'bash "$here/../tests/pg/cluster.sh" stop "$dir/pg"; rm -rf "$dir"' EXIT
+bash "$here/../tests/pg/cluster.sh" start "$dir/pg" >/dev/null
+url="postgresql:///postgres?host=$dir/pg&user=tq"
+
+printf '| workers | process jobs/s | enqueue jobs/s | claim-to-done p50 / p99 | enqueue-to-start p50 / p99 (idle) | lost | duplicates |\n'
+printf '|---|---|---|---|---|---|---|\n'
+for w in 1 4 16; do
+    r=$("$build/tq" bench --db "$url&tq_schema=b$w" --jobs "$jobs" --workers "$w" \
+        --latency-jobs 200 --json)
+    jq -r '"| \(.workers) | \(.process_per_s | floor) | \(.enqueue_per_s | floor) | \(.latency_p50_us)us / \(.latency_p99_us)us | \(.start_latency_p50_us)us / \(.start_latency_p99_us)us | \(.lost) | \(.duplicates) |"' <<<"$r"
+done
