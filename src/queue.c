@@ -71,6 +71,26 @@ int tq_schema_version(void)
     return TQ__SCHEMA_VERSION;
 }
 
+int tq__check_version(tq *db, int version, int for_init)
+{
+    if (version > TQ__SCHEMA_VERSION)
+        return tq__seterr(db, TQ_ESCHEMA,
+                          "the store has schema version %d, newer than this tq (%d): "
+                          "upgrade tq",
+                          version, TQ__SCHEMA_VERSION);
+    if (for_init)
+        return 0;
+    if (version == 0)
+        return tq__seterr(db, TQ_ESCHEMA,
+                          "the store has no tq schema: run tq init first");
+    if (version < TQ__SCHEMA_VERSION)
+        return tq__seterr(db, TQ_ESCHEMA,
+                          "the store has schema version %d, older than this tq (%d): run "
+                          "tq init to upgrade it",
+                          version, TQ__SCHEMA_VERSION);
+    return 0;
+}
+
 const char *tq_store_name(const tq *db)
 {
     return db ? db->name : "";

@@ -59,6 +59,10 @@ double tq__random(void);
  * any order). */
 void tq__jobs_sort(tq_job *jobs, size_t n, tq_order order);
 
+/* The verdict on the schema version a store records (0: none). for_init:
+ * only a newer store is refused (an older one is upgraded). */
+int tq__check_version(tq *db, int version, int for_init);
+
 /* The defaults of a new queue. */
 void tq__queue_defaults(tq_queue_info *q, const char *name);
 

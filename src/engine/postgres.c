@@ -515,29 +515,11 @@ static int check_schema(tq *db)
 {
     int rc;
     PGresult *r = run(db, S_SCHEMA_VERSION, NULL, &rc, "reading the schema version");
-    if (!r) {
-        if (rc == TQ_ESCHEMA)
-            tq__seterr(db, rc, "the store has no tq schema '%s': run tq init first",
-                       C(db)->schema);
-        return rc;
-    }
+    if (!r) /* no schema or no meta table */
+        return rc == TQ_ESCHEMA ? tq__check_version(db, 0, 0) : rc;
     int version = PQntuples(r) ? atoi(PQgetvalue(r, 0, 0)) : 0;
     PQclear(r);
-    if (version == 0)
-        return tq__seterr(db, TQ_ESCHEMA,
-                          "the store has no tq schema '%s': run tq init first",
-                          C(db)->schema);
-    if (version > TQ__SCHEMA_VERSION)
-        return tq__seterr(db, TQ_ESCHEMA,
-                          "the store has schema version %d, newer than this tq (%d): "
-                          "upgrade tq",
-                          version, TQ__SCHEMA_VERSION);
-    if (version < TQ__SCHEMA_VERSION)
-        return tq__seterr(db, TQ_ESCHEMA,
-                          "the store has schema version %d, older than this tq (%d): run "
-                          "tq init to upgrade it",
-                          version, TQ__SCHEMA_VERSION);
-    return 0;
+    return tq__check_version(db, version, 0);
 }
 
 static void ignore_notice(void *arg, const char *msg)
@@ -611,13 +593,8 @@ static int pg_init(tq *db)
         version = PQntuples(r) ? atoi(PQgetvalue(r, 0, 0)) : 0;
         PQclear(r);
     }
-    if (version > TQ__SCHEMA_VERSION) {
-        rc = tq__seterr(db, TQ_ESCHEMA,
-                        "the store has schema version %d, newer than this tq (%d): "
-                        "upgrade tq",
-                        version, TQ__SCHEMA_VERSION);
+    if ((rc = tq__check_version(db, version, 1)))
         goto fail;
-    }
     for (int v = version; v < TQ__SCHEMA_VERSION; v++) {
         char *m = with_schema(migrations[v], c->schema);
         if (!m) {

@@ -439,27 +439,14 @@ static int check_schema(tq *db)
 {
     int rc;
     sqlite3_stmt *s = stmt(db, S_SCHEMA_VERSION, &rc);
-    if (!s) {
-        if (rc == TQ_ESCHEMA)
-            tq__seterr(db, rc, "the store has no tq schema: run tq init first");
-        return rc;
-    }
+    if (!s) /* no tq_meta table */
+        return rc == TQ_ESCHEMA ? tq__check_version(db, 0, 0) : rc;
     int src = sqlite3_step(s);
     int version = src == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
     if (src != SQLITE_ROW && src != SQLITE_DONE)
         rc = fail_rc(db, src, "reading the schema version");
-    else if (version == 0)
-        rc = tq__seterr(db, TQ_ESCHEMA, "the store has no tq schema: run tq init first");
-    else if (version > SCHEMA_VERSION)
-        rc = tq__seterr(db, TQ_ESCHEMA,
-                        "the store has schema version %d, newer than this tq "
-                        "(%d): upgrade tq",
-                        version, SCHEMA_VERSION);
-    else if (version < SCHEMA_VERSION)
-        rc = tq__seterr(db, TQ_ESCHEMA,
-                        "the store has schema version %d, older than this tq "
-                        "(%d): run tq init to upgrade it",
-                        version, SCHEMA_VERSION);
+    else
+        rc = tq__check_version(db, version, 0);
     done_with(s);
     return rc;
 }
@@ -555,13 +542,8 @@ static int sqlite_init(tq *db)
             version = sqlite3_column_int(s, 0);
         sqlite3_finalize(s);
     } /* else: no tq_meta yet, version 0 */
-    if (version > SCHEMA_VERSION) {
-        rc = tq__seterr(db, TQ_ESCHEMA,
-                        "the store has schema version %d, newer than this tq "
-                        "(%d): upgrade tq",
-                        version, SCHEMA_VERSION);
+    if ((rc = tq__check_version(db, version, 1)))
         goto fail;
-    }
     for (int v = version; v < SCHEMA_VERSION; v++) {
         src = sqlite3_exec(c->h, migrations[v], NULL, NULL, NULL);
         if (src != SQLITE_OK) {
