@@ -3,7 +3,7 @@
 # is missing. Safe to run again; does nothing when all is there.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libsqlite3-dev sqlite3 libjansson-dev
-      libcmocka-dev jq libpq-dev postgresql)
+      libcmocka-dev jq libpq-dev postgresql faketime)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
