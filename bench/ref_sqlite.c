@@ -53,7 +53,8 @@ static int worker(const char *path, int batch, int normal)
                             " RETURNING id",
                             -1, &claim, NULL),
          h, "prepare claim");
-    must(sqlite3_prepare_v2(h, "UPDATE jobs SET state = 2, finished_at = ?2 WHERE id = ?1",
+    must(sqlite3_prepare_v2(h,
+                            "UPDATE jobs SET state = 2, finished_at = ?2 WHERE id = ?1",
                             -1, &done, NULL),
          h, "prepare done");
     sqlite3_int64 *ids = malloc(sizeof *ids * (size_t)batch);
