@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "scratch.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -919,9 +921,7 @@ int main(void)
 #undef T
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
+    if (scratch_remove(tmpdir) != 0)
         fprintf(stderr, "could not remove %s\n", tmpdir);
     return failed;
 }

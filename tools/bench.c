@@ -34,11 +34,22 @@ typedef struct shared {
     _Atomic uint32_t runs[]; /* per job: how many times its handler ran */
 } shared;
 
-static int64_t now_us(void)
+static int64_t clock_us(clockid_t which)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(which, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Intervals on the monotonic clock; start stamps shared between processes
+ * on the wall clock. */
+static int64_t now_us(void)
+{
+    return clock_us(CLOCK_MONOTONIC);
+}
+static int64_t wall_us(void)
+{
+    return clock_us(CLOCK_REALTIME);
 }
 
 static int noop_handler(void *ud, const tq_job *job, char *err, size_t errlen)
@@ -60,13 +71,6 @@ typedef struct latency {
     int n;
     _Atomic int64_t started[]; /* wall clock us, 0 until the job starts */
 } latency;
-
-static int64_t wall_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 static int stamp_handler(void *ud, const tq_job *job, char *err, size_t errlen)
 {

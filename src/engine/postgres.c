@@ -479,10 +479,8 @@ static int64_t g_i64(const PGresult *r, int row, int col)
     uint64_t v = 0;
     for (int i = 0; i < len; i++)
         v = v << 8 | b[i];
-    if (len == 4)
+    if (len == 4) /* int4: sign-extend; int8 and bool need nothing */
         return (int32_t)(uint32_t)v;
-    if (len == 1)
-        return (int64_t)v; /* bool */
     return (int64_t)v;
 }
 
@@ -560,41 +558,60 @@ static int pg_open(tq *db, const tq__url *url, int create)
     return rc;
 }
 
+/* Runs one-off SQL ("TQ." standing for the schema) with text parameters. */
+static int exec_params(tq *db, const char *text, int n, const char *const *values,
+                       PGresult **out, const char *what)
+{
+    char *q = with_schema(text, C(db)->schema);
+    if (!q)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    PGresult *r = PQexecParams(C(db)->pg, q, n, NULL, values, NULL, NULL, 0);
+    free(q);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+        return fail_res(db, r, what);
+    if (out)
+        *out = r;
+    else
+        PQclear(r);
+    return 0;
+}
+
 static int pg_init(tq *db)
 {
     conn *c = C(db);
-    char text[512];
+    char text[128], key[96], meta[80], version_text[16];
     int rc, version = 0;
+    PGresult *r;
     if ((rc = begin(db)))
         return rc;
     /* One migration at a time per schema, across all hosts. */
-    snprintf(text, sizeof text,
-             "SELECT pg_advisory_xact_lock(hashtext('tq schema %s'));"
-             "CREATE SCHEMA IF NOT EXISTS %s",
-             c->schema, c->schema);
-    if ((rc = simple(db, text, "locking the schema")))
+    snprintf(key, sizeof key, "tq schema %s", c->schema);
+    const char *lock[] = {key};
+    if ((rc = exec_params(db, "SELECT pg_advisory_xact_lock(hashtext($1))", 1, lock, NULL,
+                          "locking the schema")))
         goto fail;
-    snprintf(text, sizeof text, "SELECT to_regclass('%s.meta') IS NOT NULL", c->schema);
-    PGresult *r = PQexec(c->pg, text);
-    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        rc = fail_res(db, r, "reading the schema");
+    /* An identifier cannot be a parameter; url.c allows only [a-z0-9_]. */
+    snprintf(text, sizeof text, "CREATE SCHEMA IF NOT EXISTS %s", c->schema);
+    if ((rc = simple(db, text, "creating the schema")))
         goto fail;
-    }
+    snprintf(meta, sizeof meta, "%s.meta", c->schema);
+    const char *reg[] = {meta};
+    if ((rc = exec_params(db, "SELECT to_regclass($1) IS NOT NULL", 1, reg, &r,
+                          "reading the schema")))
+        goto fail;
     int has_meta = PQgetvalue(r, 0, 0)[0] == 't';
     PQclear(r);
     if (has_meta) {
-        snprintf(text, sizeof text,
-                 "SELECT value FROM %s.meta WHERE key = 'schema_version'", c->schema);
-        r = PQexec(c->pg, text);
-        if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-            rc = fail_res(db, r, "reading the schema version");
+        if ((rc = exec_params(db, sql[S_SCHEMA_VERSION], 0, NULL, &r,
+                              "reading the schema version")))
             goto fail;
-        }
         version = PQntuples(r) ? atoi(PQgetvalue(r, 0, 0)) : 0;
         PQclear(r);
     }
     if ((rc = tq__check_version(db, version, 1)))
         goto fail;
+    /* Migrations are many statements and carry no values: simple protocol. */
     for (int v = version; v < TQ__SCHEMA_VERSION; v++) {
         char *m = with_schema(migrations[v], c->schema);
         if (!m) {
@@ -607,11 +624,13 @@ static int pg_init(tq *db)
             goto fail;
     }
     if (version < TQ__SCHEMA_VERSION) {
-        snprintf(text, sizeof text,
-                 "INSERT INTO %s.meta (key, value) VALUES ('schema_version', '%d')"
+        snprintf(version_text, sizeof version_text, "%d", TQ__SCHEMA_VERSION);
+        const char *v[] = {version_text};
+        if ((rc = exec_params(
+                 db,
+                 "INSERT INTO TQ.meta (key, value) VALUES ('schema_version', $1)"
                  " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                 c->schema, TQ__SCHEMA_VERSION);
-        if ((rc = simple(db, text, "recording the schema version")))
+                 1, v, NULL, "recording the schema version")))
             goto fail;
     }
     c->prepared = 0; /* plans made against the old schema are stale */
@@ -744,9 +763,8 @@ static char *bytea_array(const tq_payload *items, size_t n)
     return out;
 }
 
-static void enqueue_common(params *p, const char *queue, const tq_enqueue_opts *o)
+static void enqueue_common(params *p, const tq_enqueue_opts *o)
 {
-    (void)queue;
     p_i64(p, o->priority);
     p_i64(p, o->run_at);
     p_i64(p, o->delay_us);
@@ -768,7 +786,7 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
         memset(&p, 0, sizeof p);
         p_text(&p, queue);
         p_bytes(&p, items[0].data, items[0].len);
-        enqueue_common(&p, queue, o);
+        enqueue_common(&p, o);
         p_text(&p, o->key);
         PGresult *r = run(db, S_ENQUEUE_KEY, &p, &rc, "enqueueing");
         if (!r)
@@ -798,7 +816,7 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
         memset(&p, 0, sizeof p);
         p_text(&p, queue);
         p_text(&p, arr);
-        enqueue_common(&p, queue, o);
+        enqueue_common(&p, o);
         PGresult *r = run(db, S_ENQUEUE_MANY, &p, &rc, "enqueueing");
         free(arr);
         if (!r)
@@ -1226,6 +1244,7 @@ static int pg_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
 static int pg_listen(tq *db)
 {
     char text[128];
+    /* A channel is an identifier, not a parameter; the schema is [a-z0-9_]. */
     snprintf(text, sizeof text, "LISTEN tq_%s", C(db)->schema);
     return simple(db, text, "listening for new jobs");
 }

@@ -481,7 +481,6 @@ static int create_private(tq *db, const char *path)
 static int sqlite_open(tq *db, const tq__url *url, int create)
 {
     int rc;
-    char pragmas[128];
     conn *c = calloc(1, sizeof *c);
     if (!c)
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
@@ -505,9 +504,9 @@ static int sqlite_open(tq *db, const tq__url *url, int create)
     }
     sqlite3_extended_result_codes(c->h, 1);
     sqlite3_busy_handler(c->h, busy_handler, c);
-    snprintf(pragmas, sizeof pragmas,
-             "PRAGMA synchronous = %s; PRAGMA foreign_keys = OFF;",
-             url->sync_normal ? "NORMAL" : "FULL");
+    const char *pragmas = url->sync_normal
+                              ? "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;"
+                              : "PRAGMA synchronous = FULL; PRAGMA foreign_keys = OFF;";
     src = sqlite3_exec(c->h, pragmas, NULL, NULL, NULL);
     if (src != SQLITE_OK) {
         rc = fail_rc(db, src, "configuring the connection");
@@ -552,13 +551,17 @@ static int sqlite_init(tq *db)
         }
     }
     if (version < SCHEMA_VERSION) {
-        char up[128];
-        snprintf(up, sizeof up,
-                 "INSERT OR REPLACE INTO tq_meta (key, value) VALUES "
-                 "('schema_version', '%d')",
-                 SCHEMA_VERSION);
-        src = sqlite3_exec(c->h, up, NULL, NULL, NULL);
-        if (src != SQLITE_OK) {
+        sqlite3_stmt *put = NULL;
+        src = sqlite3_prepare_v2(c->h,
+                                 "INSERT OR REPLACE INTO tq_meta (key, value)"
+                                 " VALUES ('schema_version', ?1)",
+                                 -1, &put, NULL);
+        if (src == SQLITE_OK) {
+            sqlite3_bind_int(put, 1, SCHEMA_VERSION);
+            src = sqlite3_step(put);
+        }
+        sqlite3_finalize(put);
+        if (src != SQLITE_DONE) {
             rc = fail_rc(db, src, "recording the schema version");
             goto fail;
         }
