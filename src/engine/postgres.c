@@ -295,10 +295,15 @@ typedef struct conn {
 static int classify(PGconn *pg, const PGresult *r)
 {
     const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-    if (PQstatus(pg) != CONNECTION_OK)
+    /*
+     * Every error the server sends carries a SQLSTATE; one without it is
+     * libpq's own, which after connecting means the connection is gone or out
+     * of step. libpq does not always say so in PQstatus: a backend killed by
+     * an immediate shutdown can leave CONNECTION_OK with "server closed the
+     * connection unexpectedly". Either way the cure is a new connection.
+     */
+    if (PQstatus(pg) != CONNECTION_OK || !st)
         return TQ_ECONN;
-    if (!st)
-        return TQ_EDB;
     if (strcmp(st, "40001") == 0 || strcmp(st, "40P01") == 0 || strcmp(st, "55P03") == 0)
         return TQ_EBUSY;
     if (strncmp(st, "08", 2) == 0 || strcmp(st, "57P01") == 0 ||
