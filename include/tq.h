@@ -345,7 +345,8 @@ typedef int (*tq_handler_fn)(void *ud, const tq_job *job, char *err, size_t errl
 /* Log levels passed to tq_worker_opts.log. */
 enum { TQ_LOG_ERROR = 0, TQ_LOG_WARN, TQ_LOG_INFO, TQ_LOG_DEBUG };
 
-#define TQ_WORKER_OPTS_VERSION 1
+#define TQ_WORKER_OPTS_VERSION 2
+#define TQ_PREFETCH_DEFAULT    512
 typedef struct tq_worker_opts {
     int version;
     const char *const *queues; /* names; NULL or nqueues 0: {"default"} */
@@ -365,11 +366,17 @@ typedef struct tq_worker_opts {
     /* Optional log sink; the library never prints. */
     void (*log)(void *ud, int level, const char *msg);
     void *log_ud;
+    /* Version 2. Most jobs claimed ahead of free slots, so that short jobs
+     * are claimed and acknowledged in batches: 0: TQ_PREFETCH_DEFAULT;
+     * -1: none. A worker
+     * holds fewer when its jobs are slow (about 20 ms of work), keeps their
+     * leases alive like running ones and releases them unspent on stop. */
+    int prefetch;
 } tq_worker_opts;
 #define TQ_WORKER_OPTS_INIT                                                              \
     {                                                                                    \
         TQ_WORKER_OPTS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL,    \
-            NULL                                                                         \
+            NULL, 0                                                                      \
     }
 
 /* Counters of one run, readable after tq_worker_run returns. */

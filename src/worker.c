@@ -6,17 +6,24 @@
  *
  * One thread owns the store connection and runs a poll loop; that is the
  * "one writer per process" of DESIGN.md. Each pass of the loop:
- *   1. collects finished jobs into a list of pending acknowledgements;
- *   2. sends those acks and claims as many jobs as there are free slots in
- *      ONE engine exchange (one transaction), so a busy worker pays one
- *      commit per batch, not two per job;
- *   3. heartbeats running jobs (fenced) and its own registration, rescues
- *      expired leases now and then;
+ *   1. collects finished jobs into a list of pending acknowledgements, and
+ *      starts held jobs (claimed ahead, see below) in the freed slots;
+ *   2. when slots are free or the held jobs run low, sends the pending acks
+ *      and claims the jobs to refill slots and hold in ONE engine exchange
+ *      (one transaction); otherwise acks wait, at most ACK_DELAY_US or
+ *      ACK_BATCH of them, so a busy worker pays one commit per batch;
+ *   3. heartbeats running and held jobs (fenced) and its own registration,
+ *      rescues expired leases now and then;
  *   4. sleeps in poll() until a child writes, reads, exits, a callback
  *      finishes, a stop is asked for, or the next timer is due. When idle
  *      it backs off (1 ms doubling to poll_max) instead of spinning.
- * A crash between 1 and 2 loses only unsent acks; those jobs come back when
- * their lease expires, which is the at-least-once promise.
+ * Holding: a worker claims beyond its free slots about PREFETCH_WINDOW_US of
+ * work (from the mean run time of its recent jobs, at most opts.prefetch),
+ * so short jobs go in batches and slow jobs are not hoarded. Held jobs are
+ * claimed like running ones (lease, heartbeat); on stop they are released
+ * unspent.
+ * A crash loses only unsent acks; those jobs come back when their lease
+ * expires, which is the at-least-once promise.
  */
 #define _GNU_SOURCE
 #include "engine/engine.h"
@@ -35,26 +42,48 @@
 #define RESCUE_EVERY_US    1000000LL
 #define REFRESH_EVERY_US   1000000LL
 #define KILL_AFTER_TERM_US 1000000LL /* on stop: SIGTERM, then SIGKILL */
+#define PREFETCH_WINDOW_US 20000LL   /* hold about this much work beyond the slots */
+#define ACK_DELAY_US       10000LL   /* longest an acknowledgement waits */
+#define ACK_BATCH          512       /* most acknowledgements waiting */
 
 typedef enum slot_state {
     SLOT_FREE = 0,
-    SLOT_RUNNING,  /* child running or callback queued/running */
-    SLOT_FINISHED, /* callback returned; result waiting for the loop */
+    SLOT_RUNNING, /* child running, or callback running on the slot's thread */
 } slot_state;
 
+/*
+ * A slot runs one job at a time. Command mode: the loop starts a child in a
+ * free slot. Callback mode: slot i belongs to thread i, which takes held jobs
+ * itself and hands back results, so a stream of short jobs costs no thread
+ * switch per job; those fields and the held ring are then guarded by mu.
+ */
 typedef struct slot {
+    struct tq_worker *owner;
     slot_state state;
     tq_job job;
     size_t qi;        /* index of the job's queue */
+    int64_t started;  /* monotonic */
     int64_t deadline; /* monotonic; 0: no timeout */
     int64_t kill_at;  /* monotonic; SIGKILL the group then; 0: not set */
     int timed_out;    /* the timeout fired */
     int lost;         /* a heartbeat found the lease gone */
     int release;      /* killed by a stop: give the job back unspent */
     tq__child child;  /* command mode */
-    int cb_rc;        /* callback mode: handler's return */
-    char cb_err[512];
 } slot;
+
+/* A callback's outcome, from its thread to the loop. */
+typedef struct cb_result {
+    int64_t id, ran_us;
+    int attempt, rc, lost;
+    size_t qi;
+    char *error; /* owned; NULL if the handler gave none */
+} cb_result;
+
+/* A job claimed ahead of a free slot. */
+typedef struct held_job {
+    tq_job job;
+    size_t qi;
+} held_job;
 
 typedef struct pending_ack {
     tq__ack ack;
@@ -79,19 +108,29 @@ struct tq_worker {
     slot *slots;
     pending_ack *acks;
     size_t nacks, cap_acks;
-    size_t next_queue; /* round robin start for claims */
+    int64_t acks_since; /* monotonic time of the oldest pending ack */
+
+    /* Jobs claimed and not yet started: a ring of cap_held (prefetch +
+     * concurrency), oldest at held_head. */
+    held_job *held;
+    size_t held_head, nheld, cap_held, prefetch;
+    int64_t avg_run_us; /* moving mean of recent run times; 0: none yet */
+    size_t next_queue;  /* round robin start for claims */
 
     int wake[2]; /* self-pipe: stop requests and finished callbacks */
     volatile sig_atomic_t stop_requested;
 
-    /* Callback mode: a queue of slot indices for the threads, guarded by mu. */
+    /* Callback mode: threads take held jobs (cv signals new ones) and hand
+     * back results; they wake the loop when the held jobs run below
+     * low_water, when they go idle, or when results pile up. */
     pthread_t *threads;
     int nthreads;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    size_t *runq;
-    size_t runq_head, runq_len;
-    int threads_quit;
+    cb_result *results;
+    size_t nresults, cap_results;
+    size_t low_water;
+    int wake_pending, threads_quit;
 
     /* After TQ_ECONN: reconnecting, with capped exponential backoff. */
     int disconnected;
@@ -142,34 +181,97 @@ static void free_strv(char **v)
     free(v);
 }
 
+/* ---- held jobs ------------------------------------------------------------ */
+
+static void clear_job(tq_job *j)
+{
+    free(j->queue);
+    free(j->payload);
+    free(j->key);
+    free(j->worker);
+    free(j->last_error);
+    memset(j, 0, sizeof *j);
+}
+
+static held_job *held_at(tq_worker *w, size_t i)
+{
+    return &w->held[(w->held_head + i) % w->cap_held];
+}
+
+static held_job pop_held(tq_worker *w)
+{
+    held_job h = w->held[w->held_head];
+    w->held_head = (w->held_head + 1) % w->cap_held;
+    w->nheld--;
+    return h;
+}
+
 /* ---- callback threads --------------------------------------------------- */
+
+/* With mu held: one byte on the self-pipe, unless one is on its way. */
+static void wake_loop_locked(tq_worker *w)
+{
+    if (w->wake_pending)
+        return;
+    w->wake_pending = 1;
+    char b = 'j';
+    while (write(w->wake[1], &b, 1) < 0 && errno == EINTR)
+        ;
+}
+
+/* With mu held. On no memory the result is dropped: the job comes back
+ * when its lease expires. */
+static void push_result(tq_worker *w, const slot *s, int rc, const char *err, int64_t ran)
+{
+    if (w->nresults == w->cap_results) {
+        size_t cap = w->cap_results ? w->cap_results * 2 : 64;
+        cb_result *v = realloc(w->results, cap * sizeof *v);
+        if (!v)
+            return;
+        w->results = v;
+        w->cap_results = cap;
+    }
+    cb_result *r = &w->results[w->nresults++];
+    r->id = s->job.id;
+    r->attempt = s->job.attempts;
+    r->qi = s->qi;
+    r->rc = rc;
+    r->lost = s->lost;
+    r->ran_us = ran;
+    r->error = err[0] ? tq__strdup(err) : NULL;
+}
 
 static void *thread_main(void *arg)
 {
-    tq_worker *w = arg;
+    slot *s = arg;
+    tq_worker *w = s->owner;
+    char err[512];
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (!w->threads_quit && w->runq_len == 0)
+        while (!w->threads_quit && w->nheld == 0)
             pthread_cond_wait(&w->cv, &w->mu);
-        if (w->runq_len == 0)
-            break; /* quitting and nothing left */
-        size_t i = w->runq[w->runq_head];
-        w->runq_head = (w->runq_head + 1) % (size_t)w->concurrency;
-        w->runq_len--;
-        slot *s = &w->slots[i];
+        if (w->threads_quit)
+            break;
+        held_job h = pop_held(w);
+        s->job = h.job;
+        s->qi = h.qi;
+        s->lost = 0;
+        s->state = SLOT_RUNNING;
+        s->started = tq__mono_us();
+        if (w->nheld < w->low_water)
+            wake_loop_locked(w); /* time to claim more */
         pthread_mutex_unlock(&w->mu);
 
-        s->cb_err[0] = '\0';
-        int rc = w->handler(w->handler_ud, &s->job, s->cb_err, sizeof s->cb_err);
+        err[0] = '\0';
+        int rc = w->handler(w->handler_ud, &s->job, err, sizeof err);
+        int64_t ran = tq__mono_us() - s->started;
 
         pthread_mutex_lock(&w->mu);
-        s->cb_rc = rc;
-        s->state = SLOT_FINISHED;
-        pthread_mutex_unlock(&w->mu);
-        char b = 'j';
-        while (write(w->wake[1], &b, 1) < 0 && errno == EINTR)
-            ;
-        pthread_mutex_lock(&w->mu);
+        push_result(w, s, rc, err, ran);
+        clear_job(&s->job);
+        s->state = SLOT_FREE;
+        if (w->nheld == 0 || w->nresults >= ACK_BATCH)
+            wake_loop_locked(w);
     }
     pthread_mutex_unlock(&w->mu);
     return NULL;
@@ -178,11 +280,11 @@ static void *thread_main(void *arg)
 static int start_threads(tq_worker *w)
 {
     w->threads = calloc((size_t)w->concurrency, sizeof *w->threads);
-    w->runq = calloc((size_t)w->concurrency, sizeof *w->runq);
-    if (!w->threads || !w->runq)
+    if (!w->threads)
         return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
     for (int i = 0; i < w->concurrency; i++) {
-        int e = pthread_create(&w->threads[i], NULL, thread_main, w);
+        w->slots[i].owner = w;
+        int e = pthread_create(&w->threads[i], NULL, thread_main, &w->slots[i]);
         if (e)
             return tq__seterr(w->db, TQ_ESYS, "cannot start a thread: %s", strerror(e));
         w->nthreads++;
@@ -230,13 +332,11 @@ static int refresh_queues(tq_worker *w)
 
 static void free_slot(slot *s)
 {
+    struct tq_worker *owner = s->owner;
     tq__child_close(&s->child);
-    free(s->job.queue);
-    free(s->job.payload);
-    free(s->job.key);
-    free(s->job.worker);
-    free(s->job.last_error);
+    clear_job(&s->job);
     memset(s, 0, sizeof *s);
+    s->owner = owner;
     s->child.in_fd = s->child.err_fd = s->child.pidfd = -1;
 }
 
@@ -253,9 +353,14 @@ void tq_worker_free(tq_worker *w)
             free_slot(&w->slots[i]);
     for (size_t i = 0; i < w->nacks; i++)
         free(w->acks[i].error);
+    for (size_t i = 0; i < w->nheld; i++)
+        clear_job(&w->held[(w->held_head + i) % w->cap_held].job);
+    free(w->held);
+    for (size_t i = 0; i < w->nresults; i++)
+        free(w->results[i].error);
+    free(w->results);
     free(w->acks);
     free(w->slots);
-    free(w->runq);
     free(w->threads);
     free(w->qinfo);
     free_strv(w->queues);
@@ -296,6 +401,9 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
         return tq__seterr(db, TQ_EINVAL, "concurrency must be between 1 and 1024");
     if (o->timeout_us < 0 || o->grace_us < 0 || o->poll_max_us < 0)
         return tq__seterr(db, TQ_EINVAL, "durations cannot be negative");
+    const int prefetch = o->version >= 2 ? o->prefetch : 0;
+    if (prefetch < -1 || prefetch > 65536)
+        return tq__seterr(db, TQ_EINVAL, "prefetch must be between -1 and 65536");
     const char *const *queues = o->nqueues ? o->queues : default_queue;
     size_t nqueues = o->nqueues ? o->nqueues : 1;
     for (size_t i = 0; i < nqueues; i++)
@@ -333,13 +441,20 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     w->queues = dup_strv(queues, nqueues);
     w->qinfo = calloc(nqueues, sizeof *w->qinfo);
     w->slots = calloc((size_t)w->concurrency, sizeof *w->slots);
+    w->prefetch = prefetch == 0  ? TQ_PREFETCH_DEFAULT
+                  : prefetch < 0 ? 0
+                                 : (size_t)prefetch;
+    w->cap_held = w->prefetch + (size_t)w->concurrency;
+    w->held = calloc(w->cap_held, sizeof *w->held);
+    w->low_water = 1;
     if (o->argv) {
         size_t n = 0;
         while (o->argv[n])
             n++;
         w->argv = dup_strv(o->argv, n);
     }
-    if (!w->name || !w->queues || !w->qinfo || !w->slots || (o->argv && !w->argv)) {
+    if (!w->name || !w->queues || !w->qinfo || !w->slots || !w->held ||
+        (o->argv && !w->argv)) {
         rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
         goto fail;
     }
@@ -423,7 +538,8 @@ void tq_worker_stop(tq_worker *w)
 
 /* ---- the loop ------------------------------------------------------------ */
 
-static int add_ack(tq_worker *w, const slot *s, tq__ack_kind kind, const char *error)
+static int add_ack(tq_worker *w, int64_t id, int attempt, size_t qi, tq__ack_kind kind,
+                   const char *error)
 {
     if (w->nacks == w->cap_acks) {
         size_t cap = w->cap_acks ? w->cap_acks * 2 : 16;
@@ -435,15 +551,17 @@ static int add_ack(tq_worker *w, const slot *s, tq__ack_kind kind, const char *e
     }
     pending_ack *p = &w->acks[w->nacks];
     memset(p, 0, sizeof *p);
-    p->ack.id = s->job.id;
-    p->ack.attempt = s->job.attempts;
+    if (w->nacks == 0)
+        w->acks_since = tq__mono_us();
+    p->ack.id = id;
+    p->ack.attempt = attempt;
     p->ack.kind = kind;
     if (kind == TQ__ACK_DONE)
-        p->ack.delete_done = !w->qinfo[s->qi].keep_done;
+        p->ack.delete_done = !w->qinfo[qi].keep_done;
     if (kind == TQ__ACK_FAIL) {
-        const tq_queue_info *q = &w->qinfo[s->qi];
-        p->ack.delay_us = tq__backoff_us(q->backoff_base_us, q->backoff_cap_us,
-                                         s->job.attempts, tq__random());
+        const tq_queue_info *q = &w->qinfo[qi];
+        p->ack.delay_us =
+            tq__backoff_us(q->backoff_base_us, q->backoff_cap_us, attempt, tq__random());
         if (error && !(p->error = tq__strdup(error)))
             return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
         p->ack.error = p->error;
@@ -452,26 +570,73 @@ static int add_ack(tq_worker *w, const slot *s, tq__ack_kind kind, const char *e
     return 0;
 }
 
-/* Turns a finished slot into a pending ack and frees it. */
-static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
+/* How a run ended, from either mode. */
+typedef struct outcome {
+    int64_t id, ran_us;
+    int attempt, lost, release, ok;
+    size_t qi;
+    const char *error;
+} outcome;
+
+/* Turns a finished run into a pending ack. */
+static int finish(tq_worker *w, const outcome *o)
 {
-    int rc = 0;
-    if (s->lost) {
+    int64_t ran = o->ran_us > 0 ? o->ran_us : 1;
+    w->avg_run_us = w->avg_run_us ? (w->avg_run_us * 7 + ran) / 8 : ran;
+    if (o->lost) {
         /* Someone else holds the job now (or it was cancelled): its result
          * must not be recorded. The fence would refuse it anyway. */
         w->counters.lost++;
         logf_(w, TQ_LOG_WARN, "job %lld: lease was lost; result discarded",
-              (long long)s->job.id);
-    } else if (s->release) {
-        rc = add_ack(w, s, TQ__ACK_RELEASE, NULL);
-    } else if (ok) {
-        rc = add_ack(w, s, TQ__ACK_DONE, NULL);
-    } else {
-        logf_(w, TQ_LOG_INFO, "job %lld attempt %d failed: %.300s", (long long)s->job.id,
-              s->job.attempts, error);
-        rc = add_ack(w, s, TQ__ACK_FAIL, error);
+              (long long)o->id);
+        return 0;
     }
+    if (o->release)
+        return add_ack(w, o->id, o->attempt, o->qi, TQ__ACK_RELEASE, NULL);
+    if (o->ok)
+        return add_ack(w, o->id, o->attempt, o->qi, TQ__ACK_DONE, NULL);
+    logf_(w, TQ_LOG_INFO, "job %lld attempt %d failed: %.300s", (long long)o->id,
+          o->attempt, o->error);
+    return add_ack(w, o->id, o->attempt, o->qi, TQ__ACK_FAIL, o->error);
+}
+
+/* Command mode: a slot whose child is gone (or never started). */
+static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
+{
+    outcome o = {s->job.id,       tq__mono_us() - s->started,
+                 s->job.attempts, s->lost,
+                 s->release,      ok,
+                 s->qi,           error};
+    int rc = finish(w, &o);
     free_slot(s);
+    return rc;
+}
+
+/* Callback mode: the results the threads handed back. */
+static int collect_results(tq_worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    cb_result *v = w->results;
+    size_t n = w->nresults;
+    w->results = NULL;
+    w->nresults = w->cap_results = 0;
+    w->wake_pending = 0;
+    pthread_mutex_unlock(&w->mu);
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        char msg[64];
+        const char *error = v[i].error;
+        if (v[i].rc && !error) {
+            snprintf(msg, sizeof msg, "handler returned %d", v[i].rc);
+            error = msg;
+        }
+        outcome o = {v[i].id, v[i].ran_us,  v[i].attempt, v[i].lost,
+                     0,       v[i].rc == 0, v[i].qi,      error};
+        if (!rc)
+            rc = finish(w, &o);
+        free(v[i].error);
+    }
+    free(v);
     return rc;
 }
 
@@ -479,78 +644,144 @@ static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
 static int collect(tq_worker *w)
 {
     char err[TQ__TAIL_MAX + 256];
+    if (w->handler)
+        return collect_results(w);
     for (int i = 0; i < w->concurrency; i++) {
         slot *s = &w->slots[i];
-        int rc = 0;
-        if (s->state == SLOT_RUNNING && w->argv) {
-            tq__child_feed(&s->child);
-            tq__child_drain(&s->child);
-            if (!tq__child_reap(&s->child))
-                continue;
-            tq__child_drain(&s->child);
-            size_t off = 0;
-            if (s->timed_out) {
-                char d[32];
-                off = (size_t)snprintf(err, 64, "timed out after %s, then ",
-                                       tq_duration_format(d, sizeof d, w->timeout_us));
-            }
-            tq__child_describe(&s->child, err + off, sizeof err - off);
-            rc = finish_slot(w, s, !s->timed_out && err[0] == '\0', err);
-        } else if (w->handler) {
-            pthread_mutex_lock(&w->mu);
-            int finished = s->state == SLOT_FINISHED;
-            pthread_mutex_unlock(&w->mu);
-            if (!finished)
-                continue;
-            if (s->cb_rc && !s->cb_err[0])
-                snprintf(s->cb_err, sizeof s->cb_err, "handler returned %d", s->cb_rc);
-            rc = finish_slot(w, s, s->cb_rc == 0, s->cb_err);
+        if (s->state != SLOT_RUNNING)
+            continue;
+        tq__child_feed(&s->child);
+        tq__child_drain(&s->child);
+        if (!tq__child_reap(&s->child))
+            continue;
+        tq__child_drain(&s->child);
+        size_t off = 0;
+        if (s->timed_out) {
+            char d[32];
+            off = (size_t)snprintf(err, 64, "timed out after %s, then ",
+                                   tq_duration_format(d, sizeof d, w->timeout_us));
         }
+        tq__child_describe(&s->child, err + off, sizeof err - off);
+        int rc = finish_slot(w, s, !s->timed_out && err[0] == '\0', err);
         if (rc)
             return rc;
     }
     return 0;
 }
 
-static int running_count(const tq_worker *w)
+/* Jobs started and not yet turned into acks: running slots and, in callback
+ * mode, results not yet collected. */
+static int running_count(tq_worker *w)
 {
     int n = 0;
+    if (w->handler)
+        pthread_mutex_lock(&w->mu);
     for (int i = 0; i < w->concurrency; i++)
         n += w->slots[i].state != SLOT_FREE;
+    if (w->handler) {
+        n += (int)w->nresults;
+        pthread_mutex_unlock(&w->mu);
+    }
     return n;
 }
 
+/* Command mode: starts job in a free slot. */
 static int start_job(tq_worker *w, size_t qi, tq_job *job)
 {
     slot *s = NULL;
+    char err[256];
     for (int i = 0; i < w->concurrency && !s; i++)
         if (w->slots[i].state == SLOT_FREE)
             s = &w->slots[i];
-    if (!s) /* cannot happen: we never claim more than the free slots */
+    if (!s) /* cannot happen: jobs start only in free slots */
         return tq__seterr(w->db, TQ_EINVAL, "no free slot for a claimed job");
     s->job = *job;
     s->qi = qi;
     s->state = SLOT_RUNNING;
-    w->counters.claimed++;
-    if (w->argv) {
-        char err[256];
-        if (w->timeout_us)
-            s->deadline = tq__mono_us() + w->timeout_us;
-        if (tq__child_start(&s->child, (const char *const *)w->argv, &s->job, err,
-                            sizeof err)) {
-            s->child.exited = 1;
-            s->child.status = 127 << 8;
-            return finish_slot(w, s, 0, err);
-        }
-        return 0;
+    s->started = tq__mono_us();
+    if (w->timeout_us)
+        s->deadline = s->started + w->timeout_us;
+    if (tq__child_start(&s->child, (const char *const *)w->argv, &s->job, err,
+                        sizeof err)) {
+        s->child.exited = 1;
+        s->child.status = 127 << 8;
+        return finish_slot(w, s, 0, err);
     }
-    size_t idx = (size_t)(s - w->slots);
-    pthread_mutex_lock(&w->mu);
-    w->runq[(w->runq_head + w->runq_len) % (size_t)w->concurrency] = idx;
-    w->runq_len++;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
     return 0;
+}
+
+/* How many jobs to hold beyond the running ones: about PREFETCH_WINDOW_US of
+ * work at the recent mean run time, none until a job has finished. */
+static size_t target_held(const tq_worker *w)
+{
+    if (!w->prefetch || !w->avg_run_us)
+        return 0;
+    int64_t n = (int64_t)w->concurrency * PREFETCH_WINDOW_US / w->avg_run_us;
+    return n > (int64_t)w->prefetch ? w->prefetch : (size_t)n;
+}
+
+/* The number of held jobs; in callback mode also tells the threads when to
+ * ask for more (below half the target). */
+static size_t held_count(tq_worker *w, size_t target)
+{
+    if (!w->handler)
+        return w->nheld;
+    pthread_mutex_lock(&w->mu);
+    size_t n = w->nheld;
+    w->low_water = target / 2 > 1 ? target / 2 : 1;
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+/* Command mode: starts held jobs, oldest first, while slots are free. */
+static int start_held(tq_worker *w)
+{
+    if (w->handler)
+        return 0; /* the threads take them */
+    int rc = 0, free_slots = w->concurrency - running_count(w);
+    while (!rc && w->nheld && free_slots-- > 0) {
+        held_job h = pop_held(w);
+        rc = start_job(w, h.qi, &h.job);
+    }
+    return rc;
+}
+
+/* Takes a claimed job into the held ring (the claim asked for no more than
+ * it has room for), and starts what can start. */
+static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n)
+{
+    if (w->handler)
+        pthread_mutex_lock(&w->mu);
+    size_t room = w->cap_held - w->nheld, k = n < room ? n : room;
+    for (size_t i = 0; i < k; i++) {
+        held_job *h = held_at(w, w->nheld++);
+        h->job = jobs[i];
+        h->qi = qi;
+        memset(&jobs[i], 0, sizeof jobs[i]); /* now owned by the ring */
+    }
+    if (w->handler) {
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+    if (k < n) /* cannot happen: claims ask for no more than the room */
+        return tq__seterr(w->db, TQ_EINVAL, "no room for claimed jobs");
+    return start_held(w);
+}
+
+/* On stop: every held job goes back unspent (with the next acks). */
+static int release_held(tq_worker *w)
+{
+    int rc = 0;
+    if (w->handler)
+        pthread_mutex_lock(&w->mu);
+    while (!rc && w->nheld) {
+        held_job h = pop_held(w);
+        rc = add_ack(w, h.job.id, h.job.attempts, h.qi, TQ__ACK_RELEASE, NULL);
+        clear_job(&h.job);
+    }
+    if (w->handler)
+        pthread_mutex_unlock(&w->mu);
+    return rc;
 }
 
 /* Sends the pending acks (and claims, if claim is set). On failure the acks
@@ -584,10 +815,8 @@ static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claime
             free(w->acks[i].error);
         }
         w->nacks = 0;
-        for (size_t i = 0; i < n && !rc; i++) {
-            rc = start_job(w, qi, &jobs[i]);
-            memset(&jobs[i], 0, sizeof jobs[i]); /* now owned by a slot */
-        }
+        w->counters.claimed += (int64_t)n;
+        rc = take_jobs(w, qi, jobs, n);
         tq_job_array_free(jobs, n);
         *claimed = (int)n;
     }
@@ -596,48 +825,85 @@ static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claime
     return rc;
 }
 
-/* Extends the lease of every running job (one fenced exchange); marks the
- * lost ones and stops their handlers. */
+static int same_job(const tq__ack *a, const tq_job *j)
+{
+    return a->id == j->id && a->attempt == j->attempts;
+}
+
+/* Extends the lease of every running and held job (one fenced exchange).
+ * Of the lost ones (expired and taken, or cancelled): running ones are
+ * marked (their result is discarded) and their commands stopped, held ones
+ * are dropped. In callback mode the threads move jobs meanwhile, so the
+ * lost ones are found again by id and attempt. */
 static int heartbeat(tq_worker *w)
 {
-    tq__ack *acks = calloc((size_t)w->concurrency, sizeof *acks);
-    slot **of = calloc((size_t)w->concurrency, sizeof *of);
-    size_t n = 0;
-    int rc = 0;
-    if (!acks || !of) {
-        rc = tq__seterr(w->db, TQ_ENOMEM, "out of memory");
-        goto done;
+    if (w->handler)
+        pthread_mutex_lock(&w->mu);
+    size_t cap = (size_t)w->concurrency + w->nheld, n = 0, nlost = 0;
+    tq__ack *acks = calloc(cap ? cap : 1, sizeof *acks);
+    for (int i = 0; i < w->concurrency && acks; i++) {
+        const slot *s = &w->slots[i];
+        if (s->state == SLOT_RUNNING && !s->lost)
+            acks[n++] = (tq__ack){.id = s->job.id,
+                                  .attempt = s->job.attempts,
+                                  .kind = TQ__ACK_BEAT,
+                                  .delay_us = w->qinfo[s->qi].lease_us};
     }
-    for (int i = 0; i < w->concurrency; i++) {
-        slot *s = &w->slots[i];
-        if (s->state == SLOT_FREE || s->lost)
-            continue;
-        tq__ack a = {
-            s->job.id, s->job.attempts, TQ__ACK_BEAT, w->qinfo[s->qi].lease_us, NULL, 0,
-            0};
-        acks[n] = a;
-        of[n++] = s;
+    for (size_t i = 0; i < w->nheld && acks; i++) {
+        const held_job *h = held_at(w, i);
+        acks[n++] = (tq__ack){.id = h->job.id,
+                              .attempt = h->job.attempts,
+                              .kind = TQ__ACK_BEAT,
+                              .delay_us = w->qinfo[h->qi].lease_us};
     }
-    if (n && (rc = w->db->engine->exchange(w->db, w->name, acks, n, NULL, NULL, NULL)))
-        goto done;
-    for (size_t k = 0; k < n; k++) {
-        if (acks[k].result != TQ_ELOST)
-            continue;
-        of[k]->lost = 1;
-        logf_(w, TQ_LOG_WARN,
-              "job %lld: lease lost (expired and taken, or cancelled); "
-              "stopping its handler",
-              (long long)of[k]->job.id);
-        if (w->argv) {
-            tq__child_kill(&of[k]->child, SIGTERM);
-            of[k]->kill_at = tq__mono_us() + w->grace_us;
+    if (w->handler)
+        pthread_mutex_unlock(&w->mu);
+    if (!acks)
+        return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
+    int rc = n ? w->db->engine->exchange(w->db, w->name, acks, n, NULL, NULL, NULL) : 0;
+    for (size_t k = 0; k < n && !rc; k++)
+        if (acks[k].result == TQ_ELOST)
+            acks[nlost++] = acks[k];
+    if (nlost) {
+        if (w->handler)
+            pthread_mutex_lock(&w->mu);
+        for (int i = 0; i < w->concurrency; i++) {
+            slot *s = &w->slots[i];
+            for (size_t k = 0; k < nlost && s->state == SLOT_RUNNING && !s->lost; k++) {
+                if (!same_job(&acks[k], &s->job))
+                    continue;
+                s->lost = 1;
+                logf_(w, TQ_LOG_WARN,
+                      "job %lld: lease lost (expired and taken, or cancelled); "
+                      "stopping its handler",
+                      (long long)s->job.id);
+                if (w->argv) {
+                    tq__child_kill(&s->child, SIGTERM);
+                    s->kill_at = tq__mono_us() + w->grace_us;
+                }
+            }
         }
+        size_t kept = 0, count = w->nheld;
+        for (size_t i = 0; i < count; i++) { /* keep the rest, in order */
+            held_job h = *held_at(w, i);
+            size_t k = 0;
+            while (k < nlost && !same_job(&acks[k], &h.job))
+                k++;
+            if (k == nlost) {
+                *held_at(w, kept++) = h;
+                continue;
+            }
+            w->counters.lost++;
+            logf_(w, TQ_LOG_WARN, "job %lld: lost before it started; dropped",
+                  (long long)h.job.id);
+            clear_job(&h.job);
+        }
+        w->nheld = kept;
+        if (w->handler)
+            pthread_mutex_unlock(&w->mu);
     }
-    rc = w->db->engine->worker_beat(w->db, w->name);
-done:
     free(acks);
-    free(of);
-    return rc;
+    return rc ? rc : w->db->engine->worker_beat(w->db, w->name);
 }
 
 /* Timeouts and the stop deadline: signal children whose time is up. */
@@ -755,6 +1021,15 @@ static int try_reconnect(tq_worker *w, int64_t now)
     return 1;
 }
 
+/* Lowers *t to due_in, the time until something is due (at least 1 us). */
+static void sooner(int64_t *t, int64_t due_in)
+{
+    if (due_in < 1)
+        due_in = 1;
+    if (due_in < *t)
+        *t = due_in;
+}
+
 static int64_t min_pos(int64_t a, int64_t b)
 {
     if (a <= 0)
@@ -790,8 +1065,10 @@ int tq_worker_run(tq_worker *w)
             logf_(w, TQ_LOG_INFO,
                   "stopping: no new jobs; %d running job(s) get %.1fs to finish",
                   running_count(w), (double)w->grace_us / 1e6);
+            if ((rc = release_held(w)))
+                break;
         }
-        if ((rc = collect(w)))
+        if ((rc = collect(w)) || (rc = start_held(w)))
             break;
         int free_slots = w->concurrency - running_count(w);
 
@@ -822,24 +1099,39 @@ int tq_worker_run(tq_worker *w)
             last_rescue = now;
         }
 
-        /* Acks and claims: one exchange per queue with free slots. */
-        int any_claimed = 0, sent = 0;
-        if (!w->disconnected && !stopping && free_slots > 0) {
-            for (size_t k = 0; k < w->nqueues && free_slots > 0 && !rc; k++) {
+        /*
+         * Claim when a slot is free (nothing is held then) or the held jobs
+         * have run below half their target: enough to fill the slots and the
+         * target, one exchange per queue, carrying the pending acks.
+         */
+        int any_claimed = 0, sent = 0, tried = 0;
+        const size_t target = stopping ? 0 : target_held(w);
+        size_t nheld = held_count(w, target);
+        if (!w->disconnected && !stopping && (free_slots > 0 || 2 * nheld < target)) {
+            for (size_t k = 0; k < w->nqueues && !rc; k++) {
                 size_t qi = (w->next_queue + k) % w->nqueues;
                 const tq_queue_info *q = &w->qinfo[qi];
+                size_t room = (size_t)free_slots + target;
+                room = room > nheld ? room - nheld : 0;
+                if (room == 0)
+                    break;
                 if (q->paused)
                     continue;
                 tq__claim c = {w->queues[qi], q->order, q->lease_us, q->max_attempts,
-                               (size_t)free_slots};
+                               room};
                 rc = exchange(w, &c, qi, &claimed);
-                sent = 1;
-                free_slots -= claimed;
+                sent = tried = 1;
                 any_claimed += claimed;
+                free_slots = w->concurrency - running_count(w);
+                nheld = held_count(w, target);
             }
             w->next_queue = (w->next_queue + 1) % w->nqueues;
         }
-        if (!w->disconnected && !rc && !sent && w->nacks)
+        /* Acks alone: when they have waited long enough or are many, when
+         * stopping, and when nothing runs (so that drain sees them). */
+        if (!w->disconnected && !rc && !sent && w->nacks &&
+            (stopping || w->nacks >= ACK_BATCH || now - w->acks_since >= ACK_DELAY_US ||
+             (running_count(w) == 0 && nheld == 0)))
             rc = exchange(w, NULL, 0, &claimed);
         if ((rc = ride_out(w, rc)))
             break;
@@ -848,8 +1140,9 @@ int tq_worker_run(tq_worker *w)
 
         now = tq__mono_us();
         if (now - last_beat >= beat_every) {
-            rc = running_count(w) > 0 ? heartbeat(w)
-                                      : db->engine->worker_beat(db, w->name);
+            rc = running_count(w) > 0 || held_count(w, target) > 0
+                     ? heartbeat(w)
+                     : db->engine->worker_beat(db, w->name);
             if ((rc = ride_out(w, rc)))
                 break;
             last_beat = now;
@@ -857,10 +1150,11 @@ int tq_worker_run(tq_worker *w)
         enforce_deadlines(w, now, stopping ? stop_at : 0);
 
         int running = running_count(w);
+        nheld = held_count(w, target);
         if (stopping && running == 0 && w->nacks == 0)
             break;
-        if (!w->disconnected && w->drain && !stopping && running == 0 && w->nacks == 0 &&
-            any_claimed == 0) {
+        if (!w->disconnected && w->drain && !stopping && running == 0 && nheld == 0 &&
+            w->nacks == 0 && any_claimed == 0) {
             int pending = 0;
             for (size_t i = 0; i < w->nqueues && !pending && !rc; i++)
                 rc = db->engine->pending(db, w->queues[i], &pending);
@@ -883,33 +1177,38 @@ int tq_worker_run(tq_worker *w)
             notified = k > 0 && free_slots > 0;
         }
 
-        /* How long to sleep. */
-        int64_t timeout;
-        if (any_claimed || w->nacks || notified) {
+        /* How long to sleep: not at all after a claim or a notification;
+         * backing off after a claim that found nothing; otherwise until an
+         * event (a handler finishing wakes us) or the next timer. */
+        if (any_claimed || notified) {
             idle_us = 0;
-            timeout = 0;
-        } else {
+            continue;
+        }
+        int64_t timeout = w->poll_max_us;
+        if (tried) {
             idle_us = idle_us ? idle_us * 2 : 1000;
             if (idle_us > w->poll_max_us)
                 idle_us = w->poll_max_us;
-            timeout = free_slots > 0 && !stopping ? idle_us : w->poll_max_us;
+            timeout = idle_us;
         }
-        if (running) {
-            timeout = min_pos(timeout, last_beat + beat_every - now);
-            for (int i = 0; i < w->concurrency; i++) {
-                slot *s = &w->slots[i];
-                if (s->state != SLOT_RUNNING)
-                    continue;
-                if (s->deadline && !s->timed_out)
-                    timeout = min_pos(timeout, s->deadline - now);
-                if (s->kill_at)
-                    timeout = min_pos(timeout, s->kill_at - now);
-            }
-            if (stopping)
-                timeout = min_pos(timeout, stop_at - now);
+        if (w->nacks)
+            sooner(&timeout, w->acks_since + ACK_DELAY_US - now);
+        if (running || nheld)
+            sooner(&timeout, last_beat + beat_every - now);
+        if (running && w->handler) /* results come back without a wake */
+            sooner(&timeout, ACK_DELAY_US);
+        for (int i = 0; running && i < w->concurrency; i++) {
+            const slot *s = &w->slots[i];
+            if (s->state != SLOT_RUNNING)
+                continue;
+            if (s->deadline && !s->timed_out)
+                sooner(&timeout, s->deadline - now);
+            if (s->kill_at)
+                sooner(&timeout, s->kill_at - now);
         }
-        if (timeout > 0 || (!any_claimed && !w->nacks && !notified))
-            wait_events(w, timeout > 0 ? timeout : 1);
+        if (stopping)
+            sooner(&timeout, stop_at - now);
+        wait_events(w, timeout);
     }
 
     /* Leaving with an error: give back what we can, so nothing waits for a

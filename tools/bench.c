@@ -200,7 +200,7 @@ static int measure_latency(const char *url, int nworkers, int njobs, int64_t *p5
 
 /* One worker process: returns its exit code. */
 static int run_worker(const char *url, const char *queue, int index, int concurrency,
-                      shared *sh)
+                      int prefetch, shared *sh)
 {
     tq *db = NULL;
     tq_worker *w = NULL;
@@ -218,6 +218,7 @@ static int run_worker(const char *url, const char *queue, int index, int concurr
     o.nqueues = 1;
     o.name = name;
     o.concurrency = concurrency;
+    o.prefetch = prefetch;
     o.drain = 1;
     o.poll_max_us = 20000;
     o.handler = noop_handler;
@@ -239,21 +240,23 @@ static int run_worker(const char *url, const char *queue, int index, int concurr
 
 int cmd_bench(int argc, char **argv)
 {
-    static const char usage[] =
-        "tq bench [--jobs N] [--workers W] [--concurrency C] [--payload BYTES] "
-        "[--latency-jobs N] [--lease DUR] [--json] [--db URL]";
+    static const char usage[] = "tq bench [--jobs N] [--workers W] [--concurrency C] "
+                                "[--prefetch N] [--payload BYTES] "
+                                "[--latency-jobs N] [--lease DUR] [--json] [--db URL]";
     static const struct option lo[] = {{"db", required_argument, NULL, 'D'},
                                        {"help", no_argument, NULL, 'h'},
                                        {"jobs", required_argument, NULL, 'n'},
                                        {"workers", required_argument, NULL, 'w'},
                                        {"concurrency", required_argument, NULL, 'c'},
+                                       {"prefetch", required_argument, NULL, 'f'},
                                        {"payload", required_argument, NULL, 'p'},
                                        {"json", no_argument, NULL, 'j'},
                                        {"latency-jobs", required_argument, NULL, 'l'},
                                        {"lease", required_argument, NULL, 'L'},
                                        {0}};
     const char *url = NULL;
-    long long njobs = 20000, nworkers = 8, conc = 1, psize = 16, nlat = 100;
+    long long njobs = 20000, nworkers = 8, conc = 1, psize = 16, nlat = 100,
+              prefetch = -1;
     int c, json = 0, ex = 0;
     int64_t lease_us = 30000000;
     char tmpdir[] = "/tmp/tq-bench-XXXXXX", tmpdb[64] = "";
@@ -270,6 +273,8 @@ int cmd_bench(int argc, char **argv)
                    "that every job ran exactly once, and reports rates and latency.\n"
                    "Then measures enqueue-to-start latency: --latency-jobs jobs (100)\n"
                    "enqueued one at a time to W idle workers.\n"
+                   "--prefetch N: jobs a worker may claim ahead of its free slots\n"
+                   "(default 512, 0: none).\n"
                    "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
                    "Exits 1 if any job was lost or ran twice.\n",
                    usage);
@@ -284,6 +289,10 @@ int cmd_bench(int argc, char **argv)
             break;
         case 'c':
             if (cli_int("bench", "--concurrency", optarg, 1, 1024, &conc))
+                return EXIT_USAGE;
+            break;
+        case 'f':
+            if (cli_int("bench", "--prefetch", optarg, 0, 65536, &prefetch))
                 return EXIT_USAGE;
             break;
         case 'p':
@@ -406,7 +415,11 @@ int cmd_bench(int argc, char **argv)
     for (int i = 0; i < nworkers; i++) {
         pid_t p = fork();
         if (p == 0)
-            _exit(run_worker(url, queue, i, (int)conc, sh));
+            _exit(run_worker(url, queue, i, (int)conc,
+                             prefetch < 0    ? 0
+                             : prefetch == 0 ? -1
+                                             : (int)prefetch,
+                             sh));
         if (p < 0) {
             cli_error("bench", "fork: %s", strerror(errno));
             worker_fail = 1;
@@ -466,6 +479,8 @@ int cmd_bench(int argc, char **argv)
         json_object_set_new(o, "jobs", json_integer(njobs));
         json_object_set_new(o, "workers", json_integer(nworkers));
         json_object_set_new(o, "concurrency", json_integer(conc));
+        json_object_set_new(o, "prefetch",
+                            json_integer(prefetch < 0 ? TQ_PREFETCH_DEFAULT : prefetch));
         json_object_set_new(o, "done", json_integer(done_in_store));
         json_object_set_new(o, "ran", json_integer(ran));
         json_object_set_new(o, "lost", json_integer(lost));

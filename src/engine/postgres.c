@@ -105,6 +105,9 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "TQ.queues q WHERE q.name = j.queue), 3)"
 #define FENCE                                                                            \
     " WHERE j.id = $1 AND j.state = 'running' AND j.worker = $2 AND j.attempts = $3"
+#define FENCE_MANY                                                                       \
+    " WHERE j.id = a.id AND j.state = 'running' AND j.worker = $1 AND j.attempts = "     \
+    "a.att"
 
 #define JOB_COLS_WITH(maxexpr)                                                           \
     "j.id, j.queue, j.payload, j.state, j.priority, j.attempts, " maxexpr                \
@@ -137,6 +140,8 @@ enum stmt_id {
     S_FAIL,
     S_RELEASE,
     S_BEAT,
+    S_ACK_MANY,
+    S_ACK_DELETE,
     S_RESCUE_EXPIRED,
     S_RESCUE_WORKER,
     S_ENQUEUE_MANY,
@@ -168,6 +173,8 @@ enum stmt_id {
     S_COUNT
 };
 
+_Static_assert(S_COUNT <= 64, "prepared statements are tracked in a uint64_t");
+
 static const char *const sql[S_COUNT] = {
     [S_CLAIM_FIFO] = CLAIM(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_LIFO] = CLAIM(" ORDER BY priority DESC, id DESC"),
@@ -184,6 +191,23 @@ static const char *const sql[S_COUNT] = {
     [S_RELEASE] = "UPDATE TQ.jobs j SET state = 'ready', attempts = j.attempts - 1,"
                   " lease_until = NULL" FENCE,
     [S_BEAT] = "UPDATE TQ.jobs j SET lease_until = now() + " DUR("$4") FENCE,
+    /* A group of done (kept), release and beat acks in one statement: the
+     * arrays hold id, attempt, kind (TQ__ACK_*) and lease length; RETURNING
+     * names the ones the fence let through, by position. */
+    [S_ACK_MANY] =
+        "UPDATE TQ.jobs j SET"
+        " state = CASE a.k WHEN 0 THEN 'done' WHEN 2 THEN 'ready'"
+        "   ELSE j.state END,"
+        " finished_at = CASE a.k WHEN 0 THEN now() ELSE j.finished_at END,"
+        " attempts = CASE a.k WHEN 2 THEN j.attempts - 1 ELSE j.attempts END,"
+        " lease_until = CASE a.k WHEN 3 THEN now() + " DUR(
+            "a.d") " END"
+                   " FROM unnest($2::int8[], $3::int4[], $4::int4[], $5::int8[])"
+                   "   WITH ORDINALITY AS a (id, att, k, d, n)" FENCE_MANY
+                   " RETURNING a.n",
+    [S_ACK_DELETE] = "DELETE FROM TQ.jobs j"
+                     " USING unnest($2::int8[], $3::int4[]) WITH ORDINALITY AS a (id, "
+                     "att, n)" FENCE_MANY " RETURNING a.n",
     [S_RESCUE_EXPIRED] =
         "UPDATE TQ.jobs j SET"
         " state = CASE WHEN " OUT_OF_ATTEMPTS " THEN 'dead' ELSE 'ready' END,"
@@ -399,26 +423,38 @@ static void p_bytes(params *p, const void *data, size_t len)
 
 /* Runs a prepared statement (preparing it on first use). Returns the result
  * on success; NULL with the error set in *rc. Results are binary. */
+static void stmt_name(char name[16], enum stmt_id id)
+{
+    snprintf(name, 16, "tq_%d", (int)id);
+}
+
+/* Prepares statement id on this connection, once. */
+static int prepare(tq *db, enum stmt_id id, const char *what)
+{
+    conn *c = C(db);
+    char name[16];
+    if (c->prepared & (1ULL << id))
+        return 0;
+    stmt_name(name, id);
+    char *text = with_schema(sql[id], c->schema);
+    if (!text)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    PGresult *r = PQprepare(c->pg, name, text, 0, NULL);
+    free(text);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        return fail_res(db, r, what);
+    PQclear(r);
+    c->prepared |= 1ULL << id;
+    return 0;
+}
+
 static PGresult *run(tq *db, enum stmt_id id, const params *p, int *rc, const char *what)
 {
     conn *c = C(db);
     char name[16];
-    snprintf(name, sizeof name, "tq_%d", (int)id);
-    if (!(c->prepared & (1ULL << id))) {
-        char *text = with_schema(sql[id], c->schema);
-        if (!text) {
-            *rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
-            return NULL;
-        }
-        PGresult *r = PQprepare(c->pg, name, text, 0, NULL);
-        free(text);
-        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-            *rc = fail_res(db, r, what);
-            return NULL;
-        }
-        PQclear(r);
-        c->prepared |= 1ULL << id;
-    }
+    if ((*rc = prepare(db, id, what)))
+        return NULL;
+    stmt_name(name, id);
     PGresult *r = PQexecPrepared(c->pg, name, p ? p->n : 0, p ? p->v : NULL,
                                  p ? p->len : NULL, p ? p->fmt : NULL, 1);
     ExecStatusType st = PQresultStatus(r);
@@ -901,56 +937,227 @@ static int read_jobs(tq *db, PGresult *r, tq_job **out, size_t *out_n)
     return 0;
 }
 
-static int apply_ack(tq *db, const char *worker, tq__ack *a)
+/* The text form of an int8[]/int4[]: {1,2,3}; malloc'd. */
+static char *int_array(const int64_t *v, size_t n)
 {
-    static const enum stmt_id ids[] = {S_DONE, S_FAIL, S_RELEASE, S_BEAT};
-    enum stmt_id id = ids[a->kind];
+    char *out = malloc(n * 21 + 3), *o = out;
+    if (!out)
+        return NULL;
+    *o++ = '{';
+    for (size_t i = 0; i < n; i++)
+        o += sprintf(o, i ? ",%lld" : "%lld", (long long)v[i]);
+    *o++ = '}';
+    *o = '\0';
+    return out;
+}
+
+/*
+ * One exchange is one pipeline: BEGIN, the acks as at most two grouped
+ * statements (done/release/beat rows; deleted rows) plus one per failure
+ * (each carries its own error text), the claim, COMMIT and a Sync, sent
+ * together: one round trip and one commit however many jobs it carries.
+ */
+typedef struct pipeline {
+    tq *db;
+    size_t n;           /* statements sent, BEGIN and COMMIT included */
+    enum stmt_id *what; /* per statement: S_COUNT for BEGIN/COMMIT */
+    size_t *ack;        /* per S_FAIL statement: its ack */
+} pipeline;
+
+static int pipe_send(pipeline *pl, enum stmt_id id, const params *p, size_t ack)
+{
+    PGconn *pg = C(pl->db)->pg;
+    char name[16];
+    int ok;
+    if (id == S_COUNT) {
+        ok = PQsendQueryParams(pg, p->v[0], 0, NULL, NULL, NULL, NULL, 0);
+    } else {
+        stmt_name(name, id);
+        ok = PQsendQueryPrepared(pg, name, p->n, p->v, p->len, p->fmt, 1);
+    }
+    if (!ok)
+        return fail_res(pl->db, NULL, "sending to the store");
+    pl->what[pl->n] = id;
+    pl->ack[pl->n++] = ack;
+    return 0;
+}
+
+static int pipe_sql(pipeline *pl, const char *text)
+{
     params p = {0};
-    int64_t changed = 0;
-    if (a->kind == TQ__ACK_DONE && a->delete_done)
-        id = S_DONE_DELETE;
-    p_i64(&p, a->id);
+    p_text(&p, text);
+    return pipe_send(pl, S_COUNT, &p, 0);
+}
+
+/* Sends a grouped ack statement over acks[idx[0..n)]: worker, then ids,
+ * attempts and, for S_ACK_MANY, kinds and lease lengths, as arrays. */
+static int pipe_group(pipeline *pl, enum stmt_id id, const char *worker,
+                      const tq__ack *acks, const size_t *idx, size_t n, char **arrays)
+{
+    const int ncols = id == S_ACK_MANY ? 4 : 2;
+    int64_t *col = malloc(n * sizeof *col);
+    params p = {0};
     p_text(&p, worker);
-    p_i64(&p, a->attempt);
-    if (id == S_FAIL || id == S_BEAT)
-        p_i64(&p, a->delay_us);
-    if (id == S_FAIL)
-        p_text(&p, a->error);
-    int rc = run_count(db, id, &p, &changed, "acknowledging a job");
-    if (!rc)
-        a->result = changed == 1 ? 0 : TQ_ELOST;
-    return rc;
+    for (int c = 0; c < ncols && col; c++) {
+        for (size_t j = 0; j < n; j++) {
+            const tq__ack *a = &acks[idx[j]];
+            col[j] = c == 0   ? a->id
+                     : c == 1 ? a->attempt
+                     : c == 2 ? (int64_t)a->kind
+                              : (a->kind == TQ__ACK_BEAT ? a->delay_us : 0);
+        }
+        if (!(arrays[c] = int_array(col, n)))
+            break;
+        p_text(&p, arrays[c]);
+    }
+    free(col);
+    if (p.n != 1 + ncols)
+        return tq__seterr(pl->db, TQ_ENOMEM, "out of memory");
+    return pipe_send(pl, id, &p, 0);
+}
+
+/* Marks acks[idx[k - 1]] applied for each position k that r returned. */
+static void mark_applied(const PGresult *r, tq__ack *acks, const size_t *idx, size_t n)
+{
+    for (int row = 0; row < PQntuples(r); row++) {
+        int64_t k = g_i64(r, row, 0);
+        if (k >= 1 && (size_t)k <= n)
+            acks[idx[k - 1]].result = 0;
+    }
 }
 
 static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
                        const tq__claim *claim, tq_job **out, size_t *out_n)
 {
     static const enum stmt_id claim_ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
-    int rc;
+    PGconn *pg = C(db)->pg;
     tq_job *jobs = NULL;
-    size_t njobs = 0;
+    size_t njobs = 0, nmany = 0, ndel = 0, nfail = 0;
+    char *arrays[8] = {0};
+    const int do_claim = claim && claim->max > 0;
+    int rc = 0;
     if (out) {
         *out = NULL;
         *out_n = 0;
     }
-    if ((rc = begin(db)))
-        return rc;
-    for (size_t i = 0; i < nacks; i++)
-        if ((rc = apply_ack(db, worker, &acks[i])))
-            goto fail;
-    if (claim && claim->max > 0) {
+
+    /* idx: the "many" group from the front, the delete group at the back. */
+    size_t *idx = malloc((nacks + 1) * sizeof *idx);
+    pipeline pl = {db, 0, malloc((nacks + 4) * sizeof *pl.what),
+                   malloc((nacks + 4) * sizeof *pl.ack)};
+    if (!idx || !pl.what || !pl.ack) {
+        rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < nacks; i++) {
+        acks[i].result = TQ_ELOST; /* until the store says otherwise */
+        if (acks[i].kind == TQ__ACK_FAIL)
+            nfail++;
+        else if (acks[i].kind == TQ__ACK_DONE && acks[i].delete_done)
+            idx[nacks - ++ndel] = i;
+        else
+            idx[nmany++] = i;
+    }
+    /* Statements cannot be prepared inside a pipeline. */
+    if ((nmany && (rc = prepare(db, S_ACK_MANY, "acknowledging jobs"))) ||
+        (ndel && (rc = prepare(db, S_ACK_DELETE, "acknowledging jobs"))) ||
+        (nfail && (rc = prepare(db, S_FAIL, "acknowledging a job"))) ||
+        (do_claim && (rc = prepare(db, claim_ids[claim->order], "claiming jobs"))))
+        goto done;
+
+    if (!PQenterPipelineMode(pg)) {
+        rc = fail_res(db, NULL, "starting a pipeline");
+        goto done;
+    }
+    if ((rc = pipe_sql(&pl, "BEGIN")) ||
+        (nmany && (rc = pipe_group(&pl, S_ACK_MANY, worker, acks, idx, nmany, arrays))) ||
+        (ndel && (rc = pipe_group(&pl, S_ACK_DELETE, worker, acks, idx + nacks - ndel,
+                                  ndel, arrays + 4))))
+        goto sync;
+    for (size_t i = 0; i < nacks && !rc; i++) {
+        if (acks[i].kind != TQ__ACK_FAIL)
+            continue;
+        params p = {0};
+        p_i64(&p, acks[i].id);
+        p_text(&p, worker);
+        p_i64(&p, acks[i].attempt);
+        p_i64(&p, acks[i].delay_us);
+        p_text(&p, acks[i].error);
+        rc = pipe_send(&pl, S_FAIL, &p, i);
+    }
+    if (!rc && do_claim) {
         params p = {0};
         p_text(&p, claim->queue);
         p_i64(&p, (int64_t)claim->max);
         p_text(&p, worker);
         p_i64(&p, claim->lease_us);
         p_i64(&p, claim->max_attempts);
-        PGresult *r = run(db, claim_ids[claim->order], &p, &rc, "claiming jobs");
-        if (!r || (rc = read_jobs(db, r, &jobs, &njobs)))
-            goto fail;
+        rc = pipe_send(&pl, claim_ids[claim->order], &p, 0);
     }
-    if ((rc = commit(db)))
-        goto fail;
+    if (!rc)
+        rc = pipe_sql(&pl, "COMMIT");
+sync:
+    if (!PQpipelineSync(pg)) {
+        rc = rc ? rc : fail_res(db, NULL, "sending to the store");
+        goto done; /* the connection is gone; reconnecting ends the pipeline */
+    }
+    /* Each statement's result, then NULL; after all of them the Sync. An
+     * error aborts the rest: keep the first. */
+    for (size_t q = 0; q < pl.n; q++) {
+        PGresult *r = PQgetResult(pg);
+        ExecStatusType st = PQresultStatus(r);
+        if (!r) {
+            rc = rc ? rc : fail_res(db, NULL, "reading from the store");
+            goto done;
+        }
+        if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+            if (!rc && st != PGRES_PIPELINE_ABORTED)
+                rc = fail_res(db, r, "exchanging with the store");
+            else
+                PQclear(r);
+        } else if (rc || pl.what[q] == S_COUNT) {
+            PQclear(r);
+        } else if (pl.what[q] == S_ACK_MANY) {
+            mark_applied(r, acks, idx, nmany);
+            PQclear(r);
+        } else if (pl.what[q] == S_ACK_DELETE) {
+            mark_applied(r, acks, idx + nacks - ndel, ndel);
+            PQclear(r);
+        } else if (pl.what[q] == S_FAIL) {
+            acks[pl.ack[q]].result =
+                strtoll(PQcmdTuples(r), NULL, 10) == 1 ? 0 : TQ_ELOST;
+            PQclear(r);
+        } else {
+            rc = read_jobs(db, r, &jobs, &njobs);
+        }
+        if ((r = PQgetResult(pg))) { /* not the end of that statement */
+            PQclear(r);
+            rc = rc ? rc : tq__seterr(db, TQ_EDB, "unexpected result from the store");
+            goto done;
+        }
+    }
+    PGresult *r = PQgetResult(pg);
+    if (PQresultStatus(r) != PGRES_PIPELINE_SYNC) {
+        rc = rc ? rc : fail_res(db, r, "reading from the store");
+        goto done;
+    }
+    PQclear(r);
+    if (!PQexitPipelineMode(pg))
+        rc = rc ? rc : fail_res(db, NULL, "ending a pipeline");
+    else if (rc && PQtransactionStatus(pg) == PQTRANS_INERROR)
+        rollback(db);
+done:
+    free(idx);
+    free(pl.what);
+    free(pl.ack);
+    for (int c = 0; c < 8; c++)
+        free(arrays[c]);
+    if (rc) {
+        tq_job_array_free(jobs, njobs);
+        for (size_t i = 0; i < nacks; i++)
+            acks[i].result = 0;
+        return rc;
+    }
     tq__jobs_sort(jobs, njobs, claim ? claim->order : TQ_FIFO);
     if (out) {
         *out = jobs;
@@ -959,12 +1166,6 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
         tq_job_array_free(jobs, njobs);
     }
     return 0;
-fail:
-    rollback(db);
-    tq_job_array_free(jobs, njobs);
-    for (size_t i = 0; i < nacks; i++)
-        acks[i].result = 0;
-    return rc;
 }
 
 static int pg_rescue(tq *db, const char *worker, int64_t *count)

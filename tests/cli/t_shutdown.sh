@@ -27,6 +27,23 @@ expect_eq "$RC" 0 "exit on SIGINT"
 [ $(($(date +%s) - start)) -lt 10 ] || fail "grace not enforced"
 expect_eq "$(job "$c" state)" ready "killed job released"
 expect_eq "$(job "$c" attempts)" 0 "release does not spend the attempt"
+# Short jobs make a worker hold some claimed ahead; on SIGTERM those go
+# back unspent: nothing stays running, every job not done is ready with no
+# attempt spent, and none ran twice.
+seq 1 3000 | "$TQ" enqueue --lines --queue h >/dev/null
+bg "$TQ" work --queue h --concurrency 2 -- "$TQ_RECORD" "$T/held.runs"
+w=$BG
+wait_for 30 sh -c "[ \$(wc -l < '$T/held.runs' 2>/dev/null || echo 0) -gt 300 ]"
+kill -TERM "$w"
+wait_rc "$w"
+expect_eq "$RC" 0 "exit on SIGTERM with held jobs"
+s=$("$TQ" stats --queue h --json)
+expect_eq "$(jq .counts.running <<<"$s")" 0 "running after stop"
+expect_eq "$(($(jq .counts.done <<<"$s") + $(jq .counts.ready <<<"$s")))" 3000 "done + ready"
+expect_eq "$(sql "SELECT count(*) FROM $JOBS WHERE queue = 'h' AND state = 'ready' AND attempts <> 0")" 0 "ready jobs with a spent attempt"
+expect_eq "$(cut -d" " -f1 "$T/held.runs" | sort | uniq -d | wc -l)" 0 "jobs run twice"
+expect_eq "$(wc -l < "$T/held.runs")" "$(jq .counts.done <<<"$s")" "runs = done"
+
 # The handler's whole process group is gone (a killed child may linger a
 # moment as a zombie).
 while read -r p; do wait_for 5 sh -c "! kill -0 -- -$p"; done <"$T/handler.pids"

@@ -1,0 +1,215 @@
+/*
+ * test_exchange.c - the engines' batched hot path, below the public API: one
+ * exchange carrying acknowledgements of every kind (some fenced out) and a
+ * claim, and one carrying a thousand. Run against each engine like
+ * test_store (TQ_TEST_ENGINE, TQ_TEST_PG_URL).
+ */
+#define _DEFAULT_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "scratch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../src/engine/engine.h"
+
+static char tmpdir[64];
+static int store_seq;
+
+static int is_postgres(void)
+{
+    const char *e = getenv("TQ_TEST_ENGINE");
+    return e && strcmp(e, "postgres") == 0;
+}
+
+static int setup(void **state)
+{
+    char url[512];
+    tq *db = NULL;
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    store_seq++;
+    if (is_postgres()) {
+        const char *base = getenv("TQ_TEST_PG_URL");
+        snprintf(url, sizeof url, "%s%stq_schema=x%d_%d", base,
+                 strchr(base, '?') ? "&" : "?", (int)getpid(), store_seq);
+    } else {
+        snprintf(url, sizeof url, "%s/x%d.db", tmpdir, store_seq);
+    }
+    if (tq_open(&db, url, &o) || tq_init(db)) {
+        fprintf(stderr, "setup: %s\n", tq_errmsg(db));
+        tq_close(db);
+        return -1;
+    }
+    *state = db;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    tq_close(*state);
+    return 0;
+}
+
+#define OK(db, call)                                                                     \
+    do {                                                                                 \
+        int rc_ = (call);                                                                \
+        if (rc_ != 0)                                                                    \
+            fail_msg("%s -> %d: %s", #call, rc_, tq_errmsg(db));                         \
+    } while (0)
+
+static int64_t enqueue(tq *db, const char *queue, int i)
+{
+    char p[32];
+    int64_t id = 0;
+    snprintf(p, sizeof p, "job %d", i);
+    OK(db, tq_job_enqueue(&id, db, queue, p, strlen(p), NULL));
+    return id;
+}
+
+/* Claims up to max jobs of queue as worker "w"; returns how many. */
+static size_t claim(tq *db, const char *queue, size_t max, tq_job **out)
+{
+    tq__claim c = {queue, TQ_FIFO, 30000000, 3, max};
+    size_t n = 0;
+    OK(db, db->engine->exchange(db, "w", NULL, 0, &c, out, &n));
+    return n;
+}
+
+static tq_job *get(tq *db, int64_t id)
+{
+    tq_job *j = NULL;
+    OK(db, tq_job_get(&j, db, id));
+    return j;
+}
+
+static tq__ack ack(const tq_job *j, tq__ack_kind kind)
+{
+    tq__ack a = {j->id, j->attempts, kind, 0, NULL, 0, -1};
+    return a;
+}
+
+static void mixed_batch(void **state)
+{
+    tq *db = *state;
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_KEEP_DONE;
+    qo.keep_done = 0; /* finished rows are deleted */
+    OK(db, tq_queue_set(db, "d", &qo));
+    for (int i = 0; i < 8; i++)
+        enqueue(db, "q", i);
+    int64_t gone = enqueue(db, "d", 99);
+    tq_job *q = NULL, *d = NULL;
+    assert_int_equal(claim(db, "q", 8, &q), 8);
+    assert_int_equal(claim(db, "d", 8, &d), 1);
+    OK(db, tq_job_cancel(db, q[6].id));
+
+    tq__ack a[10];
+    a[0] = ack(&q[0], TQ__ACK_DONE);
+    a[1] = ack(&q[1], TQ__ACK_DONE);
+    a[2] = ack(&q[2], TQ__ACK_DONE);
+    a[2].attempt = 2; /* not the attempt it holds: fenced out */
+    a[3] = ack(&q[3], TQ__ACK_RELEASE);
+    a[4] = ack(&q[4], TQ__ACK_FAIL);
+    a[4].error = "it \"broke\", {badly}\\";
+    a[5] = ack(&q[5], TQ__ACK_BEAT);
+    a[5].delay_us = 3600000000LL;
+    a[6] = ack(&q[6], TQ__ACK_DONE); /* cancelled meanwhile: fenced out */
+    a[7] = ack(&d[0], TQ__ACK_DONE);
+    a[7].delete_done = 1;
+    a[8] = ack(&q[7], TQ__ACK_DONE);
+    a[9] = ack(&q[7], TQ__ACK_FAIL); /* the same job twice: one applies */
+    a[9].attempt = 7;
+
+    /* The claim in the same exchange sees the acks: the released and the
+     * failed job (backoff 0) are ready again, in queue order. */
+    tq__claim c = {"q", TQ_FIFO, 30000000, 3, 10};
+    tq_job *again = NULL;
+    size_t n = 0;
+    OK(db, db->engine->exchange(db, "w", a, 10, &c, &again, &n));
+    const int expect[10] = {0, 0, TQ_ELOST, 0, 0, 0, TQ_ELOST, 0, 0, TQ_ELOST};
+    for (int i = 0; i < 10; i++)
+        if (a[i].result != expect[i])
+            fail_msg("ack %d: result %d, expected %d", i, a[i].result, expect[i]);
+    assert_int_equal(n, 2);
+    assert_int_equal(again[0].id, q[3].id);
+    assert_int_equal(again[0].attempts, 1); /* the release did not spend one */
+    assert_int_equal(again[1].id, q[4].id);
+    assert_int_equal(again[1].attempts, 2);
+    assert_string_equal(again[1].last_error, a[4].error);
+
+    tq_job *j = get(db, q[0].id);
+    assert_int_equal(j->state, TQ_DONE);
+    assert_true(j->finished_at >= j->started_at && j->finished_at > 0);
+    tq_job_free(j);
+    j = get(db, q[2].id);
+    assert_int_equal(j->state, TQ_RUNNING);
+    tq_job_free(j);
+    j = get(db, q[5].id);
+    assert_int_equal(j->state, TQ_RUNNING);
+    assert_true(j->lease_until - j->started_at > 3000000000LL);
+    tq_job_free(j);
+    j = get(db, q[6].id);
+    assert_int_equal(j->state, TQ_CANCELLED);
+    tq_job_free(j);
+    j = get(db, q[7].id);
+    assert_int_equal(j->state, TQ_DONE);
+    tq_job_free(j);
+    j = NULL;
+    assert_int_equal(tq_job_get(&j, db, gone), TQ_ENOTFOUND);
+    tq_job_array_free(q, 8);
+    tq_job_array_free(d, 1);
+    tq_job_array_free(again, n);
+}
+
+static void thousand_in_one(void **state)
+{
+    tq *db = *state;
+    enum { N = 1000 };
+    tq_payload items[N];
+    int64_t ids[N];
+    for (int i = 0; i < N; i++)
+        items[i] = (tq_payload){"p", 1};
+    OK(db, tq_job_enqueue_batch(ids, db, "big", items, N, NULL));
+    tq_job *jobs = NULL;
+    assert_int_equal(claim(db, "big", N + 5, &jobs), N);
+    tq__ack *a = calloc(N, sizeof *a);
+    for (int i = 0; i < N; i++)
+        a[i] = ack(&jobs[i], i % 10 == 9 ? TQ__ACK_RELEASE : TQ__ACK_DONE);
+    OK(db, db->engine->exchange(db, "w", a, N, NULL, NULL, NULL));
+    for (int i = 0; i < N; i++)
+        assert_int_equal(a[i].result, 0);
+    tq_stats st;
+    OK(db, tq_stats_get(&st, db, "big"));
+    assert_int_equal(st.count[TQ_DONE], N - N / 10);
+    assert_int_equal(st.count[TQ_READY], N / 10);
+    assert_int_equal(st.count[TQ_RUNNING], 0);
+    /* Acking them again changes nothing: every one is fenced out. */
+    OK(db, db->engine->exchange(db, "w", a, N, NULL, NULL, NULL));
+    for (int i = 0; i < N; i++)
+        assert_int_equal(a[i].result, TQ_ELOST);
+    free(a);
+    tq_job_array_free(jobs, N);
+}
+
+int main(void)
+{
+    int rc;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tq-exchange.XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(mixed_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(thousand_in_one, setup, teardown),
+    };
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    scratch_remove(tmpdir);
+    return rc;
+}
