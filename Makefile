@@ -6,7 +6,7 @@ JOBS ?= 2
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 
-.PHONY: all deps build demo test test-plain test-asan format clean
+.PHONY: all deps build demo bench bench-quick test test-plain test-asan format clean
 
 all: build
 
@@ -19,6 +19,15 @@ build: deps
 
 demo: build
 	$(BUILD)/tq bench --jobs 20000 --workers 8
+
+# The benchmark harness (bench/run.sh): about 20 minutes; bench-quick: about 5.
+bench: build
+	@command -v gnuplot >/dev/null || apt-get install -y gnuplot-nox
+	bench/run.sh $(BUILD)
+
+bench-quick: build
+	@command -v gnuplot >/dev/null || apt-get install -y gnuplot-nox
+	bench/run.sh --quick $(BUILD)
 
 test: test-plain test-asan
 

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -198,6 +199,8 @@ static int measure_latency(const char *url, int nworkers, int njobs, int64_t *p5
     return ex;
 }
 
+enum { BATCH_MAX = 1000 }; /* most jobs per enqueue transaction */
+
 /* One worker process: returns its exit code. */
 static int run_worker(const char *url, const char *queue, int index, int concurrency,
                       int prefetch, shared *sh)
@@ -241,7 +244,7 @@ static int run_worker(const char *url, const char *queue, int index, int concurr
 int cmd_bench(int argc, char **argv)
 {
     static const char usage[] = "tq bench [--jobs N] [--workers W] [--concurrency C] "
-                                "[--prefetch N] [--payload BYTES] "
+                                "[--prefetch N] [--enqueue-batch N] [--payload BYTES] "
                                 "[--latency-jobs N] [--lease DUR] [--json] [--db URL]";
     static const struct option lo[] = {{"db", required_argument, NULL, 'D'},
                                        {"help", no_argument, NULL, 'h'},
@@ -249,6 +252,7 @@ int cmd_bench(int argc, char **argv)
                                        {"workers", required_argument, NULL, 'w'},
                                        {"concurrency", required_argument, NULL, 'c'},
                                        {"prefetch", required_argument, NULL, 'f'},
+                                       {"enqueue-batch", required_argument, NULL, 'b'},
                                        {"payload", required_argument, NULL, 'p'},
                                        {"json", no_argument, NULL, 'j'},
                                        {"latency-jobs", required_argument, NULL, 'l'},
@@ -256,7 +260,7 @@ int cmd_bench(int argc, char **argv)
                                        {0}};
     const char *url = NULL;
     long long njobs = 20000, nworkers = 8, conc = 1, psize = 16, nlat = 100,
-              prefetch = -1;
+              prefetch = -1, ebatch = BATCH_MAX;
     int c, json = 0, ex = 0;
     int64_t lease_us = 30000000;
     char tmpdir[] = "/tmp/tq-bench-XXXXXX", tmpdb[64] = "";
@@ -273,6 +277,7 @@ int cmd_bench(int argc, char **argv)
                    "that every job ran exactly once, and reports rates and latency.\n"
                    "Then measures enqueue-to-start latency: --latency-jobs jobs (100)\n"
                    "enqueued one at a time to W idle workers.\n"
+                   "--enqueue-batch N: jobs per enqueue transaction (1 to 1000; 1000).\n"
                    "--prefetch N: jobs a worker may claim ahead of its free slots\n"
                    "(default 512, 0: none).\n"
                    "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
@@ -293,6 +298,10 @@ int cmd_bench(int argc, char **argv)
             break;
         case 'f':
             if (cli_int("bench", "--prefetch", optarg, 0, 65536, &prefetch))
+                return EXIT_USAGE;
+            break;
+        case 'b':
+            if (cli_int("bench", "--enqueue-batch", optarg, 1, BATCH_MAX, &ebatch))
                 return EXIT_USAGE;
             break;
         case 'p':
@@ -357,7 +366,7 @@ int cmd_bench(int argc, char **argv)
         goto cleanup;
     }
 
-    /* Enqueue in batches of 1000, one transaction each. */
+    /* Enqueue in batches (1000 by default), one transaction each. */
     size_t shsize = sizeof(shared) + (size_t)njobs * sizeof(uint32_t);
     shared *sh =
         mmap(NULL, shsize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -367,16 +376,16 @@ int cmd_bench(int argc, char **argv)
         ex = EXIT_RUNTIME;
         goto cleanup;
     }
-    enum { BATCH = 1000 };
-    tq_payload items[BATCH];
-    int64_t ids[BATCH];
+    const size_t batch = (size_t)ebatch;
+    tq_payload items[BATCH_MAX];
+    int64_t ids[BATCH_MAX];
     char *payload = malloc((size_t)psize + 1);
     memset(payload, 'x', (size_t)psize);
-    for (int i = 0; i < BATCH; i++)
+    for (int i = 0; i < BATCH_MAX; i++)
         items[i] = (tq_payload){payload, (size_t)psize};
     int64_t t0 = now_us(), last_id = 0;
     for (long long done = 0; done < njobs && !rc;) {
-        size_t n = njobs - done < BATCH ? (size_t)(njobs - done) : BATCH;
+        size_t n = njobs - done < (long long)batch ? (size_t)(njobs - done) : batch;
         rc = tq_job_enqueue_batch(ids, db, queue, items, n, NULL);
         if (!rc) {
             if (done == 0)
@@ -435,6 +444,8 @@ int cmd_bench(int argc, char **argv)
             worker_fail = 1;
     }
     int64_t t_work = now_us() - t0;
+    struct rusage ru; /* the largest worker's peak resident memory */
+    long peak_rss_kb = getrusage(RUSAGE_CHILDREN, &ru) == 0 ? ru.ru_maxrss : 0;
 
     /* Verify: every job ran exactly once. */
     int64_t lost = 0, dups = 0, ran = 0;
@@ -486,6 +497,8 @@ int cmd_bench(int argc, char **argv)
         json_object_set_new(o, "lost", json_integer(lost));
         json_object_set_new(o, "duplicates", json_integer(dups));
         json_object_set_new(o, "enqueue_per_s", json_real(enq_rate));
+        json_object_set_new(o, "enqueue_batch", json_integer(ebatch));
+        json_object_set_new(o, "worker_peak_rss_kb", json_integer(peak_rss_kb));
         json_object_set_new(o, "process_per_s", json_real(proc_rate));
         json_object_set_new(o, "enqueue_s", json_real((double)t_enq / 1e6));
         json_object_set_new(o, "process_s", json_real((double)t_work / 1e6));
@@ -506,7 +519,7 @@ int cmd_bench(int argc, char **argv)
         printf("tq bench: %lld jobs, %lld worker processes x %lld slots, store %s\n",
                njobs, nworkers, conc, tmpdb[0] ? "(temporary SQLite file)" : store);
         printf("  enqueue   %10.0f jobs/s  (%.2fs, batches of %d)\n", enq_rate,
-               (double)t_enq / 1e6, BATCH);
+               (double)t_enq / 1e6, (int)batch);
         printf("  process   %10.0f jobs/s  (%.2fs)\n", proc_rate, (double)t_work / 1e6);
         printf("  claim-to-done latency  p50 %s  p99 %s\n",
                tq_duration_format(a, sizeof a, p50),

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# bench/run.sh - tq's whole benchmark in one invocation, so every ratio
+# compares runs made on the same machine at the same time.
+#
+# For SQLite (synchronous=FULL) and PostgreSQL (a throwaway cluster started
+# here: unix socket only, fsync on; stopped on exit), 1, 4 and 16 worker
+# processes, 20,000 and 200,000 no-op jobs: `tq bench` beside the plain
+# references bench/ref_sqlite.c and bench/ref_pg.c (the same claim/ack
+# pattern written directly, 1 job per claim and 100 per claim and per
+# acknowledgement). Then: enqueue one job per call against bulk; the
+# enqueue-to-start latency of idle workers; the process rate with 1,000,000
+# finished rows kept against an empty table; `tq work -- true` against a
+# bare spawn-and-wait loop (bench/ref_spawn.c); a worker's peak memory.
+#
+# Writes docs/bench/results.csv, docs/bench/extras.csv and
+# docs/bench/throughput.png (gnuplot), and prints both tables.
+#
+# usage: bench/run.sh [--quick] [BUILD_DIR]
+#   --quick   20,000 jobs only (about 5 minutes instead of about 20)
+set -euo pipefail
+quick=0
+if [ "${1:-}" = --quick ]; then
+    quick=1
+    shift
+fi
+build=$(cd "${1:-build}" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+out=$here/../docs/bench
+sizes="20000 200000"
+[ $quick = 1 ] && sizes=20000
+command -v gnuplot >/dev/null || { echo "bench/run.sh: needs gnuplot (make bench installs it)" >&2; exit 1; }
+for b in tq ref_sqlite ref_pg ref_spawn; do
+    [ -x "$build/$b" ] || { echo "bench/run.sh: $build/$b not built (make build)" >&2; exit 1; }
+done
+
+dir=$(mktemp -d /tmp/tq-run.XXXXXX)
+chmod 755 "$dir"
+trap 'bash "$here/../tests/pg/cluster.sh" stop "$dir/pg"; rm -rf "$dir"' EXIT
+bash "$here/../tests/pg/cluster.sh" start "$dir/pg" >/dev/null
+pg="postgresql:///postgres?host=$dir/pg&user=tq"
+mkdir -p "$out"
+tq=$build/tq
+seq_=0
+
+# A fresh store: prints its URL; $2 names a PostgreSQL schema.
+store() {
+    seq_=$((seq_ + 1))
+    if [ "$1" = sqlite ]; then echo "$dir/s$seq_.db"; else echo "$pg&tq_schema=s$seq_"; fi
+}
+schema_of() { sed -n 's/.*tq_schema=\([a-z0-9_]*\).*/\1/p' <<<"$1"; }
+ref() { # ENGINE JOBS WORKERS BATCH: jobs/s of the plain reference
+    seq_=$((seq_ + 1))
+    if [ "$1" = sqlite ]; then
+        "$build/ref_sqlite" "$dir/r$seq_.db" "$2" "$3" "$4" | jq .process_per_s
+        rm -f "$dir/r$seq_.db"*
+    else
+        "$build/ref_pg" "$pg" "r$seq_" "$2" "$3" "$4" | jq .process_per_s
+    fi
+}
+bench() { # URL ARGS...: tq bench's JSON
+    local url=$1
+    shift
+    "$tq" bench --db "$url" --json "$@"
+}
+ratio() { jq -n "($1) / ($2) * 100 | round / 100"; }
+
+csv=$out/results.csv
+echo "engine,jobs,workers,tq_per_s,ref1_per_s,ref100_per_s,tq_vs_ref1,tq_vs_ref100,enqueue_bulk_per_s,claim_to_done_p50_us,claim_to_done_p99_us,worker_peak_rss_kb" >"$csv"
+for engine in sqlite postgres; do
+    for n in $sizes; do
+        for w in 1 4 16; do
+            t=$(bench "$(store $engine)" --jobs "$n" --workers "$w" --latency-jobs 0)
+            r1=$(ref $engine "$n" "$w" 1)
+            r100=$(ref $engine "$n" "$w" 100)
+            tp=$(jq .process_per_s <<<"$t")
+            printf '%s,%s,%s,%.0f,%.0f,%.0f,%s,%s,%.0f,%s,%s,%s\n' $engine "$n" "$w" "$tp" \
+                "$r1" "$r100" "$(ratio "$tp" "$r1")" "$(ratio "$tp" "$r100")" \
+                "$(jq .enqueue_per_s <<<"$t")" "$(jq .latency_p50_us <<<"$t")" \
+                "$(jq .latency_p99_us <<<"$t")" "$(jq .worker_peak_rss_kb <<<"$t")" >>"$csv"
+            tail -1 "$csv" >&2
+        done
+    done
+done
+
+extras=$out/extras.csv
+echo "engine,measure,tq,reference,ratio" >"$extras"
+extra() { echo "$1,$2,$3,$4,$(ratio "$3" "$4")" >>"$extras"; tail -1 "$extras" >&2; }
+for engine in sqlite postgres; do
+    # Enqueue: one job per call (one transaction each) against bulk.
+    one=$(bench "$(store $engine)" --jobs 5000 --workers 1 --enqueue-batch 1 --latency-jobs 0 |
+        jq .enqueue_per_s)
+    bulk=$(bench "$(store $engine)" --jobs 20000 --workers 1 --latency-jobs 0 | jq .enqueue_per_s)
+    extra $engine "enqueue jobs/s: one per call vs bulk (1000 per call)" "$one" "$bulk"
+
+    # Enqueue-to-start latency with 4 idle workers (p50 and p99, us).
+    l=$(bench "$(store $engine)" --jobs 1000 --workers 4 --latency-jobs 300)
+    extra $engine "idle enqueue-to-start p50 us vs p99 us" "$(jq .start_latency_p50_us <<<"$l")" \
+        "$(jq .start_latency_p99_us <<<"$l")"
+
+    # 1,000,000 finished rows kept, against an empty table.
+    full=$(store $engine)
+    "$tq" init --db "$full" >/dev/null
+    if [ $engine = sqlite ]; then
+        sqlite3 "$full" "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c
+            WHERE i < 1000000) INSERT INTO tq_jobs (queue, state, payload, attempts,
+            started_at, finished_at) SELECT 'old', 'done', x'78', 1, 1, 2 FROM c; ANALYZE;"
+    else
+        s=$(schema_of "$full")
+        psql -X -q "$pg" -c "INSERT INTO $s.jobs (queue, state, payload, attempts, started_at,
+            finished_at) SELECT 'old', 'done', '\\x78', 1, now(), now()
+            FROM generate_series(1, 1000000)" -c "VACUUM ANALYZE $s.jobs"
+    fi
+    e=$(bench "$(store $engine)" --jobs 20000 --workers 4 --latency-jobs 0 | jq .process_per_s)
+    f=$(bench "$full" --jobs 20000 --workers 4 --latency-jobs 0 | jq .process_per_s)
+    extra $engine "process jobs/s with 4 workers: 1000000 finished rows kept vs empty table" "$f" "$e"
+
+    # tq work -- true against a bare spawn-and-wait loop of true.
+    u=$(store $engine)
+    "$tq" init --db "$u" >/dev/null
+    seq 1 2000 | "$tq" enqueue --db "$u" --lines --queue t >/dev/null
+    t0=$(date +%s.%N)
+    "$tq" work --db "$u" --queue t --drain --quiet -- true
+    t1=$(date +%s.%N)
+    tw=$(jq -n "2000 / ($t1 - $t0)")
+    extra $engine "commands/s: tq work -- true vs bare spawn loop" "$tw" \
+        "$("$build/ref_spawn" 2000 true | jq .per_s)"
+done
+for engine in sqlite postgres; do
+    small=$(awk -F, -v e=$engine '$1 == e && $2 == 20000 && $3 == 4 { print $12 }' "$csv")
+    big=$(awk -F, -v e=$engine '$1 == e && $2 == 200000 && $3 == 4 { print $12 }' "$csv")
+    [ -n "$big" ] && extra $engine "worker peak RSS KiB with 4 workers: 200000 jobs vs 20000 jobs" "$big" "$small"
+done
+
+# The chart: jobs/s at 20,000 jobs, tq beside both references.
+awk -F, 'NR > 1 && $2 == 20000 { print $1 "-" $3 "w", $4, $5, $6 }' "$csv" >"$dir/chart.dat"
+gnuplot <<EOF
+set terminal pngcairo size 900,500 font ",10"
+set output "$out/throughput.png"
+set title "no-op jobs processed per second, 20,000 jobs (log scale; higher is better)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set logscale y
+set yrange [100:*]
+set ylabel "jobs/s"
+set key top left
+set grid ytics
+plot "$dir/chart.dat" using 2:xtic(1) title "tq", '' using 3 title "reference, 1 per claim", '' using 4 title "reference, 100 per claim"
+EOF
+
+echo
+echo "| engine | jobs | workers | tq jobs/s | ref 1/claim | ref 100/claim | tq / ref 1 | tq / ref 100 | enqueue (bulk) | claim-to-done p50 / p99 | worker peak RSS |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %sus / %sus | %s KiB |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 }' "$csv"
+echo
+echo "| engine | measure | tq | reference | ratio |"
+echo "|---|---|---|---|---|"
+awk -F, 'NR > 1 { printf "| %s | %s | %.0f | %.0f | %s |\n", $1, $2, $3, $4, $5 }' "$extras"
