@@ -873,10 +873,6 @@ static int heartbeat(tq_worker *w)
                 if (!same_job(&acks[k], &s->job))
                     continue;
                 s->lost = 1;
-                logf_(w, TQ_LOG_WARN,
-                      "job %lld: lease lost (expired and taken, or cancelled); "
-                      "stopping its handler",
-                      (long long)s->job.id);
                 if (w->argv) {
                     tq__child_kill(&s->child, SIGTERM);
                     s->kill_at = tq__mono_us() + w->grace_us;
@@ -894,13 +890,15 @@ static int heartbeat(tq_worker *w)
                 continue;
             }
             w->counters.lost++;
-            logf_(w, TQ_LOG_WARN, "job %lld: lost before it started; dropped",
-                  (long long)h.job.id);
             clear_job(&h.job);
         }
         w->nheld = kept;
         if (w->handler)
             pthread_mutex_unlock(&w->mu);
+        for (size_t k = 0; k < nlost; k++) /* logged unlocked: sinks may block */
+            logf_(w, TQ_LOG_WARN,
+                  "job %lld: lease lost (expired and taken, or cancelled); stopping it",
+                  (long long)acks[k].id);
     }
     free(acks);
     return rc ? rc : w->db->engine->worker_beat(w->db, w->name);
