@@ -1138,7 +1138,10 @@ sync:
     }
     PGresult *r = PQgetResult(pg);
     if (PQresultStatus(r) != PGRES_PIPELINE_SYNC) {
-        rc = rc ? rc : fail_res(db, r, "reading from the store");
+        if (rc)
+            PQclear(r);
+        else
+            rc = fail_res(db, r, "reading from the store");
         goto done;
     }
     PQclear(r);
