@@ -7,8 +7,9 @@
 pgdir=$(sed -e 's/.*host=\([^&]*\).*/\1/' <<<"$TQ_TEST_PG_URL")
 "$TQ" init >/dev/null
 
-# 1. pg_ctl restart -m immediate in the middle of tq bench.
-"$TQ" bench --jobs 20000 --workers 4 --lease 10s --latency-jobs 0 --json \
+# 1. pg_ctl restart -m immediate in the middle of tq bench (enough jobs that
+# the run is still going when the restart lands: tens of thousands a second).
+"$TQ" bench --jobs 100000 --workers 4 --lease 10s --latency-jobs 0 --json \
     >"$T/bench.json" 2>"$T/bench.log" &
 b=$!
 BG_PIDS+=("$b")
@@ -17,7 +18,7 @@ bash "$(dirname "$0")/../pg/cluster.sh" restart "$pgdir"
 wait_rc "$b"
 r=$(cat "$T/bench.json")
 [ "$RC" = 0 ] || fail "bench after a server crash exited $RC: $r $(cat "$T/bench.log")"
-expect_eq "$(jq .done <<<"$r")" 20000 "done after restart"
+expect_eq "$(jq .done <<<"$r")" 100000 "done after restart"
 expect_eq "$(jq .lost <<<"$r")" 0 "lost after restart"
 expect_eq "$(jq .duplicates <<<"$r")" 0 "duplicates after restart"
 
