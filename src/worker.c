@@ -127,8 +127,8 @@ struct tq_worker {
     int nthreads;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    cb_result *results;
-    size_t nresults, cap_results;
+    cb_result *results, *spare; /* the loop reads one while threads fill the other */
+    size_t nresults, cap_results, cap_spare;
     size_t low_water;
     int wake_pending, threads_quit;
 
@@ -359,6 +359,7 @@ void tq_worker_free(tq_worker *w)
     for (size_t i = 0; i < w->nresults; i++)
         free(w->results[i].error);
     free(w->results);
+    free(w->spare);
     free(w->acks);
     free(w->slots);
     free(w->threads);
@@ -617,9 +618,10 @@ static int collect_results(tq_worker *w)
 {
     pthread_mutex_lock(&w->mu);
     cb_result *v = w->results;
-    size_t n = w->nresults;
-    w->results = NULL;
-    w->nresults = w->cap_results = 0;
+    size_t n = w->nresults, cap = w->cap_results;
+    w->results = w->spare;
+    w->cap_results = w->cap_spare;
+    w->nresults = 0;
     w->wake_pending = 0;
     pthread_mutex_unlock(&w->mu);
     int rc = 0;
@@ -636,7 +638,8 @@ static int collect_results(tq_worker *w)
             rc = finish(w, &o);
         free(v[i].error);
     }
-    free(v);
+    w->spare = v; /* only the loop touches the spare */
+    w->cap_spare = cap;
     return rc;
 }
 
@@ -720,17 +723,26 @@ static size_t target_held(const tq_worker *w)
     return n > (int64_t)w->prefetch ? w->prefetch : (size_t)n;
 }
 
-/* The number of held jobs; in callback mode also tells the threads when to
- * ask for more (below half the target). */
-static size_t held_count(tq_worker *w, size_t target)
+/* The number of held jobs (the threads take them in callback mode). */
+static size_t held_count(tq_worker *w)
 {
     if (!w->handler)
         return w->nheld;
     pthread_mutex_lock(&w->mu);
     size_t n = w->nheld;
-    w->low_water = target / 2 > 1 ? target / 2 : 1;
     pthread_mutex_unlock(&w->mu);
     return n;
+}
+
+/* Callback mode: threads wake the loop to claim more when the held jobs
+ * fall below half the target. */
+static void set_low_water(tq_worker *w, size_t target)
+{
+    if (!w->handler)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->low_water = target / 2 > 1 ? target / 2 : 1;
+    pthread_mutex_unlock(&w->mu);
 }
 
 /* Command mode: starts held jobs, oldest first, while slots are free. */
@@ -1028,15 +1040,6 @@ static void sooner(int64_t *t, int64_t due_in)
         *t = due_in;
 }
 
-static int64_t min_pos(int64_t a, int64_t b)
-{
-    if (a <= 0)
-        return b;
-    if (b <= 0)
-        return a;
-    return a < b ? a : b;
-}
-
 int tq_worker_run(tq_worker *w)
 {
     tq *db = w->db;
@@ -1075,10 +1078,11 @@ int tq_worker_run(tq_worker *w)
             enforce_deadlines(w, now, stopping ? stop_at : 0);
             if (stopping && running_count(w) == 0)
                 break; /* unsent acks: those jobs come back by lease */
-            int64_t t = min_pos(w->reconnect_at - now, 50000);
+            int64_t t = 50000;
+            sooner(&t, w->reconnect_at - now);
             if (stopping)
-                t = min_pos(t, stop_at - now);
-            wait_events(w, t > 0 ? t : 1000);
+                sooner(&t, stop_at - now);
+            wait_events(w, t);
             continue;
         }
 
@@ -1104,7 +1108,8 @@ int tq_worker_run(tq_worker *w)
          */
         int any_claimed = 0, sent = 0, tried = 0;
         const size_t target = stopping ? 0 : target_held(w);
-        size_t nheld = held_count(w, target);
+        set_low_water(w, target);
+        size_t nheld = held_count(w);
         if (!w->disconnected && !stopping && (free_slots > 0 || 2 * nheld < target)) {
             for (size_t k = 0; k < w->nqueues && !rc; k++) {
                 size_t qi = (w->next_queue + k) % w->nqueues;
@@ -1121,15 +1126,19 @@ int tq_worker_run(tq_worker *w)
                 sent = tried = 1;
                 any_claimed += claimed;
                 free_slots = w->concurrency - running_count(w);
-                nheld = held_count(w, target);
+                nheld = held_count(w);
             }
             w->next_queue = (w->next_queue + 1) % w->nqueues;
         }
+        /* From here on the loop starts nothing, so these only go down
+         * (callback threads may start a held job: only while one is held). */
+        int running = running_count(w);
+        nheld = held_count(w);
         /* Acks alone: when they have waited long enough or are many, when
          * stopping, and when nothing runs (so that drain sees them). */
         if (!w->disconnected && !rc && !sent && w->nacks &&
             (stopping || w->nacks >= ACK_BATCH || now - w->acks_since >= ACK_DELAY_US ||
-             (running_count(w) == 0 && nheld == 0)))
+             (running == 0 && nheld == 0)))
             rc = exchange(w, NULL, 0, &claimed);
         if ((rc = ride_out(w, rc)))
             break;
@@ -1138,17 +1147,12 @@ int tq_worker_run(tq_worker *w)
 
         now = tq__mono_us();
         if (now - last_beat >= beat_every) {
-            rc = running_count(w) > 0 || held_count(w, target) > 0
-                     ? heartbeat(w)
-                     : db->engine->worker_beat(db, w->name);
-            if ((rc = ride_out(w, rc)))
+            if ((rc = ride_out(w, heartbeat(w))))
                 break;
             last_beat = now;
         }
         enforce_deadlines(w, now, stopping ? stop_at : 0);
 
-        int running = running_count(w);
-        nheld = held_count(w, target);
         if (stopping && running == 0 && w->nacks == 0)
             break;
         if (!w->disconnected && w->drain && !stopping && running == 0 && nheld == 0 &&
