@@ -10,10 +10,12 @@
 # acknowledgement). Then: enqueue one job per call against bulk; the
 # enqueue-to-start latency of idle workers; the process rate with 1,000,000
 # finished rows kept against an empty table; `tq work -- true` against a
-# bare spawn-and-wait loop (bench/ref_spawn.c); a worker's peak memory.
+# bare spawn-and-wait loop (bench/ref_spawn.c); a worker's peak memory; and
+# (full runs) 1,000,000 PostgreSQL jobs in a row (bench/sustained.sh).
 #
-# Writes docs/bench/results.csv, docs/bench/extras.csv and
-# docs/bench/throughput.png (gnuplot), and prints both tables.
+# Writes docs/bench/results.csv, docs/bench/extras.csv,
+# docs/bench/sustained.csv (full runs) and docs/bench/throughput.png
+# (gnuplot), and prints the tables.
 #
 # usage: bench/run.sh [--quick] [BUILD_DIR]
 #   --quick   20,000 jobs only (about 5 minutes instead of about 20)
@@ -125,6 +127,18 @@ for engine in sqlite postgres; do
     extra $engine "commands/s: tq work -- true vs bare spawn loop" "$tw" \
         "$("$build/ref_spawn" 2000 true | jq .per_s)"
 done
+# Full runs only: 1,000,000 jobs in a row on PostgreSQL, tq's table settings
+# against the defaults (bench/sustained.sh).
+if [ $quick = 0 ]; then
+    bash "$here/sustained.sh" "$pg" "$build" 2>/dev/null | tee "$dir/sustained.txt" >&2
+    echo "settings,round,jobs_per_s" >"$out/sustained.csv"
+    grep -E '^(tq|defaults),[0-9]+,' "$dir/sustained.txt" >>"$out/sustained.csv"
+    for settings in tq defaults; do
+        first=$(awk -F, -v s=$settings '$1 == s && $2 == 1 { print $3 }' "$out/sustained.csv")
+        last=$(awk -F, -v s=$settings '$1 == s { r = $3 } END { print r }' "$out/sustained.csv")
+        extra postgres "sustained, $settings table settings: jobs/s in the last vs first of 10 rounds of 100000" "$last" "$first"
+    done
+fi
 for engine in sqlite postgres; do
     small=$(awk -F, -v e=$engine '$1 == e && $2 == 20000 && $3 == 4 { print $12 }' "$csv")
     big=$(awk -F, -v e=$engine '$1 == e && $2 == 200000 && $3 == 4 { print $12 }' "$csv")

@@ -2,7 +2,8 @@
  * test_postgres.c - what only the PostgreSQL engine promises: the claim of
  * each order is an index scan of the ready-row index with no Sort, also
  * beside 100,000 done rows, and claims never more than asked; two hosts
- * running tq init at once are safe. Needs TQ_TEST_PG_URL (CTest starts a
+ * running tq init at once are safe; a plain INSERT with a bad queue name
+ * fails; a version 1 store migrates. Needs TQ_TEST_PG_URL (CTest starts a
  * throwaway cluster).
  */
 #define _DEFAULT_SOURCE
@@ -57,10 +58,9 @@ static tq *store(const char *schema)
     return db;
 }
 
-/* The claim SQL of an order for schema s. */
-static char *claim_sql(tq_order order, const char *s)
+/* Engine SQL t with "TQ." standing for schema s. */
+static char *in_schema(const char *t, const char *s)
 {
-    const char *t = tq__postgres_claim_sql(order);
     char *out = malloc(strlen(t) * 2 + 1), *o = out;
     for (const char *p = t; *p;) {
         if (strncmp(p, "TQ.", 3) == 0) {
@@ -79,7 +79,7 @@ static void check_plans(PGconn *c, const char *schema, const char *when)
     static const char *const want[] = {"jobs_ready_fifo", "jobs_ready_lifo",
                                        "jobs_ready_"};
     for (int order = TQ_FIFO; order <= TQ_UNORDERED; order++) {
-        char *q = claim_sql((tq_order)order, schema);
+        char *q = in_schema(tq__postgres_claim_sql((tq_order)order), schema);
         char prep[4096], plan[8192] = "";
         snprintf(prep, sizeof prep,
                  "PREPARE claim%d (text, int8, text, int8, int4) AS %s", order, q);
@@ -169,6 +169,46 @@ static int cmp64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Every worker rescues expired leases each second: the statement must walk
+ * jobs_running in order as an index scan (which marks the entries of dead
+ * row versions), never a bitmap scan visiting every entry's heap page, also
+ * when the index holds many rows. */
+static void rescue_plan_is_ordered_index_scan(void **state)
+{
+    (void)state;
+    tq *db = store("resplan");
+    PGconn *c = pg();
+    exec(c, "INSERT INTO resplan.jobs (queue, state, payload, attempts, worker,"
+            " started_at, lease_until) SELECT 'q', 'running', 'p', 1, 'w', now(),"
+            " now() - interval '1 hour' + g * interval '1 ms'"
+            " FROM generate_series(1, 100000) g");
+    exec(c, "ANALYZE resplan.jobs");
+    char *q = in_schema(tq__postgres_rescue_sql(), "resplan");
+    char explain[4096], plan[8192] = "";
+    snprintf(explain, sizeof explain, "EXPLAIN (COSTS OFF) %s", q);
+    free(q);
+    PGresult *r = PQexec(c, explain);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    for (int i = 0; i < PQntuples(r); i++) {
+        strncat(plan, PQgetvalue(r, i, 0), sizeof plan - strlen(plan) - 2);
+        strcat(plan, "\n");
+    }
+    PQclear(r);
+    if (!strstr(plan, "Index Scan using jobs_running") || strstr(plan, "Bitmap") ||
+        strstr(plan, "Sort"))
+        fail_msg("unexpected rescue plan:\n%s", plan);
+    /* And it puts back all of them, more than one statement's limit. */
+    int64_t n = 0;
+    assert_int_equal(tq_rescue_expired(&n, db), 0);
+    assert_int_equal(n, 100000);
+    r = PQexec(c, "SELECT count(*) FROM resplan.jobs WHERE state = 'ready'"
+                  " AND lease_until IS NULL AND attempts = 1");
+    assert_string_equal(PQgetvalue(r, 0, 0), "100000");
+    PQclear(r);
+    PQfinish(c);
+    tq_close(db);
+}
+
 static void claims_never_exceed_limit(void **state)
 {
     (void)state;
@@ -236,6 +276,82 @@ static void concurrent_init(void **state)
     tq_close(db);
 }
 
+/* The name rule is kept where queues are made: a plain INSERT of a job with
+ * a bad queue name fails (the trigger adds the name to TQ.queues, which
+ * checks it) and leaves nothing behind. */
+static void plain_inserts_check_queue_names(void **state)
+{
+    (void)state;
+    tq *db = store("names");
+    PGconn *c = pg();
+    static const char *const bad[] = {
+        "INSERT INTO names.jobs (queue, payload) VALUES ('bad name', 'x')",
+        "INSERT INTO names.jobs (queue, payload) VALUES ('ok', 'x'), ('no;', 'y')",
+        "INSERT INTO names.jobs (queue, payload) VALUES ('', 'x')",
+        "INSERT INTO names.jobs (queue, payload) VALUES (repeat('a', 65), 'x')",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        PGresult *r = PQexec(c, bad[i]);
+        assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
+        assert_string_equal(PQresultErrorField(r, PG_DIAG_SQLSTATE), "23514");
+        PQclear(r);
+    }
+    PGresult *r = PQexec(c, "SELECT (SELECT count(*) FROM names.jobs),"
+                            " (SELECT count(*) FROM names.queues)");
+    assert_string_equal(PQgetvalue(r, 0, 0), "0");
+    assert_string_equal(PQgetvalue(r, 0, 1), "0");
+    PQclear(r);
+    exec(c, "INSERT INTO names.jobs (queue, payload) VALUES ('a.b-c_9', 'x')");
+    r = PQexec(c, "SELECT count(*) FROM names.jobs WHERE queue = 'a.b-c_9'");
+    assert_string_equal(PQgetvalue(r, 0, 0), "1");
+    PQclear(r);
+    PQfinish(c);
+    tq_close(db);
+}
+
+/* A store made by schema version 1 (regex CHECK on jobs.queue, default
+ * table settings) is brought to version 2 by tq init, keeping its jobs. */
+static void version_1_store_migrates(void **state)
+{
+    (void)state;
+    char url[512];
+    tq *db = store("old");
+    int64_t id;
+    assert_int_equal(tq_job_enqueue(&id, db, "q", "kept", 4, NULL), 0);
+    tq_close(db);
+    PGconn *c = pg();
+    exec(c, "ALTER TABLE old.jobs DROP CONSTRAINT jobs_queue_check;"
+            "ALTER TABLE old.jobs ADD CONSTRAINT jobs_queue_check"
+            "  CHECK (queue ~ '^[A-Za-z0-9_.-]{1,64}$');"
+            "ALTER TABLE old.jobs RESET (fillfactor, autovacuum_vacuum_scale_factor,"
+            "  autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay);"
+            "UPDATE old.meta SET value = '1' WHERE key = 'schema_version'");
+    snprintf(url, sizeof url, "%s&tq_schema=old", base);
+    assert_int_equal(tq_open(&db, url, NULL), TQ_ESCHEMA); /* asks for tq init */
+    tq_close(db);
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    assert_int_equal(tq_open(&db, url, &o), 0);
+    assert_int_equal(tq_init(db), 0);
+    tq_close(db);
+    PGresult *r =
+        PQexec(c, "SELECT (SELECT value FROM old.meta WHERE key = 'schema_version'),"
+                  " (SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+                  "   WHERE conname = 'jobs_queue_check'"
+                  "   AND conrelid = 'old.jobs'::regclass),"
+                  " (SELECT array_to_string(reloptions, ',') FROM pg_class"
+                  "   WHERE oid = 'old.jobs'::regclass),"
+                  " (SELECT payload FROM old.jobs)");
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_string_equal(PQgetvalue(r, 0, 0), "2");
+    assert_null(strstr(PQgetvalue(r, 0, 1), "~"));
+    assert_non_null(strstr(PQgetvalue(r, 0, 1), "octet_length"));
+    assert_non_null(strstr(PQgetvalue(r, 0, 2), "autovacuum_vacuum_scale_factor"));
+    assert_string_equal(PQgetvalue(r, 0, 3), "\\x6b657074");
+    PQclear(r);
+    PQfinish(c);
+}
+
 int main(void)
 {
     base = getenv("TQ_TEST_PG_URL");
@@ -245,8 +361,11 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(claim_plans_use_ready_index),
+        cmocka_unit_test(rescue_plan_is_ordered_index_scan),
         cmocka_unit_test(claims_never_exceed_limit),
         cmocka_unit_test(concurrent_init),
+        cmocka_unit_test(plain_inserts_check_queue_names),
+        cmocka_unit_test(version_1_store_migrates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -132,6 +132,8 @@ extern const struct tq__engine tq__engine_postgres;
 /* For the plan tests: the PostgreSQL claim statement of an order, with
  * "TQ." standing for the schema. */
 const char *tq__postgres_claim_sql(tq_order order);
+/* For the plan tests: the statement that puts back expired leases. */
+const char *tq__postgres_rescue_sql(void);
 #endif
 
 #endif /* TQ_ENGINE_H */
