@@ -136,7 +136,7 @@ if [ $quick = 0 ]; then
     for settings in tq defaults; do
         first=$(awk -F, -v s=$settings '$1 == s && $2 == 1 { print $3 }' "$out/sustained.csv")
         last=$(awk -F, -v s=$settings '$1 == s { r = $3 } END { print r }' "$out/sustained.csv")
-        extra postgres "sustained, $settings table settings: jobs/s in the last vs first of 10 rounds of 100000" "$last" "$first"
+        extra postgres "sustained with $settings table settings: jobs/s in the last vs first of 10 rounds of 100000" "$last" "$first"
     done
 fi
 for engine in sqlite postgres; do
