@@ -90,6 +90,13 @@ static tq_job *get(tq *db, int64_t id)
     return j;
 }
 
+static void expect_state(tq *db, int64_t id, tq_state want)
+{
+    tq_job *j = get(db, id);
+    assert_int_equal(j->state, want);
+    tq_job_free(j);
+}
+
 static tq__ack ack(const tq_job *j, tq__ack_kind kind)
 {
     tq__ack a = {j->id, j->attempts, kind, 0, NULL, 0, -1};
@@ -149,19 +156,13 @@ static void mixed_batch(void **state)
     assert_int_equal(j->state, TQ_DONE);
     assert_true(j->finished_at >= j->started_at && j->finished_at > 0);
     tq_job_free(j);
-    j = get(db, q[2].id);
-    assert_int_equal(j->state, TQ_RUNNING);
-    tq_job_free(j);
+    expect_state(db, q[2].id, TQ_RUNNING);
     j = get(db, q[5].id);
     assert_int_equal(j->state, TQ_RUNNING);
     assert_true(j->lease_until - j->started_at > 3000000000LL);
     tq_job_free(j);
-    j = get(db, q[6].id);
-    assert_int_equal(j->state, TQ_CANCELLED);
-    tq_job_free(j);
-    j = get(db, q[7].id);
-    assert_int_equal(j->state, TQ_DONE);
-    tq_job_free(j);
+    expect_state(db, q[6].id, TQ_CANCELLED);
+    expect_state(db, q[7].id, TQ_DONE);
     j = NULL;
     assert_int_equal(tq_job_get(&j, db, gone), TQ_ENOTFOUND);
     tq_job_array_free(q, 8);

@@ -41,6 +41,33 @@ static void exec(PGconn *c, const char *sql)
     PQclear(r);
 }
 
+/* The plan of EXPLAIN (COSTS OFF) sql, one line per row, into plan. */
+static void explain(PGconn *c, const char *sql, char *plan, size_t size)
+{
+    char text[8192];
+    snprintf(text, sizeof text, "EXPLAIN (COSTS OFF) %s", sql);
+    PGresult *r = PQexec(c, text);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", text, PQerrorMessage(c));
+    plan[0] = '\0';
+    for (int i = 0; i < PQntuples(r); i++) {
+        strncat(plan, PQgetvalue(r, i, 0), size - strlen(plan) - 2);
+        strcat(plan, "\n");
+    }
+    PQclear(r);
+}
+
+/* sql returns one row whose columns read, in order, as want[]. */
+static void expect_row(PGconn *c, const char *sql, int n, const char *const *want)
+{
+    PGresult *r = PQexec(c, sql);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    assert_int_equal(PQntuples(r), 1);
+    for (int i = 0; i < n; i++)
+        assert_string_equal(PQgetvalue(r, 0, i), want[i]);
+    PQclear(r);
+}
+
 static tq *store(const char *schema)
 {
     char url[512];
@@ -80,21 +107,13 @@ static void check_plans(PGconn *c, const char *schema, const char *when)
                                        "jobs_ready_"};
     for (int order = TQ_FIFO; order <= TQ_UNORDERED; order++) {
         char *q = in_schema(tq__postgres_claim_sql((tq_order)order), schema);
-        char prep[4096], plan[8192] = "";
+        char prep[4096], plan[8192];
         snprintf(prep, sizeof prep,
                  "PREPARE claim%d (text, int8, text, int8, int4) AS %s", order, q);
         free(q);
         exec(c, prep);
-        snprintf(prep, sizeof prep,
-                 "EXPLAIN (COSTS OFF) EXECUTE claim%d ('q', 10, 'w', 30000000, 3)",
-                 order);
-        PGresult *r = PQexec(c, prep);
-        assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-        for (int i = 0; i < PQntuples(r); i++) {
-            strncat(plan, PQgetvalue(r, i, 0), sizeof plan - strlen(plan) - 2);
-            strcat(plan, "\n");
-        }
-        PQclear(r);
+        snprintf(prep, sizeof prep, "EXECUTE claim%d ('q', 10, 'w', 30000000, 3)", order);
+        explain(c, prep, plan, sizeof plan);
         snprintf(prep, sizeof prep, "DEALLOCATE claim%d", order);
         exec(c, prep);
         if (strstr(plan, "Sort") || strstr(plan, "Seq Scan on jobs") ||
@@ -183,17 +202,9 @@ static void rescue_plan_is_ordered_index_scan(void **state)
             " now() - interval '1 hour' + g * interval '1 ms'"
             " FROM generate_series(1, 100000) g");
     exec(c, "ANALYZE resplan.jobs");
-    char *q = in_schema(tq__postgres_rescue_sql(), "resplan");
-    char explain[4096], plan[8192] = "";
-    snprintf(explain, sizeof explain, "EXPLAIN (COSTS OFF) %s", q);
+    char *q = in_schema(tq__postgres_rescue_sql(), "resplan"), plan[8192];
+    explain(c, q, plan, sizeof plan);
     free(q);
-    PGresult *r = PQexec(c, explain);
-    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-    for (int i = 0; i < PQntuples(r); i++) {
-        strncat(plan, PQgetvalue(r, i, 0), sizeof plan - strlen(plan) - 2);
-        strcat(plan, "\n");
-    }
-    PQclear(r);
     if (!strstr(plan, "Index Scan using jobs_running") || strstr(plan, "Bitmap") ||
         strstr(plan, "Sort"))
         fail_msg("unexpected rescue plan:\n%s", plan);
@@ -201,10 +212,10 @@ static void rescue_plan_is_ordered_index_scan(void **state)
     int64_t n = 0;
     assert_int_equal(tq_rescue_expired(&n, db), 0);
     assert_int_equal(n, 100000);
-    r = PQexec(c, "SELECT count(*) FROM resplan.jobs WHERE state = 'ready'"
-                  " AND lease_until IS NULL AND attempts = 1");
-    assert_string_equal(PQgetvalue(r, 0, 0), "100000");
-    PQclear(r);
+    expect_row(c,
+               "SELECT count(*) FROM resplan.jobs WHERE state = 'ready'"
+               " AND lease_until IS NULL AND attempts = 1",
+               1, (const char *[]){"100000"});
     PQfinish(c);
     tq_close(db);
 }
@@ -296,15 +307,13 @@ static void plain_inserts_check_queue_names(void **state)
         assert_string_equal(PQresultErrorField(r, PG_DIAG_SQLSTATE), "23514");
         PQclear(r);
     }
-    PGresult *r = PQexec(c, "SELECT (SELECT count(*) FROM names.jobs),"
-                            " (SELECT count(*) FROM names.queues)");
-    assert_string_equal(PQgetvalue(r, 0, 0), "0");
-    assert_string_equal(PQgetvalue(r, 0, 1), "0");
-    PQclear(r);
+    expect_row(c,
+               "SELECT (SELECT count(*) FROM names.jobs),"
+               " (SELECT count(*) FROM names.queues)",
+               2, (const char *[]){"0", "0"});
     exec(c, "INSERT INTO names.jobs (queue, payload) VALUES ('a.b-c_9', 'x')");
-    r = PQexec(c, "SELECT count(*) FROM names.jobs WHERE queue = 'a.b-c_9'");
-    assert_string_equal(PQgetvalue(r, 0, 0), "1");
-    PQclear(r);
+    expect_row(c, "SELECT count(*) FROM names.jobs WHERE queue = 'a.b-c_9'", 1,
+               (const char *[]){"1"});
     PQfinish(c);
     tq_close(db);
 }
