@@ -40,6 +40,7 @@ chmod 755 "$dir"
 trap 'bash "$here/../tests/pg/cluster.sh" stop "$dir/pg"; rm -rf "$dir"' EXIT
 bash "$here/../tests/pg/cluster.sh" start "$dir/pg" >/dev/null
 pg="postgresql:///postgres?host=$dir/pg&user=tq"
+export PGOPTIONS="-c client_min_messages=warning"
 mkdir -p "$out"
 tq=$build/tq
 seq_=0
@@ -59,10 +60,20 @@ ref() { # ENGINE JOBS WORKERS BATCH: jobs/s of the plain reference
         "$build/ref_pg" "$pg" "r$seq_" "$2" "$3" "$4" | jq .process_per_s
     fi
 }
-bench() { # URL ARGS...: tq bench's JSON
+# Removes a store after its run: schemas left in the cluster would keep
+# autovacuum busy during the runs after them.
+drop() {
+    if [[ $1 == postgresql:* ]]; then
+        psql -X -q "$pg" -c "DROP SCHEMA IF EXISTS $(schema_of "$1") CASCADE"
+    else
+        rm -f "$1" "$1"-wal "$1"-shm
+    fi
+}
+bench() { # URL ARGS...: tq bench's JSON, then the store is dropped
     local url=$1
     shift
     "$tq" bench --db "$url" --json "$@"
+    drop "$url"
 }
 ratio() { jq -n "($1) / ($2) * 100 | round / 100"; }
 
@@ -126,6 +137,7 @@ for engine in sqlite postgres; do
     tw=$(jq -n "2000 / ($t1 - $t0)")
     extra $engine "commands/s: tq work -- true vs bare spawn loop" "$tw" \
         "$("$build/ref_spawn" 2000 true | jq .per_s)"
+    drop "$u"
 done
 # Full runs only: 1,000,000 jobs in a row on PostgreSQL, tq's table settings
 # against the defaults (bench/sustained.sh).

@@ -1,7 +1,8 @@
 /*
  * test_postgres.c - what only the PostgreSQL engine promises: the claim of
  * each order is an index scan of the ready-row index with no Sort, also
- * beside 100,000 done rows, and claims never more than asked; two hosts
+ * beside 100,000 done rows, and claims never more than asked; expired-lease
+ * rescue and the drain check scan jobs_running in order; two hosts
  * running tq init at once are safe; a plain INSERT with a bad queue name
  * fails; a version 1 store migrates. Needs TQ_TEST_PG_URL (CTest starts a
  * throwaway cluster).
@@ -220,6 +221,39 @@ static void rescue_plan_is_ordered_index_scan(void **state)
     tq_close(db);
 }
 
+/* Idle draining workers ask whether anything is ready or running: the
+ * running half must be an ordered scan of jobs_running from the newest
+ * lease (its generic plan, as the worker runs it), not a bitmap scan, and
+ * the answer must be right for each queue. */
+static void pending_plan_is_ordered_index_scan(void **state)
+{
+    (void)state;
+    tq *db = store("pendplan");
+    PGconn *c = pg();
+    exec(c, "INSERT INTO pendplan.jobs (queue, state, payload, attempts, worker,"
+            " started_at, lease_until) SELECT 'busy', 'running', 'p', 1, 'w', now(),"
+            " now() + g * interval '1 ms' FROM generate_series(1, 100000) g");
+    exec(c, "ANALYZE pendplan.jobs");
+    char *q = in_schema(tq__postgres_pending_sql(), "pendplan"), prep[2048], plan[8192];
+    snprintf(prep, sizeof prep, "PREPARE pend (text) AS %s", q);
+    free(q);
+    exec(c, prep);
+    exec(c, "SET plan_cache_mode = force_generic_plan");
+    explain(c, "EXECUTE pend ('idle')", plan, sizeof plan);
+    if (!strstr(plan, "Index Scan Backward using jobs_running") || strstr(plan, "Bitmap"))
+        fail_msg("unexpected drain-check plan:\n%s", plan);
+    int pending = -1;
+    assert_int_equal(db->engine->pending(db, "busy", &pending), 0);
+    assert_int_equal(pending, 1);
+    assert_int_equal(db->engine->pending(db, "idle", &pending), 0);
+    assert_int_equal(pending, 0);
+    assert_int_equal(tq_job_enqueue(NULL, db, "idle", "x", 1, NULL), 0);
+    assert_int_equal(db->engine->pending(db, "idle", &pending), 0);
+    assert_int_equal(pending, 1);
+    PQfinish(c);
+    tq_close(db);
+}
+
 static void claims_never_exceed_limit(void **state)
 {
     (void)state;
@@ -371,6 +405,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(claim_plans_use_ready_index),
         cmocka_unit_test(rescue_plan_is_ordered_index_scan),
+        cmocka_unit_test(pending_plan_is_ordered_index_scan),
         cmocka_unit_test(claims_never_exceed_limit),
         cmocka_unit_test(concurrent_init),
         cmocka_unit_test(plain_inserts_check_queue_names),

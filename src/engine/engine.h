@@ -134,6 +134,8 @@ extern const struct tq__engine tq__engine_postgres;
 const char *tq__postgres_claim_sql(tq_order order);
 /* For the plan tests: the statement that puts back expired leases. */
 const char *tq__postgres_rescue_sql(void);
+/* For the plan tests: the drain check (is anything ready or running). */
+const char *tq__postgres_pending_sql(void);
 #endif
 
 #endif /* TQ_ENGINE_H */
