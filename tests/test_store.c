@@ -166,7 +166,19 @@ static void enqueue_claim_complete(void **state)
     assert_int_equal(jobs[0].attempts, 1);
     assert_int_equal(jobs[0].max_attempts, 3);
     assert_string_equal(jobs[0].worker, "w1");
+    assert_string_equal(jobs[0].queue, "q");
+    assert_int_equal(jobs[0].finished_at, 0);
     assert_true(jobs[0].lease_until > jobs[0].started_at);
+    /* Times are microseconds since 1970, as the job row holds them. */
+    int64_t wall = (int64_t)time(NULL) * 1000000;
+    assert_true(jobs[0].created_at > wall - 60000000 &&
+                jobs[0].created_at < wall + 60000000);
+    assert_true(jobs[0].started_at >= jobs[0].created_at);
+    tq_job *as_stored = get(state, a);
+    assert_int_equal(as_stored->started_at, jobs[0].started_at);
+    assert_int_equal(as_stored->lease_until, jobs[0].lease_until);
+    assert_int_equal(as_stored->run_at, jobs[0].run_at);
+    tq_job_free(as_stored);
     OK(tq_job_complete(DB, &jobs[0]));
     tq_job *j = get(state, a);
     assert_int_equal(j->state, TQ_DONE);
