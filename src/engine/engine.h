@@ -17,6 +17,22 @@
 #include "../tq_int.h"
 #include "../url.h"
 
+/*
+ * Where each field of a job row is, by column number, in the engines' job
+ * rows (JOB_COLS), and in what a claim returns (CLAIMED_COLS: only what the
+ * claimer does not know). -1: not in the row, which is then a claimed one:
+ * running, not finished, its queue and worker those of the claim.
+ */
+typedef struct tq__job_cols {
+    int id, queue, payload, state, priority, attempts, max_attempts, key, worker,
+        last_error, created_at, run_at, started_at, finished_at, lease_until;
+} tq__job_cols;
+
+static const tq__job_cols tq__all_cols = {0, 1, 2,  3,  4,  5,  6, 7,
+                                          8, 9, 10, 11, 12, 13, 14};
+static const tq__job_cols tq__claimed_cols = {0,  -1, 1, -1, 2, 3,  4, 5,
+                                              -1, 6,  7, 8,  9, -1, 10};
+
 /* What a worker reports about one claimed job. */
 typedef enum tq__ack_kind {
     TQ__ACK_DONE = 0, /* finished: done (or deleted if the queue drops done rows) */

@@ -136,9 +136,8 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     " WHERE q.name = j.queue), 3), j.dedup_key, j.worker, j.last_error, j.created_at,"   \
     " j.run_at, j.started_at, j.finished_at, j.lease_until"
 
-/* A claim returns only what the claimer does not know: not the queue, the
- * state, the worker or finished_at (read_jobs fills those in). Each
- * column left out is one less to form, send and read per claimed row
+/* A claim returns only what the claimer does not know (tq__claimed_cols):
+ * each column left out is one less to form, send and read per claimed row
  * (RETURNING all of them cost ~10 % at 16 workers). */
 #define CLAIMED_COLS                                                                     \
     "j.id, j.payload, j.priority, j.attempts, COALESCE(j.max_attempts, $5::int4),"       \
@@ -946,17 +945,6 @@ fail:
 
 /* ---- jobs ---------------------------------------------------------------- */
 
-/* Where read_jobs finds each field of a job row; -1: not in the row, which
- * is then a claimed one: running, not finished, its queue and worker those
- * of the claim. */
-typedef struct job_cols {
-    int id, queue, payload, state, priority, attempts, max_attempts, key, worker,
-        last_error, created_at, run_at, started_at, finished_at, lease_until;
-} job_cols;
-
-static const job_cols all_cols = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
-static const job_cols claimed_cols = {0, -1, 1, -1, 2, 3, 4, 5, -1, 6, 7, 8, 9, -1, 10};
-
 static char *g_str_or(const PGresult *r, int row, int col, const char *known)
 {
     return col < 0 ? tq__strdup(known) : g_str(r, row, col);
@@ -964,7 +952,7 @@ static char *g_str_or(const PGresult *r, int row, int col, const char *known)
 
 /* Jobs from the rows of r (JOB_COLS, or CLAIMED_COLS of a claim on queue
  * by worker); frees r. */
-static int read_jobs(tq *db, PGresult *r, const job_cols *c, const char *queue,
+static int read_jobs(tq *db, PGresult *r, const tq__job_cols *c, const char *queue,
                      const char *worker, tq_job **out, size_t *out_n)
 {
     int n = PQntuples(r);
@@ -1214,7 +1202,7 @@ sync:
                 strtoll(PQcmdTuples(r), NULL, 10) == 1 ? 0 : TQ_ELOST;
             PQclear(r);
         } else {
-            rc = read_jobs(db, r, &claimed_cols, claim->queue, worker, &jobs, &njobs);
+            rc = read_jobs(db, r, &tq__claimed_cols, claim->queue, worker, &jobs, &njobs);
         }
         if ((r = PQgetResult(pg))) { /* not the end of that statement */
             PQclear(r);
@@ -1306,7 +1294,7 @@ static int pg_job_get(tq *db, int64_t id, tq_job **out)
     size_t n = 0;
     p_i64(&p, id);
     PGresult *r = run(db, S_JOB_GET, &p, &rc, "reading the job");
-    if (!r || (rc = read_jobs(db, r, &all_cols, NULL, NULL, &v, &n)))
+    if (!r || (rc = read_jobs(db, r, &tq__all_cols, NULL, NULL, &v, &n)))
         return rc;
     if (n == 0) {
         free(v);
@@ -1324,7 +1312,7 @@ static int pg_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_
     p_text(&p, o->state >= 0 ? tq_state_name((tq_state)o->state) : NULL);
     p_i64(&p, (int64_t)o->limit);
     PGresult *r = run(db, S_JOB_LIST, &p, &rc, "listing jobs");
-    return r ? read_jobs(db, r, &all_cols, NULL, NULL, out, out_n) : rc;
+    return r ? read_jobs(db, r, &tq__all_cols, NULL, NULL, out, out_n) : rc;
 }
 
 static int explain_no_change(tq *db, int64_t id, const char *action)

@@ -135,20 +135,20 @@ static const char *const migrations[SCHEMA_VERSION] = {
 /* The fence every change to a claimed job carries (engine.h). */
 #define FENCE " WHERE id = ?1 AND state = 'running' AND worker = ?2 AND attempts = ?3"
 
-#define JOB_COLS_WITH(maxexpr)                                                           \
-    "id, queue, payload, state, priority, attempts, " maxexpr                            \
-    ", dedup_key, worker, last_error, created_at, run_at, started_at, "                  \
-    "finished_at, lease_until"
+/* A job row (tq__all_cols). */
 #define JOB_COLS                                                                         \
-    JOB_COLS_WITH("COALESCE(max_attempts, (SELECT q.max_attempts FROM "                  \
-                  "tq_queues q WHERE q.name = tq_jobs.queue), 3)")
+    "id, queue, payload, state, priority, attempts, COALESCE(max_attempts, (SELECT"      \
+    " q.max_attempts FROM tq_queues q WHERE q.name = tq_jobs.queue), 3), dedup_key,"     \
+    " worker, last_error, created_at, run_at, started_at, finished_at, lease_until"
 
+/* A claim returns only what the claimer does not know (tq__claimed_cols). */
 #define CLAIM(order_by)                                                                  \
     "UPDATE tq_jobs SET state = 'running', attempts = attempts + 1,"                     \
     " worker = ?4, started_at = ?2, lease_until = ?5, finished_at = NULL"                \
     " WHERE id IN (SELECT id FROM tq_jobs WHERE queue = ?1 AND state = "                 \
     "'ready' AND run_at <= ?2" order_by " LIMIT ?3)"                                     \
-    " RETURNING " JOB_COLS_WITH("COALESCE(max_attempts, ?6)")
+    " RETURNING id, payload, priority, attempts, COALESCE(max_attempts, ?6), dedup_key," \
+    " last_error, created_at, run_at, started_at, lease_until"
 
 /* One prepared statement per entry; SQL lives here, one place each. */
 enum stmt_id {
@@ -745,39 +745,52 @@ fail:
 
 /* ---- jobs -------------------------------------------------------------- */
 
-/* Reads a row of JOB_COLS into j (zeroed by the caller). */
-static int read_job(tq *db, sqlite3_stmt *s, tq_job *j)
+static char *col_strdup_or(sqlite3_stmt *s, int i, const char *known)
 {
-    tq_state st = TQ_READY;
-    j->id = sqlite3_column_int64(s, 0);
-    j->queue = col_strdup(s, 1);
-    const void *p = sqlite3_column_blob(s, 2);
-    j->payload_len = (size_t)sqlite3_column_bytes(s, 2);
+    return i < 0 ? tq__strdup(known) : col_strdup(s, i);
+}
+
+/* Reads a job row (where c says; a claimed one on queue by worker) into j
+ * (zeroed by the caller). */
+static int read_job(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const char *queue,
+                    const char *worker, tq_job *j)
+{
+    j->id = sqlite3_column_int64(s, c->id);
+    j->queue = col_strdup_or(s, c->queue, queue);
+    const void *p = sqlite3_column_blob(s, c->payload);
+    j->payload_len = (size_t)sqlite3_column_bytes(s, c->payload);
     j->payload = tq__memdup(p, j->payload_len, 1);
-    tq_state_parse(&st, (const char *)sqlite3_column_text(s, 3));
-    j->state = st;
-    j->priority = sqlite3_column_int(s, 4);
-    j->attempts = sqlite3_column_int(s, 5);
-    j->max_attempts = sqlite3_column_int(s, 6);
-    j->key = col_strdup(s, 7);
-    j->worker = col_strdup(s, 8);
-    j->last_error = col_strdup(s, 9);
-    j->created_at = sqlite3_column_int64(s, 10);
-    j->run_at = sqlite3_column_int64(s, 11);
-    j->started_at = sqlite3_column_int64(s, 12);
-    j->finished_at = sqlite3_column_int64(s, 13);
-    j->lease_until = sqlite3_column_int64(s, 14);
+    if (c->state < 0) {
+        j->state = TQ_RUNNING;
+    } else {
+        tq_state st = TQ_READY;
+        tq_state_parse(&st, (const char *)sqlite3_column_text(s, c->state));
+        j->state = st;
+    }
+    j->priority = sqlite3_column_int(s, c->priority);
+    j->attempts = sqlite3_column_int(s, c->attempts);
+    j->max_attempts = sqlite3_column_int(s, c->max_attempts);
+    j->key = col_strdup(s, c->key);
+    j->worker = col_strdup_or(s, c->worker, worker);
+    j->last_error = col_strdup(s, c->last_error);
+    j->created_at = sqlite3_column_int64(s, c->created_at);
+    j->run_at = sqlite3_column_int64(s, c->run_at);
+    j->started_at = sqlite3_column_int64(s, c->started_at);
+    j->finished_at = c->finished_at < 0 ? 0 : sqlite3_column_int64(s, c->finished_at);
+    j->lease_until = sqlite3_column_int64(s, c->lease_until);
     if (!j->queue || !j->payload ||
-        (sqlite3_column_type(s, 7) != SQLITE_NULL && !j->key) ||
-        (sqlite3_column_type(s, 8) != SQLITE_NULL && !j->worker) ||
-        (sqlite3_column_type(s, 9) != SQLITE_NULL && !j->last_error))
+        (sqlite3_column_type(s, c->key) != SQLITE_NULL && !j->key) ||
+        (c->worker < 0
+             ? !j->worker
+             : sqlite3_column_type(s, c->worker) != SQLITE_NULL && !j->worker) ||
+        (sqlite3_column_type(s, c->last_error) != SQLITE_NULL && !j->last_error))
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
     return 0;
 }
 
 /* Steps s to the end, appending every row to a job array. */
-static int collect_jobs(tq *db, sqlite3_stmt *s, const char *what, tq_job **out,
-                        size_t *out_n)
+static int collect_jobs(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const char *queue,
+                        const char *worker, const char *what, tq_job **out, size_t *out_n)
 {
     size_t n = 0, cap = 0;
     tq_job *v = NULL;
@@ -793,7 +806,7 @@ static int collect_jobs(tq *db, sqlite3_stmt *s, const char *what, tq_job **out,
             v = nv;
         }
         memset(&v[n], 0, sizeof v[n]);
-        rc = read_job(db, s, &v[n++]);
+        rc = read_job(db, s, c, queue, worker, &v[n++]);
         if (rc)
             break;
     }
@@ -862,7 +875,8 @@ static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nac
         sqlite3_bind_text(s, 4, worker, -1, SQLITE_STATIC);
         sqlite3_bind_int64(s, 5, now + claim->lease_us);
         sqlite3_bind_int(s, 6, claim->max_attempts);
-        if ((rc = collect_jobs(db, s, "claiming jobs", &jobs, &njobs)))
+        if ((rc = collect_jobs(db, s, &tq__claimed_cols, claim->queue, worker,
+                               "claiming jobs", &jobs, &njobs)))
             goto fail;
     }
     if ((rc = commit(db)))
@@ -942,7 +956,7 @@ static int sqlite_job_get(tq *db, int64_t id, tq_job **out)
     if (!s)
         return rc;
     sqlite3_bind_int64(s, 1, id);
-    if ((rc = collect_jobs(db, s, "reading the job", &v, &n)))
+    if ((rc = collect_jobs(db, s, &tq__all_cols, NULL, NULL, "reading the job", &v, &n)))
         return rc;
     if (n == 0) {
         free(v);
@@ -961,7 +975,7 @@ static int sqlite_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *
     bind_text(s, 1, o->queue);
     bind_text(s, 2, o->state >= 0 ? tq_state_name((tq_state)o->state) : NULL);
     sqlite3_bind_int64(s, 3, (sqlite3_int64)o->limit);
-    return collect_jobs(db, s, "listing jobs", out, out_n);
+    return collect_jobs(db, s, &tq__all_cols, NULL, NULL, "listing jobs", out, out_n);
 }
 
 /* After an update of one job by id changed nothing: why? */
