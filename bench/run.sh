@@ -7,11 +7,12 @@
 # processes, 20,000 and 200,000 no-op jobs: `tq bench` beside the plain
 # references bench/ref_sqlite.c and bench/ref_pg.c (the same claim/ack
 # pattern written directly, 1 job per claim and 100 per claim and per
-# acknowledgement). Then: enqueue one job per call against bulk; the
-# enqueue-to-start latency of idle workers; the process rate with 1,000,000
-# finished rows kept against an empty table; `tq work -- true` against a
-# bare spawn-and-wait loop (bench/ref_spawn.c); a worker's peak memory; and
-# (full runs) 1,000,000 PostgreSQL jobs in a row (bench/sustained.sh).
+# acknowledgement), and the PostgreSQL reference on tq's own table. Then:
+# enqueue one job per call against bulk; the enqueue-to-start latency of
+# idle workers; the process rate with 1,000,000 finished rows kept against
+# an empty table; `tq work -- true` against a bare spawn-and-wait loop
+# (bench/ref_spawn.c); a worker's peak memory; and (full runs) 1,000,000
+# PostgreSQL jobs in a row (bench/sustained.sh).
 #
 # Writes docs/bench/results.csv, docs/bench/extras.csv,
 # docs/bench/sustained.csv (full runs) and docs/bench/throughput.png
@@ -138,6 +139,15 @@ for engine in sqlite postgres; do
     extra $engine "commands/s: tq work -- true vs bare spawn loop" "$tw" \
         "$("$build/ref_spawn" 2000 true | jq .per_s)"
     drop "$u"
+done
+# What tq's table costs, apart from tq: the reference's own statements on
+# a table made by tq init, against the reference on its minimal table.
+for w in 4 16; do
+    t=$(store postgres)
+    "$tq" init --db "$t" >/dev/null
+    on_tq=$("$build/ref_pg" "$pg" "$(schema_of "$t")" 20000 $w 100 tq | jq .process_per_s)
+    extra postgres "reference jobs/s with $w workers and 100 per claim: on tq's table vs its minimal table" \
+        "$on_tq" "$(ref postgres 20000 $w 100)"
 done
 # Full runs only: 1,000,000 jobs in a row on PostgreSQL, tq's table settings
 # against the defaults (bench/sustained.sh).
