@@ -353,7 +353,8 @@ static void plain_inserts_check_queue_names(void **state)
 }
 
 /* A store made by schema version 1 (regex CHECK on jobs.queue, default
- * table settings) is brought to version 2 by tq init, keeping its jobs. */
+ * table settings, descending LIFO index) is brought to the current version
+ * by tq init, keeping its jobs. */
 static void version_1_store_migrates(void **state)
 {
     (void)state;
@@ -368,6 +369,9 @@ static void version_1_store_migrates(void **state)
             "  CHECK (queue ~ '^[A-Za-z0-9_.-]{1,64}$');"
             "ALTER TABLE old.jobs RESET (fillfactor, autovacuum_vacuum_scale_factor,"
             "  autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay);"
+            "DROP INDEX old.jobs_ready_lifo;"
+            "CREATE INDEX jobs_ready_lifo ON old.jobs (queue, priority DESC, id DESC)"
+            "  WHERE state = 'ready';"
             "UPDATE old.meta SET value = '1' WHERE key = 'schema_version'");
     snprintf(url, sizeof url, "%s&tq_schema=old", base);
     assert_int_equal(tq_open(&db, url, NULL), TQ_ESCHEMA); /* asks for tq init */
@@ -384,13 +388,15 @@ static void version_1_store_migrates(void **state)
                   "   AND conrelid = 'old.jobs'::regclass),"
                   " (SELECT array_to_string(reloptions, ',') FROM pg_class"
                   "   WHERE oid = 'old.jobs'::regclass),"
-                  " (SELECT payload FROM old.jobs)");
+                  " (SELECT payload FROM old.jobs),"
+                  " (SELECT pg_get_indexdef('old.jobs_ready_lifo'::regclass))");
     assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
-    assert_string_equal(PQgetvalue(r, 0, 0), "2");
+    assert_string_equal(PQgetvalue(r, 0, 0), "3");
     assert_null(strstr(PQgetvalue(r, 0, 1), "~"));
     assert_non_null(strstr(PQgetvalue(r, 0, 1), "octet_length"));
     assert_non_null(strstr(PQgetvalue(r, 0, 2), "autovacuum_vacuum_scale_factor"));
     assert_string_equal(PQgetvalue(r, 0, 3), "\\x6b657074");
+    assert_non_null(strstr(PQgetvalue(r, 0, 4), "(queue, priority, id)"));
     PQclear(r);
     PQfinish(c);
 }

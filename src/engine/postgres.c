@@ -118,6 +118,14 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "ALTER TABLE TQ.jobs SET (fillfactor = 80,"
     "  autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_threshold = 1000,"
     "  autovacuum_vacuum_cost_limit = 2000, autovacuum_analyze_scale_factor = 0.05);",
+    /* 3: the LIFO index ascending, read backward by the LIFO claim. Kept
+     * descending, every new job went in at the left end of its queue's
+     * range, where a B-tree page split leaves both halves half full: after
+     * 200,000 jobs it had 2,598 pages against 1,444 ascending (and 1,673
+     * for the FIFO index), all of which enqueue writes and vacuum reads. */
+    "DROP INDEX TQ.jobs_ready_lifo;"
+    "CREATE INDEX jobs_ready_lifo ON TQ.jobs (queue, priority, id) WHERE state = "
+    "'ready';",
 };
 
 #define OUT_OF_ATTEMPTS                                                                  \
