@@ -150,15 +150,20 @@ for w in 4 16; do
         "$on_tq" "$(ref postgres 20000 $w 100)"
 done
 # Full runs only: 1,000,000 jobs in a row on PostgreSQL, tq's table settings
-# against the defaults (bench/sustained.sh).
+# against the defaults, and with finished rows deleted (bench/sustained.sh).
 if [ $quick = 0 ]; then
     bash "$here/sustained.sh" "$pg" "$build" 2>/dev/null | tee "$dir/sustained.txt" >&2
     echo "settings,round,jobs_per_s" >"$out/sustained.csv"
-    grep -E '^(tq|defaults),[0-9]+,' "$dir/sustained.txt" >>"$out/sustained.csv"
-    for settings in tq defaults; do
+    grep -E '^(tq|defaults|delete_done),[0-9]+,' "$dir/sustained.txt" >>"$out/sustained.csv"
+    for settings in tq defaults delete_done; do
         first=$(awk -F, -v s=$settings '$1 == s && $2 == 1 { print $3 }' "$out/sustained.csv")
         last=$(awk -F, -v s=$settings '$1 == s { r = $3 } END { print r }' "$out/sustained.csv")
-        extra postgres "sustained with $settings table settings: jobs/s in the last vs first of 10 rounds of 100000" "$last" "$first"
+        case $settings in
+        tq) label="tq's table settings" ;;
+        defaults) label="default table settings" ;;
+        *) label="tq's table settings and finished rows deleted" ;;
+        esac
+        extra postgres "sustained with $label: jobs/s in the last vs first of 10 rounds of 100000" "$last" "$first"
     done
 fi
 for engine in sqlite postgres; do

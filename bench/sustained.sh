@@ -3,9 +3,10 @@
 # ages? 1,000,000 jobs processed in a row, as 10 rounds of 100,000 (tq bench,
 # 4 workers: enqueue 100,000, process them all) in one schema, so every
 # round works beside the done rows and dead row versions of the ones before.
-# Run twice in one invocation: with tq's table settings (migration 2 in
-# src/engine/postgres.c) and with PostgreSQL's defaults (the same table, its
-# storage options reset).
+# Run three times in one invocation: with tq's table settings (migration 2
+# in src/engine/postgres.c), with PostgreSQL's defaults (the same table, its
+# storage options reset), and with tq's settings on queues that delete
+# finished jobs (tq bench --delete-done), so no finished rows stay.
 #
 # Prints "settings,round,jobs_per_s" lines, then for each settings the first
 # round, the last round and last / first.
@@ -20,7 +21,7 @@ tq=$build/tq
 export PGOPTIONS="-c client_min_messages=warning"
 
 summary=""
-for settings in tq defaults; do
+for settings in tq defaults delete_done; do
     schema=sustained_$settings
     psql -X -q "$url" -c "DROP SCHEMA IF EXISTS $schema CASCADE"
     "$tq" init --db "$url&tq_schema=$schema" >/dev/null
@@ -32,7 +33,8 @@ for settings in tq defaults; do
     first="" last=""
     for r in $(seq 1 "$rounds"); do
         rate=$("$tq" bench --db "$url&tq_schema=$schema" --jobs "$per" --workers 4 \
-            --latency-jobs 0 --json | jq '.process_per_s | round')
+            --latency-jobs 0 $([ "$settings" = delete_done ] && echo --delete-done) --json |
+            jq '.process_per_s | round')
         echo "$settings,$r,$rate"
         [ -z "$first" ] && first=$rate
         last=$rate

@@ -268,9 +268,11 @@ static int run_worker(const char *url, const char *queue, int index, int concurr
 
 int cmd_bench(int argc, char **argv)
 {
-    static const char usage[] = "tq bench [--jobs N] [--workers W] [--concurrency C] "
-                                "[--prefetch N] [--enqueue-batch N] [--payload BYTES] "
-                                "[--latency-jobs N] [--lease DUR] [--json] [--db URL]";
+    static const char usage[] =
+        "tq bench [--jobs N] [--workers W] [--concurrency C] "
+        "[--prefetch N] [--enqueue-batch N] [--payload BYTES] "
+        "[--latency-jobs N] [--lease DUR] [--delete-done] [--json] "
+        "[--db URL]";
     static const struct option lo[] = {{"db", required_argument, NULL, 'D'},
                                        {"help", no_argument, NULL, 'h'},
                                        {"jobs", required_argument, NULL, 'n'},
@@ -282,11 +284,12 @@ int cmd_bench(int argc, char **argv)
                                        {"json", no_argument, NULL, 'j'},
                                        {"latency-jobs", required_argument, NULL, 'l'},
                                        {"lease", required_argument, NULL, 'L'},
+                                       {"delete-done", no_argument, NULL, 'd'},
                                        {0}};
     const char *url = NULL;
     long long njobs = 20000, nworkers = 8, conc = 1, psize = 16, nlat = 100,
               prefetch = -1, ebatch = BATCH_MAX;
-    int c, json = 0, ex = 0;
+    int c, json = 0, ex = 0, delete_done = 0;
     int64_t lease_us = 30000000;
     char tmpdir[] = "/tmp/tq-bench-XXXXXX", tmpdb[64] = "";
 
@@ -305,6 +308,7 @@ int cmd_bench(int argc, char **argv)
                    "--enqueue-batch N: jobs per enqueue transaction (1 to 1000; 1000).\n"
                    "--prefetch N: jobs a worker may claim ahead of its free slots\n"
                    "(default 512, 0: none).\n"
+                   "--delete-done: the queue deletes finished jobs' rows (keep_done 0).\n"
                    "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
                    "Exits 1 if any job was lost or ran twice.\n",
                    usage);
@@ -335,6 +339,9 @@ int cmd_bench(int argc, char **argv)
             break;
         case 'j':
             json = 1;
+            break;
+        case 'd':
+            delete_done = 1;
             break;
         case 'l':
             if (cli_int("bench", "--latency-jobs", optarg, 0, 100000, &nlat))
@@ -381,8 +388,9 @@ int cmd_bench(int argc, char **argv)
     snprintf(queue, sizeof queue, "bench.%lld.%ld", (long long)time(NULL),
              (long)getpid());
     tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
-    qo.set = TQ_SET_LEASE;
+    qo.set = TQ_SET_LEASE | TQ_SET_KEEP_DONE;
     qo.lease_us = lease_us;
+    qo.keep_done = !delete_done;
     if (!rc)
         rc = tq_queue_set(db, queue, &qo);
     if (rc) {
@@ -486,14 +494,21 @@ int cmd_bench(int argc, char **argv)
         else if (r > 1)
             dups += r - 1;
     }
-    /* And the store agrees: all done. */
+    /* And the store agrees: all done (or, deleting done rows, none left). */
     int64_t done_in_store = -1, p50 = 0, p99 = 0;
     if (!(rc = tq_open(&db, url, NULL))) {
         tq_stats st;
         int64_t *d = NULL;
         size_t nd = 0;
-        if (!(rc = tq_stats_get(&st, db, queue)))
+        if (!(rc = tq_stats_get(&st, db, queue))) {
             done_in_store = st.count[TQ_DONE];
+            if (delete_done) { /* every row gone: all done */
+                int64_t left = 0;
+                for (int k = 0; k < TQ_STATE_COUNT; k++)
+                    left += st.count[k];
+                done_in_store = njobs - left;
+            }
+        }
         if (!rc && !(rc = tq_job_durations(&d, &nd, db, queue, (size_t)njobs))) {
             p50 = tq_percentile(d, nd, 0.50);
             p99 = tq_percentile(d, nd, 0.99);

@@ -1,5 +1,7 @@
 # 8 worker processes, 20,000 jobs: each ran exactly once (tq bench counts
-# every handler call in shared memory, independently of the store).
+# every handler call in shared memory, independently of the store). Then
+# with --delete-done: the same, and no row of the queue left in the store
+# (bench counts what is left; any row makes "done" fall short and exit 1).
 . "$(dirname "$0")/lib.sh"
 "$TQ" bench --jobs 20000 --workers 8 --json >"$T/bench.json" 2>"$T/bench.log" ||
     fail "bench exited non-zero: $(cat "$T/bench.json")"
@@ -12,3 +14,10 @@ expect_eq "$(echo "$r" | jq .lost)" 0 lost
 expect_eq "$(echo "$r" | jq .duplicates)" 0 duplicates
 echo "$r" | jq -e '.enqueue_per_s > 0 and .process_per_s > 0' >/dev/null || fail "rates"
 echo "ok: $r"
+"$TQ" bench --jobs 3000 --workers 4 --delete-done --latency-jobs 0 --json >"$T/del.json" \
+    2>"$T/del.log" || fail "bench --delete-done exited non-zero: $(cat "$T/del.json" "$T/del.log")"
+d=$(cat "$T/del.json")
+expect_eq "$(echo "$d" | jq .done)" 3000 "done (rows deleted)"
+expect_eq "$(echo "$d" | jq .ran)" 3000 "handler calls, deleting"
+expect_eq "$(echo "$d" | jq .duplicates)" 0 "duplicates, deleting"
+echo "ok: $d"
