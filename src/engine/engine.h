@@ -152,6 +152,8 @@ const char *tq__postgres_claim_sql(tq_order order);
 const char *tq__postgres_rescue_sql(void);
 /* For the plan tests: the drain check (is anything ready or running). */
 const char *tq__postgres_pending_sql(void);
+/* For the plan tests: the group acknowledgement of done jobs. */
+const char *tq__postgres_ack_sql(void);
 #endif
 
 #endif /* TQ_ENGINE_H */

@@ -131,6 +131,10 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "DROP INDEX tq_jobs_ready_lifo;"
     "CREATE INDEX tq_jobs_ready_lifo ON tq_jobs (queue, priority, id, run_at)"
     "  WHERE state = 'ready';",
+    /* 4: PostgreSQL's jobs_running now covers leased rows, so that its
+     * planner cannot drive acknowledgements from it. SQLite looks a row up
+     * by its rowid whenever a statement names one, so nothing changes. */
+    "SELECT 1;",
 };
 
 /* A job is out of attempts when it has started as many as it may. */
