@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # bench/sustained.sh - does the PostgreSQL rate stay flat as the jobs table
-# ages? 1,000,000 jobs processed in a row, as 10 rounds of 100,000 (tq bench,
-# 4 workers: enqueue 100,000, process them all) in one schema, so every
-# round works beside the done rows and dead row versions of the ones before.
-# Run three times in one invocation: with tq's table settings (migration 2
-# in src/engine/postgres.c), with PostgreSQL's defaults (the same table, its
-# storage options reset), and with tq's settings on queues that delete
-# finished jobs (tq bench --delete-done), so no finished rows stay.
+# ages? 1,000,000 jobs processed in a row by 4 workers that stay up (tq bench
+# --rounds 10 --jobs 100000: jobs are enqueued while the workers run, at
+# most 100,000 ahead of them), with the rate of every 100,000 reported, so
+# every round works beside the done rows and dead row versions of the ones
+# before. Run three times in one invocation: with tq's table settings
+# (migration 2 in src/engine/postgres.c), with PostgreSQL's defaults (the
+# same table, its storage options reset), and with tq's settings on a queue
+# that deletes finished jobs (tq bench --delete-done).
 #
 # Prints "settings,round,jobs_per_s" lines, then for each settings the first
 # round, the last round and last / first.
@@ -21,6 +22,8 @@ tq=$build/tq
 export PGOPTIONS="-c client_min_messages=warning"
 
 summary=""
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT
 for settings in tq defaults delete_done; do
     schema=sustained_$settings
     psql -X -q "$url" -c "DROP SCHEMA IF EXISTS $schema CASCADE"
@@ -30,15 +33,13 @@ for settings in tq defaults delete_done; do
             autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold,
             autovacuum_vacuum_cost_limit, autovacuum_analyze_scale_factor)"
     fi
-    first="" last=""
-    for r in $(seq 1 "$rounds"); do
-        rate=$("$tq" bench --db "$url&tq_schema=$schema" --jobs "$per" --workers 4 \
-            --latency-jobs 0 $([ "$settings" = delete_done ] && echo --delete-done) --json |
-            jq '.process_per_s | round')
-        echo "$settings,$r,$rate"
-        [ -z "$first" ] && first=$rate
-        last=$rate
-    done
+    "$tq" bench --db "$url&tq_schema=$schema" --jobs "$per" --rounds "$rounds" \
+        --workers 4 --latency-jobs 0 $([ "$settings" = delete_done ] && echo --delete-done) \
+        --json >"$tmp"
+    jq -r --arg s "$settings" '.round_per_s | to_entries[] |
+        "\($s),\(.key + 1),\(.value | round)"' "$tmp"
+    first=$(jq '.round_per_s[0] | round' "$tmp")
+    last=$(jq '.round_per_s[-1] | round' "$tmp")
     dead=$(psql -X -At "$url" -c "SELECT n_dead_tup || ' dead rows, ' || autovacuum_count
         || ' autovacuums, ' || pg_size_pretty(pg_total_relation_size(relid))
         FROM pg_stat_user_tables WHERE schemaname = '$schema' AND relname = 'jobs'")

@@ -222,6 +222,19 @@ static void rescue_plan_is_ordered_index_scan(void **state)
     tq_close(db);
 }
 
+/* Prepares sql (with TQ. standing for schema) as name_args, e.g. "p (text)",
+ * and makes the session plan it as a worker's connection ends up doing:
+ * one generic plan, whatever the parameters. */
+static void prepare_generic(PGconn *c, const char *name_args, const char *sql,
+                            const char *schema)
+{
+    char *q = in_schema(sql, schema), prep[2048];
+    snprintf(prep, sizeof prep, "PREPARE %s AS %s", name_args, q);
+    free(q);
+    exec(c, prep);
+    exec(c, "SET plan_cache_mode = force_generic_plan");
+}
+
 /* Idle draining workers ask whether anything is ready or running: the
  * running half must be an ordered scan of jobs_running from the newest
  * lease (its generic plan, as the worker runs it), not a bitmap scan, and
@@ -235,11 +248,8 @@ static void pending_plan_is_ordered_index_scan(void **state)
             " started_at, lease_until) SELECT 'busy', 'running', 'p', 1, 'w', now(),"
             " now() + g * interval '1 ms' FROM generate_series(1, 100000) g");
     exec(c, "ANALYZE pendplan.jobs");
-    char *q = in_schema(tq__postgres_pending_sql(), "pendplan"), prep[2048], plan[8192];
-    snprintf(prep, sizeof prep, "PREPARE pend (text) AS %s", q);
-    free(q);
-    exec(c, prep);
-    exec(c, "SET plan_cache_mode = force_generic_plan");
+    char plan[8192];
+    prepare_generic(c, "pend (text)", tq__postgres_pending_sql(), "pendplan");
     explain(c, "EXECUTE pend ('idle')", plan, sizeof plan);
     if (!strstr(plan, "Index Scan Backward using jobs_running") || strstr(plan, "Bitmap"))
         fail_msg("unexpected drain-check plan:\n%s", plan);
@@ -272,11 +282,8 @@ static void ack_plan_is_id_lookup(void **state)
     exec(c, "INSERT INTO ackplan.jobs (queue, state, payload, attempts, worker,"
             " started_at, lease_until) SELECT 'q', 'running', 'p', 1, 'w', now(),"
             " now() + interval '1 hour' FROM generate_series(1, 5000)");
-    char *q = in_schema(tq__postgres_ack_sql(), "ackplan"), prep[2048], plan[8192];
-    snprintf(prep, sizeof prep, "PREPARE ack (text, int8[], int4[]) AS %s", q);
-    free(q);
-    exec(c, prep);
-    exec(c, "SET plan_cache_mode = force_generic_plan");
+    char plan[8192];
+    prepare_generic(c, "ack (text, int8[], int4[])", tq__postgres_ack_sql(), "ackplan");
     explain(c, "EXECUTE ack ('w', '{1,2}', '{1,1}')", plan, sizeof plan);
     if (!strstr(plan, "using jobs_pkey") || strstr(plan, "jobs_running"))
         fail_msg("unexpected ack plan:\n%s", plan);

@@ -8,6 +8,11 @@
  * exactly once. The check does not trust the store: every handler call
  * bumps a counter for its job id in memory shared by all the processes,
  * and the parent counts zeros (lost) and counts above one (duplicates).
+ *
+ * With --rounds R it is a sustained run instead: the workers start first and
+ * stay up, the parent enqueues R x N jobs while they work, never more than N
+ * ahead of them, and the rate of each N jobs in a row is reported (the
+ * handler stamps the time the N-th, 2N-th, ... job starts).
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -26,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+enum { ROUNDS_MAX = 1000 };
+
 typedef struct shared {
     _Atomic int64_t busy_retries;
     _Atomic int64_t lost_acks;    /* acks refused by the fence */
@@ -33,6 +40,9 @@ typedef struct shared {
     _Atomic int64_t peak_own_kb;  /* largest worker peak RSS, without runs[] */
     int64_t first_id;
     int64_t njobs;
+    int64_t per_round;                         /* --rounds: jobs per round, else 0 */
+    _Atomic int64_t ran;                       /* handler calls so far */
+    _Atomic int64_t round_end[ROUNDS_MAX + 1]; /* monotonic us the k-th round ended */
     _Atomic uint32_t runs[]; /* per job: how many times its handler ran */
 } shared;
 
@@ -65,6 +75,9 @@ static int noop_handler(void *ud, const tq_job *job, char *err, size_t errlen)
         return 0;
     }
     atomic_fetch_add(&sh->runs[i], 1);
+    int64_t n = atomic_fetch_add(&sh->ran, 1) + 1;
+    if (sh->per_round && n % sh->per_round == 0 && n / sh->per_round <= ROUNDS_MAX)
+        atomic_store(&sh->round_end[n / sh->per_round], now_us());
     return 0;
 }
 
@@ -84,13 +97,21 @@ static int stamp_handler(void *ud, const tq_job *job, char *err, size_t errlen)
     return 0;
 }
 
-static tq_worker *volatile idle_worker;
+/* The worker a process runs until SIGTERM (latency phase, --rounds). */
+static tq_worker *volatile resident_worker;
 
-static void stop_idle(int sig)
+static void stop_resident(int sig)
 {
     (void)sig;
-    if (idle_worker)
-        tq_worker_stop(idle_worker);
+    if (resident_worker)
+        tq_worker_stop(resident_worker);
+}
+
+static void stop_on_sigterm(void)
+{
+    struct sigaction sa = {.sa_handler = stop_resident};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 /* An idle worker for the latency phase: runs until SIGTERM. */
@@ -100,9 +121,7 @@ static int run_idle_worker(const char *url, const char *queue, int index, latenc
     tq_worker *w = NULL;
     char name[128];
     const char *queues[1] = {queue};
-    struct sigaction sa = {.sa_handler = stop_idle};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
+    stop_on_sigterm();
     int rc = tq_open(&db, url, NULL);
     snprintf(name, sizeof name, "%s.w%d", queue, index);
     tq_worker_opts o = TQ_WORKER_OPTS_INIT;
@@ -112,9 +131,9 @@ static int run_idle_worker(const char *url, const char *queue, int index, latenc
     o.handler = stamp_handler;
     o.handler_ud = lat;
     if (!rc && !(rc = tq_worker_new(&w, db, &o))) {
-        idle_worker = w;
+        resident_worker = w;
         rc = tq_worker_run(w);
-        idle_worker = NULL;
+        resident_worker = NULL;
     }
     if (rc)
         cli_error("bench", "idle worker %d: %s", index, tq_errmsg(db));
@@ -244,12 +263,17 @@ static int run_worker(const char *url, const char *queue, int index, int concurr
     o.name = name;
     o.concurrency = concurrency;
     o.prefetch = prefetch;
-    o.drain = 1;
+    o.drain = !sh->per_round; /* --rounds: until SIGTERM */
     o.poll_max_us = 20000;
     o.handler = noop_handler;
     o.handler_ud = sh;
-    if (!(rc = tq_worker_new(&w, db, &o)))
+    if (sh->per_round)
+        stop_on_sigterm();
+    if (!(rc = tq_worker_new(&w, db, &o))) {
+        resident_worker = w;
         rc = tq_worker_run(w);
+        resident_worker = NULL;
+    }
     if (rc)
         cli_error("bench", "worker %d: %s", index, tq_errmsg(db));
     if (w) {
@@ -266,13 +290,94 @@ static int run_worker(const char *url, const char *queue, int index, int concurr
     return rc ? EXIT_RUNTIME : 0;
 }
 
+/* Enqueues n jobs in transactions of up to batch; the first id ever goes to
+ * sh->first_id, the last to *last_id, and *enqueued grows by n. */
+static int enqueue_jobs(tq *db, const char *queue, tq_payload *items, size_t batch,
+                        long long n, shared *sh, long long *enqueued, int64_t *last_id)
+{
+    int64_t ids[BATCH_MAX];
+    for (long long done = 0; done < n;) {
+        size_t k = n - done < (long long)batch ? (size_t)(n - done) : batch;
+        int rc = tq_job_enqueue_batch(ids, db, queue, items, k, NULL);
+        if (rc)
+            return rc;
+        if (*enqueued == 0)
+            sh->first_id = ids[0];
+        *last_id = ids[k - 1];
+        done += (long long)k;
+        *enqueued += (long long)k;
+    }
+    return 0;
+}
+
+/* Waits for the workers in pids (all of them, or with WNOHANG those that
+ * have exited), marking each reaped one -1; *failed = 1 if one did not exit
+ * with 0. Returns how many it reaped. */
+static int reap(pid_t *pids, int n, int options, int *failed)
+{
+    int reaped = 0, st;
+    for (int i = 0; i < n; i++) {
+        if (pids[i] <= 0)
+            continue;
+        pid_t r;
+        while ((r = waitpid(pids[i], &st, options)) < 0 && errno == EINTR)
+            ;
+        if (r != pids[i])
+            continue;
+        pids[i] = -1;
+        reaped++;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            *failed = 1;
+    }
+    return reaped;
+}
+
+/* --rounds: enqueue the rest of the jobs while the workers run, never more
+ * than one round ahead of the jobs started, and return once all have
+ * started, a worker has exited (*worker_fail) or none started for 2 min. */
+static int feed(tq *db, const char *queue, tq_payload *items, size_t batch,
+                long long total, shared *sh, long long *enqueued, int64_t *last_id,
+                pid_t *pids, int nworkers, int *worker_fail)
+{
+    int64_t last_ran = -1, progress_at = now_us();
+    struct timespec tick = {0, 1000000};
+    for (;;) {
+        int64_t ran = atomic_load(&sh->ran);
+        if (*enqueued < total && *enqueued - ran < sh->per_round) {
+            long long n = total - *enqueued < (long long)batch ? total - *enqueued
+                                                               : (long long)batch;
+            int rc = enqueue_jobs(db, queue, items, batch, n, sh, enqueued, last_id);
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (ran >= total)
+            return 0;
+        if (reap(pids, nworkers, WNOHANG, worker_fail)) {
+            *worker_fail = 1; /* a resident worker never leaves by itself */
+            return 0;
+        }
+        int64_t now = now_us();
+        if (ran != last_ran) {
+            last_ran = ran;
+            progress_at = now;
+        } else if (now - progress_at > 120000000) {
+            cli_error("bench", "no job started for 2 minutes (%lld of %lld)",
+                      (long long)ran, total);
+            *worker_fail = 1;
+            return 0;
+        }
+        nanosleep(&tick, NULL);
+    }
+}
+
 int cmd_bench(int argc, char **argv)
 {
     static const char usage[] =
         "tq bench [--jobs N] [--workers W] [--concurrency C] "
         "[--prefetch N] [--enqueue-batch N] [--payload BYTES] "
-        "[--latency-jobs N] [--lease DUR] [--delete-done] [--json] "
-        "[--db URL]";
+        "[--latency-jobs N] [--lease DUR] [--delete-done] [--rounds R] "
+        "[--json] [--db URL]";
     static const struct option lo[] = {{"db", required_argument, NULL, 'D'},
                                        {"help", no_argument, NULL, 'h'},
                                        {"jobs", required_argument, NULL, 'n'},
@@ -285,10 +390,11 @@ int cmd_bench(int argc, char **argv)
                                        {"latency-jobs", required_argument, NULL, 'l'},
                                        {"lease", required_argument, NULL, 'L'},
                                        {"delete-done", no_argument, NULL, 'd'},
+                                       {"rounds", required_argument, NULL, 'r'},
                                        {0}};
     const char *url = NULL;
     long long njobs = 20000, nworkers = 8, conc = 1, psize = 16, nlat = 100,
-              prefetch = -1, ebatch = BATCH_MAX;
+              prefetch = -1, ebatch = BATCH_MAX, rounds = 1;
     int c, json = 0, ex = 0, delete_done = 0;
     int64_t lease_us = 30000000;
     char tmpdir[] = "/tmp/tq-bench-XXXXXX", tmpdb[64] = "";
@@ -299,19 +405,23 @@ int cmd_bench(int argc, char **argv)
             url = optarg;
             break;
         case 'h':
-            printf("usage: %s\n"
-                   "Enqueues N jobs (default 20000) into a fresh queue, runs W worker\n"
-                   "processes (default 8) with a no-op handler until drained, checks\n"
-                   "that every job ran exactly once, and reports rates and latency.\n"
-                   "Then measures enqueue-to-start latency: --latency-jobs jobs (100)\n"
-                   "enqueued one at a time to W idle workers.\n"
-                   "--enqueue-batch N: jobs per enqueue transaction (1 to 1000; 1000).\n"
-                   "--prefetch N: jobs a worker may claim ahead of its free slots\n"
-                   "(default 512, 0: none).\n"
-                   "--delete-done: the queue deletes finished jobs' rows (keep_done 0).\n"
-                   "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
-                   "Exits 1 if any job was lost or ran twice.\n",
-                   usage);
+            printf(
+                "usage: %s\n"
+                "Enqueues N jobs (default 20000) into a fresh queue, runs W worker\n"
+                "processes (default 8) with a no-op handler until drained, checks\n"
+                "that every job ran exactly once, and reports rates and latency.\n"
+                "Then measures enqueue-to-start latency: --latency-jobs jobs (100)\n"
+                "enqueued one at a time to W idle workers.\n"
+                "--enqueue-batch N: jobs per enqueue transaction (1 to 1000; 1000).\n"
+                "--prefetch N: jobs a worker may claim ahead of its free slots\n"
+                "(default 512, 0: none).\n"
+                "--delete-done: the queue deletes finished jobs' rows (keep_done 0).\n"
+                "--rounds R: a sustained run of R x N jobs (1 to 1000; 1): the workers\n"
+                "start first and stay up, jobs are enqueued while they work (at most\n"
+                "N ahead), and the rate of every N jobs in a row is reported.\n"
+                "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
+                "Exits 1 if any job was lost or ran twice.\n",
+                usage);
             return 0;
         case 'n':
             if (cli_int("bench", "--jobs", optarg, 1, 100000000, &njobs))
@@ -343,6 +453,10 @@ int cmd_bench(int argc, char **argv)
         case 'd':
             delete_done = 1;
             break;
+        case 'r':
+            if (cli_int("bench", "--rounds", optarg, 1, ROUNDS_MAX, &rounds))
+                return EXIT_USAGE;
+            break;
         case 'l':
             if (cli_int("bench", "--latency-jobs", optarg, 0, 100000, &nlat))
                 return EXIT_USAGE;
@@ -362,6 +476,11 @@ int cmd_bench(int argc, char **argv)
     }
     if (optind < argc) {
         cli_error("bench", "unexpected argument '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (njobs * rounds > 100000000) {
+        cli_error("bench", "--jobs times --rounds is %lld; at most 100000000",
+                  njobs * rounds);
         return EXIT_USAGE;
     }
     if (!url)
@@ -399,8 +518,11 @@ int cmd_bench(int argc, char **argv)
         goto cleanup;
     }
 
-    /* Enqueue in batches (1000 by default), one transaction each. */
-    size_t shsize = sizeof(shared) + (size_t)njobs * sizeof(uint32_t);
+    /* Enqueue in batches (1000 by default), one transaction each: all of
+     * them now, or with --rounds the first batch now and the rest while the
+     * workers run. */
+    const long long total = njobs * rounds;
+    size_t shsize = sizeof(shared) + (size_t)total * sizeof(uint32_t);
     shared *sh =
         mmap(NULL, shsize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) {
@@ -411,41 +533,26 @@ int cmd_bench(int argc, char **argv)
     }
     const size_t batch = (size_t)ebatch;
     tq_payload items[BATCH_MAX];
-    int64_t ids[BATCH_MAX];
     char *payload = malloc((size_t)psize + 1);
     memset(payload, 'x', (size_t)psize);
     for (int i = 0; i < BATCH_MAX; i++)
         items[i] = (tq_payload){payload, (size_t)psize};
+    sh->njobs = total;
+    sh->per_round = rounds > 1 ? njobs : 0;
+    long long enqueued = 0;
     int64_t t0 = now_us(), last_id = 0;
-    for (long long done = 0; done < njobs && !rc;) {
-        size_t n = njobs - done < (long long)batch ? (size_t)(njobs - done) : batch;
-        rc = tq_job_enqueue_batch(ids, db, queue, items, n, NULL);
-        if (!rc) {
-            if (done == 0)
-                sh->first_id = ids[0];
-            last_id = ids[n - 1];
-            done += (long long)n;
-        }
-    }
+    rc = enqueue_jobs(db, queue, items, batch,
+                      rounds > 1 ? (long long)batch < total ? (long long)batch : total
+                                 : total,
+                      sh, &enqueued, &last_id);
     int64_t t_enq = now_us() - t0;
-    free(payload);
     if (rc) {
         ex = cli_fail("bench", db, rc);
         tq_close(db);
+        free(payload);
         munmap(sh, shsize);
         goto cleanup;
     }
-    if (last_id - sh->first_id + 1 != njobs) {
-        /* Ids are consecutive when no one else writes meanwhile; the
-         * counters assume it. */
-        cli_error("bench", "another writer interleaved with the enqueue; run on a "
-                           "quiet store");
-        tq_close(db);
-        munmap(sh, shsize);
-        ex = EXIT_RUNTIME;
-        goto cleanup;
-    }
-    sh->njobs = njobs;
     tq_close(db); /* no connection may cross fork() */
     db = NULL;
 
@@ -469,14 +576,36 @@ int cmd_bench(int argc, char **argv)
         }
         pids[started++] = p;
     }
-    for (int i = 0; i < started; i++) {
-        int st;
-        while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
-            ;
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    if (rounds > 1 && !worker_fail) {
+        int64_t t_feed = now_us();
+        if (!(rc = tq_open(&db, url, NULL)))
+            rc = feed(db, queue, items, batch, total, sh, &enqueued, &last_id, pids,
+                      started, &worker_fail);
+        t_enq = now_us() - t_feed; /* paced by the workers */
+        if (rc) {
+            cli_fail("bench", db, rc);
             worker_fail = 1;
+        }
+        tq_close(db);
+        db = NULL;
+        for (int i = 0; i < started; i++)
+            if (pids[i] > 0)
+                kill(pids[i], SIGTERM);
     }
+    reap(pids, started, 0, &worker_fail);
     int64_t t_work = now_us() - t0;
+    if (rounds > 1 && atomic_load(&sh->round_end[rounds]))
+        t_work = atomic_load(&sh->round_end[rounds]) - t0; /* the last job started */
+    free(payload);
+    if (last_id - sh->first_id + 1 != enqueued) {
+        /* Ids are consecutive when no one else writes meanwhile; the
+         * counters assume it. */
+        cli_error("bench", "another writer interleaved with the enqueue; run on a "
+                           "quiet store");
+        munmap(sh, shsize);
+        ex = EXIT_RUNTIME;
+        goto cleanup;
+    }
     /* The largest worker's peak resident memory, without runs[] if /proc
      * tells (own_peak_rss_kb). */
     struct rusage ru;
@@ -486,7 +615,7 @@ int cmd_bench(int argc, char **argv)
 
     /* Verify: every job ran exactly once. */
     int64_t lost = 0, dups = 0, ran = 0;
-    for (int64_t i = 0; i < njobs; i++) {
+    for (int64_t i = 0; i < total; i++) {
         uint32_t r = atomic_load(&sh->runs[i]);
         ran += r;
         if (r == 0)
@@ -506,10 +635,10 @@ int cmd_bench(int argc, char **argv)
                 int64_t left = 0;
                 for (int k = 0; k < TQ_STATE_COUNT; k++)
                     left += st.count[k];
-                done_in_store = njobs - left;
+                done_in_store = total - left;
             }
         }
-        if (!rc && !(rc = tq_job_durations(&d, &nd, db, queue, (size_t)njobs))) {
+        if (!rc && !(rc = tq_job_durations(&d, &nd, db, queue, (size_t)total))) {
             p50 = tq_percentile(d, nd, 0.50);
             p99 = tq_percentile(d, nd, 0.99);
             tq_free(d);
@@ -523,15 +652,21 @@ int cmd_bench(int argc, char **argv)
     if (nlat > 0 && measure_latency(url, (int)nworkers, (int)nlat, &lat50, &lat99))
         worker_fail = 1;
 
-    double enq_rate = (double)njobs / ((double)t_enq / 1e6);
-    double proc_rate = (double)njobs / ((double)t_work / 1e6);
+    double enq_rate = (double)total / ((double)t_enq / 1e6);
+    double proc_rate = (double)total / ((double)t_work / 1e6);
+    double round_rate[ROUNDS_MAX];
+    for (long long k = 1; k <= rounds && rounds > 1; k++) {
+        int64_t a = k == 1 ? t0 : atomic_load(&sh->round_end[k - 1]),
+                b = atomic_load(&sh->round_end[k]);
+        round_rate[k - 1] = a && b > a ? (double)njobs / ((double)(b - a) / 1e6) : 0;
+    }
     int64_t busy = atomic_load(&sh->busy_retries);
     if (json) {
         json_t *o = json_object();
         json_object_set_new(
             o, "engine",
             json_string(strncmp(url, "postgres", 8) ? "sqlite" : "postgres"));
-        json_object_set_new(o, "jobs", json_integer(njobs));
+        json_object_set_new(o, "jobs", json_integer(total));
         json_object_set_new(o, "workers", json_integer(nworkers));
         json_object_set_new(o, "concurrency", json_integer(conc));
         json_object_set_new(o, "prefetch",
@@ -553,6 +688,13 @@ int cmd_bench(int argc, char **argv)
         json_object_set_new(o, "start_latency_p50_us", json_integer(lat50));
         json_object_set_new(o, "start_latency_p99_us", json_integer(lat99));
         json_object_set_new(o, "fenced_acks", json_integer(atomic_load(&sh->lost_acks)));
+        if (rounds > 1) {
+            json_t *a = json_array();
+            for (long long k = 0; k < rounds; k++)
+                json_array_append_new(a, json_real(round_rate[k]));
+            json_object_set_new(o, "rounds", json_integer(rounds));
+            json_object_set_new(o, "round_per_s", a);
+        }
         char *s = json_dumps(o, JSON_PRESERVE_ORDER);
         json_decref(o);
         if (s)
@@ -561,10 +703,17 @@ int cmd_bench(int argc, char **argv)
     } else {
         char a[24], b[24];
         printf("tq bench: %lld jobs, %lld worker processes x %lld slots, store %s\n",
-               njobs, nworkers, conc, tmpdb[0] ? "(temporary SQLite file)" : store);
-        printf("  enqueue   %10.0f jobs/s  (%.2fs, batches of %d)\n", enq_rate,
-               (double)t_enq / 1e6, (int)batch);
+               total, nworkers, conc, tmpdb[0] ? "(temporary SQLite file)" : store);
+        printf("  enqueue   %10.0f jobs/s  (%.2fs, batches of %d%s)\n", enq_rate,
+               (double)t_enq / 1e6, (int)batch,
+               rounds > 1 ? ", paced by the workers" : "");
         printf("  process   %10.0f jobs/s  (%.2fs)\n", proc_rate, (double)t_work / 1e6);
+        if (rounds > 1) {
+            printf("  per round of %lld (jobs/s):", njobs);
+            for (long long k = 0; k < rounds; k++)
+                printf(" %.0f", round_rate[k]);
+            printf("\n");
+        }
         printf("  claim-to-done latency  p50 %s  p99 %s\n",
                tq_duration_format(a, sizeof a, p50),
                tq_duration_format(b, sizeof b, p99));
@@ -577,7 +726,7 @@ int cmd_bench(int argc, char **argv)
         printf("  done %lld  lost %lld  duplicates %lld\n", (long long)done_in_store,
                (long long)lost, (long long)dups);
     }
-    if (lost || dups || worker_fail || done_in_store != njobs ||
+    if (lost || dups || worker_fail || done_in_store != total ||
         atomic_load(&sh->out_of_range)) {
         if (lost || dups)
             cli_error("bench", "FAILED: %lld lost, %lld duplicates", (long long)lost,
@@ -586,7 +735,7 @@ int cmd_bench(int argc, char **argv)
             cli_error("bench",
                       "FAILED: a worker failed or the store shows %lld of %lld "
                       "done",
-                      (long long)done_in_store, njobs);
+                      (long long)done_in_store, total);
         ex = EXIT_RUNTIME;
     }
     munmap(sh, shsize);
