@@ -103,7 +103,8 @@ static char *in_schema(const char *t, const char *s)
     return out;
 }
 
-static void check_plans(PGconn *c, const char *schema, const char *when)
+static void check_plans(PGconn *c, const char *schema, const char *queue,
+                        const char *when)
 {
     static const char *const want[] = {"jobs_ready_fifo", "jobs_ready_lifo",
                                        "jobs_ready_"};
@@ -114,8 +115,13 @@ static void check_plans(PGconn *c, const char *schema, const char *when)
                  "PREPARE claim%d (text, int8, text, int8, int4) AS %s", order, q);
         free(q);
         exec(c, prep);
-        snprintf(prep, sizeof prep, "EXECUTE claim%d ('q', 10, 'w', 30000000, 3)", order);
+        snprintf(prep, sizeof prep, "EXECUTE claim%d ('%s', 10, 'w', 30000000, 3)", order,
+                 queue);
+        /* As a worker runs it: in an exchange, after its planner settings. */
+        exec(c, "BEGIN");
+        exec(c, tq__postgres_plan_sql());
         explain(c, prep, plan, sizeof plan);
+        exec(c, "COMMIT");
         snprintf(prep, sizeof prep, "DEALLOCATE claim%d", order);
         exec(c, prep);
         if (strstr(plan, "Sort") || strstr(plan, "Seq Scan on jobs") ||
@@ -131,14 +137,14 @@ static void claim_plans_use_ready_index(void **state)
     (void)state;
     tq *db = store("plans");
     PGconn *c = pg();
-    check_plans(c, "plans", "empty table");
+    check_plans(c, "plans", "q", "empty table");
     exec(c, "INSERT INTO plans.jobs (queue, state, payload, attempts, started_at,"
             " finished_at) SELECT 'q', 'done', 'p', 1, now(), now()"
             " FROM generate_series(1, 100000)");
     exec(c, "INSERT INTO plans.jobs (queue, payload) VALUES ('q', 'r1'), ('q', 'r2')");
-    check_plans(c, "plans", "100000 done rows");
+    check_plans(c, "plans", "q", "100000 done rows");
     exec(c, "ANALYZE plans.jobs");
-    check_plans(c, "plans", "100000 done rows, analyzed");
+    check_plans(c, "plans", "q", "100000 done rows, analyzed");
     PQfinish(c);
     tq_job *jobs;
     size_t n;
@@ -146,6 +152,21 @@ static void claim_plans_use_ready_index(void **state)
     assert_int_equal(n, 2);
     assert_string_equal((char *)jobs[0].payload, "r1");
     tq_job_array_free(jobs, n);
+    tq_close(db);
+
+    /* A burst into a table with no statistics yet (a new queue table, or one
+     * analyzed between bursts): the planner expects one ready row, so reading
+     * them all through the other ready index and sorting them looks as cheap
+     * as the ordered scan (with a long queue name the FIFO index is the
+     * bigger one, and that tips it), and would sort the whole backlog for
+     * every claim. */
+    db = store("burst");
+    c = pg();
+    for (int i = 0; i < 20; i++)
+        exec(c, "INSERT INTO burst.jobs (queue, payload) SELECT"
+                " 'bench.1795374808.28451', 'b' FROM generate_series(1, 1000)");
+    check_plans(c, "burst", "bench.1795374808.28451", "20000 ready rows, no statistics");
+    PQfinish(c);
     tq_close(db);
 }
 
@@ -299,6 +320,45 @@ static void ack_plan_is_id_lookup(void **state)
                "SELECT string_agg(id || ':' || state, ',' ORDER BY id) FROM ackplan.jobs"
                " WHERE id IN (1, 100001, 100002, 100003)",
                1, (const char *[]){"1:done,100001:done,100002:running,100003:running"});
+    PQfinish(c);
+    tq_close(db);
+}
+
+/* The same on a table with no statistics yet, as a worker's first
+ * acknowledgements are planned (custom plans, inside an exchange): the
+ * planner expects one running row, and without the exchange's settings it
+ * scanned the table and compared every running row with every
+ * acknowledged one. */
+static void ack_plan_without_statistics(void **state)
+{
+    (void)state;
+    tq *db = store("ackfresh");
+    PGconn *c = pg();
+    for (int i = 0; i < 20; i++)
+        exec(c, "INSERT INTO ackfresh.jobs (queue, payload) SELECT"
+                " 'bench.1795374808.28451', 'p' FROM generate_series(1, 1000)");
+    exec(c, "UPDATE ackfresh.jobs SET state = 'running', worker = 'w', attempts = 1,"
+            " started_at = now(), lease_until = now() + interval '1 hour'"
+            " WHERE id <= 1000");
+    char *q = in_schema(tq__postgres_ack_sql(), "ackfresh"), prep[2048], plan[8192];
+    snprintf(prep, sizeof prep, "PREPARE ack (text, int8[], int4[]) AS %s", q);
+    free(q);
+    exec(c, prep);
+    exec(c, "SET plan_cache_mode = force_custom_plan");
+    exec(c, "BEGIN");
+    exec(c, tq__postgres_plan_sql());
+    static char ids[4096], atts[2048], run[8192];
+    char *pi = ids, *pa = atts;
+    for (int i = 1; i <= 500; i++) {
+        pi += sprintf(pi, "%s%d", i > 1 ? "," : "{", i);
+        pa += sprintf(pa, "%s1", i > 1 ? "," : "{");
+    }
+    snprintf(run, sizeof run, "EXECUTE ack ('w', '%s}', '%s}')", ids, atts);
+    explain(c, run, plan, sizeof plan);
+    exec(c, "COMMIT");
+    if (!strstr(plan, "Index Scan using jobs_pkey") || strstr(plan, "Seq Scan") ||
+        strstr(plan, "Join Filter"))
+        fail_msg("unexpected ack plan:\n%s", plan);
     PQfinish(c);
     tq_close(db);
 }
@@ -466,6 +526,7 @@ int main(void)
         cmocka_unit_test(rescue_plan_is_ordered_index_scan),
         cmocka_unit_test(pending_plan_is_ordered_index_scan),
         cmocka_unit_test(ack_plan_is_id_lookup),
+        cmocka_unit_test(ack_plan_without_statistics),
         cmocka_unit_test(claims_never_exceed_limit),
         cmocka_unit_test(concurrent_init),
         cmocka_unit_test(plain_inserts_check_queue_names),

@@ -148,6 +148,8 @@ extern const struct tq__engine tq__engine_postgres;
 /* For the plan tests: the PostgreSQL claim statement of an order, with
  * "TQ." standing for the schema. */
 const char *tq__postgres_claim_sql(tq_order order);
+/* For the plan tests: the planner settings each exchange starts with. */
+const char *tq__postgres_plan_sql(void);
 /* For the plan tests: the statement that puts back expired leases. */
 const char *tq__postgres_rescue_sql(void);
 /* For the plan tests: the drain check (is anything ready or running). */
