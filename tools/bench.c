@@ -107,11 +107,30 @@ static void stop_resident(int sig)
         tq_worker_stop(resident_worker);
 }
 
+/* SIGTERM stays blocked from here until resident_ready(): the parent may
+ * send it while this worker is still starting (a --rounds feed can finish
+ * before a slow worker has registered), and a stop that found no worker yet
+ * would be lost and leave the parent waiting forever. Held, it is delivered
+ * once the worker exists, and tq_worker_run returns at once. */
 static void stop_on_sigterm(void)
 {
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_BLOCK, &term, NULL);
     struct sigaction sa = {.sa_handler = stop_resident};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
+}
+
+/* The worker w (NULL if it could not start) now takes SIGTERM. */
+static void resident_ready(tq_worker *w)
+{
+    resident_worker = w;
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &term, NULL);
 }
 
 /* An idle worker for the latency phase: runs until SIGTERM. */
@@ -130,11 +149,12 @@ static int run_idle_worker(const char *url, const char *queue, int index, latenc
     o.name = name;
     o.handler = stamp_handler;
     o.handler_ud = lat;
-    if (!rc && !(rc = tq_worker_new(&w, db, &o))) {
-        resident_worker = w;
+    if (!rc)
+        rc = tq_worker_new(&w, db, &o);
+    resident_ready(w);
+    if (!rc)
         rc = tq_worker_run(w);
-        resident_worker = NULL;
-    }
+    resident_worker = NULL;
     if (rc)
         cli_error("bench", "idle worker %d: %s", index, tq_errmsg(db));
     tq_worker_free(w);
@@ -269,11 +289,12 @@ static int run_worker(const char *url, const char *queue, int index, int concurr
     o.handler_ud = sh;
     if (sh->per_round)
         stop_on_sigterm();
-    if (!(rc = tq_worker_new(&w, db, &o))) {
-        resident_worker = w;
+    rc = tq_worker_new(&w, db, &o);
+    if (sh->per_round)
+        resident_ready(w);
+    if (!rc)
         rc = tq_worker_run(w);
-        resident_worker = NULL;
-    }
+    resident_worker = NULL;
     if (rc)
         cli_error("bench", "worker %d: %s", index, tq_errmsg(db));
     if (w) {
