@@ -107,6 +107,14 @@ static void stop_resident(int sig)
         tq_worker_stop(resident_worker);
 }
 
+static void sigterm_mask(int how)
+{
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(how, &term, NULL);
+}
+
 /* SIGTERM stays blocked from here until resident_ready(): the parent may
  * send it while this worker is still starting (a --rounds feed can finish
  * before a slow worker has registered), and a stop that found no worker yet
@@ -114,10 +122,7 @@ static void stop_resident(int sig)
  * once the worker exists, and tq_worker_run returns at once. */
 static void stop_on_sigterm(void)
 {
-    sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    sigprocmask(SIG_BLOCK, &term, NULL);
+    sigterm_mask(SIG_BLOCK);
     struct sigaction sa = {.sa_handler = stop_resident};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
@@ -127,10 +132,7 @@ static void stop_on_sigterm(void)
 static void resident_ready(tq_worker *w)
 {
     resident_worker = w;
-    sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    sigprocmask(SIG_UNBLOCK, &term, NULL);
+    sigterm_mask(SIG_UNBLOCK);
 }
 
 /* An idle worker for the latency phase: runs until SIGTERM. */
