@@ -1,8 +1,9 @@
 /*
  * test_sqlite.c - what only the SQLite engine promises: the claim of each
- * order is an index search with no sort, also beside 100,000 done rows; a
- * plain INSERT from any program enqueues; the file is in WAL mode; a store
- * newer than this build is refused.
+ * order is an index search with no sort, also beside 100,000 done rows; the
+ * LIFO index exists while a queue is LIFO; an acknowledgement builds no
+ * temporary table; a plain INSERT from any program enqueues; the file is in
+ * WAL mode; a store newer than this build is refused, an older one upgrades.
  */
 #define _DEFAULT_SOURCE
 #include <setjmp.h>
@@ -75,12 +76,40 @@ static void check_plans(sqlite3 *h, const char *when)
     }
 }
 
+/* Whether the store has an index of that name. */
+static int has_index(sqlite3 *h, const char *name)
+{
+    sqlite3_stmt *s;
+    assert_int_equal(sqlite3_prepare_v2(h,
+                                        "SELECT count(*) FROM sqlite_schema"
+                                        " WHERE type = 'index' AND name = ?1",
+                                        -1, &s, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    int n = sqlite3_column_int(s, 0);
+    sqlite3_finalize(s);
+    return n;
+}
+
+static void set_order(const char *path, const char *queue, tq_order order)
+{
+    tq *db;
+    tq_queue_opts o = {0};
+    o.set = TQ_SET_ORDER;
+    o.order = order;
+    assert_int_equal(tq_open(&db, path, NULL), 0);
+    assert_int_equal(tq_queue_set(db, queue, &o), 0);
+    tq_close(db);
+}
+
 static void claim_plans_use_ready_index(void **state)
 {
     (void)state;
     char path[128];
     sqlite3 *h;
     new_store(path, sizeof path);
+    set_order(path, "lifo-queue", TQ_LIFO); /* the LIFO index exists */
     assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
     check_plans(h, "empty table");
     exec(
@@ -145,6 +174,174 @@ static void plain_insert_enqueues(void **state)
     tq_close(db);
 }
 
+/* The LIFO index is kept only while a queue needs it; FIFO and unordered
+ * claims stay index searches without it. */
+static void lifo_index_follows_queues(void **state)
+{
+    (void)state;
+    char path[128], plan[4096];
+    sqlite3 *h;
+    new_store(path, sizeof path);
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_false(has_index(h, "tq_jobs_ready_lifo"));
+    for (int order = TQ_FIFO; order <= TQ_UNORDERED; order += 2) {
+        plan_of(h, tq__sqlite_claim_sql((tq_order)order), plan, sizeof plan);
+        if (!strstr(plan, "tq_jobs_ready_fifo") || strstr(plan, "TEMP B-TREE"))
+            fail_msg("order %s without a LIFO queue:\n%s", tq_order_name((tq_order)order),
+                     plan);
+    }
+
+    set_order(path, "stack", TQ_LIFO);
+    assert_true(has_index(h, "tq_jobs_ready_lifo"));
+    set_order(path, "other", TQ_FIFO); /* "stack" still needs it */
+    assert_true(has_index(h, "tq_jobs_ready_lifo"));
+    set_order(path, "stack", TQ_UNORDERED);
+    assert_false(has_index(h, "tq_jobs_ready_lifo"));
+
+    /* A queue made LIFO by plain SQL gets the index at its first claim,
+     * and the claim takes the newest job. */
+    exec(h, "UPDATE tq_queues SET ord = 'lifo' WHERE name = 'stack';"
+            "INSERT INTO tq_jobs (queue, payload) VALUES ('stack', 'old'),"
+            " ('stack', 'new');");
+    assert_false(has_index(h, "tq_jobs_ready_lifo"));
+    tq *db;
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_open(&db, path, NULL), 0);
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "stack", "w", 1), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal((char *)jobs[0].payload, "new");
+    tq_job_array_free(jobs, n);
+    assert_true(has_index(h, "tq_jobs_ready_lifo"));
+    /* Dropped behind a connection that prepared its claims: made again. */
+    exec(h, "DROP INDEX tq_jobs_ready_lifo");
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "stack", "w", 1), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal((char *)jobs[0].payload, "old");
+    tq_job_array_free(jobs, n);
+    assert_true(has_index(h, "tq_jobs_ready_lifo"));
+    tq_close(db);
+    sqlite3_close(h);
+}
+
+/* The temporary tables (OpenEphemeral) the program of sql opens. */
+static int temp_tables(sqlite3 *h, const char *sql)
+{
+    char q[4096];
+    sqlite3_stmt *s;
+    snprintf(q, sizeof q, "EXPLAIN %s", sql);
+    assert_int_equal(sqlite3_prepare_v2(h, q, -1, &s, NULL), SQLITE_OK);
+    int n = 0;
+    while (sqlite3_step(s) == SQLITE_ROW)
+        n += !strcmp((const char *)sqlite3_column_text(s, 1), "OpenEphemeral");
+    sqlite3_finalize(s);
+    return n;
+}
+
+/* Acknowledging a job builds no temporary table; schema 4's state CHECK,
+ * an IN list of five values, built one for every row a statement moved. */
+static void ack_program_has_no_temp_table(void **state)
+{
+    (void)state;
+    char path[128];
+    sqlite3 *h;
+    new_store(path, sizeof path);
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(temp_tables(h, tq__sqlite_ack_sql()), 0);
+    sqlite3_close(h);
+
+    assert_int_equal(sqlite3_open(":memory:", &h), SQLITE_OK);
+    for (int v = 1; v <= 4; v++)
+        exec(h, tq__sqlite_migration(v));
+    assert_int_equal(temp_tables(h, tq__sqlite_ack_sql()), 1);
+    sqlite3_close(h);
+}
+
+static int64_t count_of(sqlite3 *h, const char *sql)
+{
+    sqlite3_stmt *s;
+    assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &s, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    return v;
+}
+
+/* A store made by schema 4 comes up to the current schema with every row,
+ * the id counter, the checks, the trigger and the indexes. */
+static void upgrade_from_version_4(void **state)
+{
+    (void)state;
+    char path[128];
+    sqlite3 *h;
+    snprintf(path, sizeof path, "%s/v4.db", dir);
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    exec(h, "PRAGMA journal_mode = WAL; BEGIN");
+    for (int v = 1; v <= 4; v++)
+        exec(h, tq__sqlite_migration(v));
+    exec(h,
+         "INSERT INTO tq_meta (key, value) VALUES ('schema_version', '4');"
+         "INSERT INTO tq_queues (name, ord) VALUES ('stack', 'lifo');"
+         "INSERT INTO tq_jobs (queue, payload, dedup_key) VALUES ('q', 'a', 'k1'),"
+         " ('q', 'b', NULL), ('stack', 'c', NULL), ('q', 'gone', NULL);"
+         "UPDATE tq_jobs SET state = 'done', attempts = 1, finished_at = 7 WHERE id = 1;"
+         "UPDATE tq_jobs SET state = 'running', attempts = 1, worker = 'w',"
+         " lease_until = 9 WHERE id = 2;"
+         "DELETE FROM tq_jobs WHERE id = 4;" /* the newest id was pruned */
+         "COMMIT");
+    assert_true(has_index(h, "tq_jobs_ready_lifo"));
+    sqlite3_close(h);
+
+    tq *db;
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    assert_int_equal(tq_open(&db, path, NULL), TQ_ESCHEMA); /* init first */
+    tq_close(db);
+    o.create = 1;
+    assert_int_equal(tq_open(&db, path, &o), 0);
+    assert_int_equal(tq_init(db), 0);
+    tq_close(db);
+
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(count_of(h, "SELECT value FROM tq_meta"
+                                 " WHERE key = 'schema_version'"),
+                     TQ__SCHEMA_VERSION);
+    assert_int_equal(count_of(h,
+                              "SELECT count(*) FROM tq_jobs"
+                              " WHERE (id, state, payload) IN (VALUES (1, 'done', 'a'),"
+                              " (2, 'running', 'b'), (3, 'ready', 'c'))"),
+                     3);
+    assert_int_equal(count_of(h, "SELECT count(*) FROM tq_jobs WHERE id = 2 AND"
+                                 " worker = 'w' AND lease_until = 9 AND attempts = 1"),
+                     1);
+    assert_int_equal(count_of(h, "SELECT count(*) FROM tq_jobs"), 3);
+    assert_int_equal(count_of(h,
+                              "SELECT count(*) FROM sqlite_schema WHERE name IN"
+                              " ('tq_jobs_ready_fifo', 'tq_jobs_ready_lifo',"
+                              " 'tq_jobs_running', 'tq_jobs_finished', 'tq_jobs_dedup',"
+                              " 'tq_jobs_new_queue')"),
+                     6);
+    assert_int_equal(count_of(h, "SELECT count(*) FROM sqlite_schema"
+                                 " WHERE name LIKE '%v5%'"),
+                     0);
+    /* The checks hold. */
+    assert_int_not_equal(
+        sqlite3_exec(h, "INSERT INTO tq_jobs (queue, state) VALUES ('q', 'bogus')", NULL,
+                     NULL, NULL),
+        SQLITE_OK);
+    assert_int_not_equal(sqlite3_exec(h,
+                                      "INSERT INTO tq_jobs (queue, dedup_key)"
+                                      " VALUES ('q', 'k1')",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+    /* A new job gets an id never used before, and its queue by trigger. */
+    exec(h, "INSERT INTO tq_jobs (queue, payload) VALUES ('fresh', 'd')");
+    assert_int_equal(count_of(h, "SELECT max(id) FROM tq_jobs"), 5);
+    assert_int_equal(count_of(h, "SELECT count(*) FROM tq_queues WHERE name = 'fresh'"),
+                     1);
+    check_plans(h, "upgraded store");
+    sqlite3_close(h);
+}
+
 static void wal_and_version(void **state)
 {
     (void)state;
@@ -178,6 +375,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(claim_plans_use_ready_index),
         cmocka_unit_test(plain_insert_enqueues),
+        cmocka_unit_test(lifo_index_follows_queues),
+        cmocka_unit_test(ack_program_has_no_temp_table),
+        cmocka_unit_test(upgrade_from_version_4),
         cmocka_unit_test(wal_and_version),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -143,6 +143,10 @@ struct tq__engine {
 extern const struct tq__engine tq__engine_sqlite;
 /* For the plan tests: the SQLite claim statement of an order. */
 const char *tq__sqlite_claim_sql(tq_order order);
+/* For the plan tests: the acknowledgement of one done job. */
+const char *tq__sqlite_ack_sql(void);
+/* For the upgrade test: the SQL that takes a store to version (1-based). */
+const char *tq__sqlite_migration(int version);
 #ifdef TQ_WITH_POSTGRES
 extern const struct tq__engine tq__engine_postgres;
 /* For the plan tests: the PostgreSQL claim statement of an order, with
