@@ -46,11 +46,14 @@ static void exec(PGconn *c, const char *sql)
 /* The plan of EXPLAIN (COSTS OFF) sql, one line per row, into plan. */
 static void explain(PGconn *c, const char *sql, char *plan, size_t size)
 {
-    char text[8192];
-    snprintf(text, sizeof text, "EXPLAIN (COSTS OFF) %s", sql);
+    size_t len = strlen(sql) + 32;
+    char *text = malloc(len);
+    assert_non_null(text);
+    snprintf(text, len, "EXPLAIN (COSTS OFF) %s", sql);
     PGresult *r = PQexec(c, text);
     if (PQresultStatus(r) != PGRES_TUPLES_OK)
-        fail_msg("%s: %s", text, PQerrorMessage(c));
+        fail_msg("%.200s: %s", text, PQerrorMessage(c));
+    free(text);
     plan[0] = '\0';
     for (int i = 0; i < PQntuples(r); i++) {
         strncat(plan, PQgetvalue(r, i, 0), size - strlen(plan) - 2);
@@ -336,6 +339,7 @@ static void ack_plan_is_id_lookup(void **state)
 static void ack_plan_without_statistics(void **state)
 {
     (void)state;
+    enum { RUNNING = 2049 };
     tq *db = store("ackfresh");
     PGconn *c = pg();
     for (int i = 0; i < 20; i++)
@@ -343,26 +347,31 @@ static void ack_plan_without_statistics(void **state)
                 " '" LONG_QUEUE "', 'p' FROM generate_series(1, 1000)");
     exec(c, "UPDATE ackfresh.jobs SET state = 'running', worker = 'w', attempts = 1,"
             " started_at = now(), lease_until = now() + interval '1 hour'"
-            " WHERE id <= 1000");
-    char *q = in_schema(tq__postgres_ack_sql(), "ackfresh"), prep[2048], plan[8192];
+            " WHERE id <= 2049");
+    char *q = in_schema(tq__postgres_ack_sql(), "ackfresh"), prep[2048], plan[16384];
     snprintf(prep, sizeof prep, "PREPARE ack (text, int8[], int4[]) AS %s", q);
     free(q);
     exec(c, prep);
     exec(c, "SET plan_cache_mode = force_custom_plan");
-    exec(c, "BEGIN");
-    exec(c, tq__postgres_plan_sql());
-    static char ids[4096], atts[2048], run[8192];
-    char *pi = ids, *pa = atts;
-    for (int i = 1; i <= 500; i++) {
-        pi += sprintf(pi, "%s%d", i > 1 ? "," : "{", i);
-        pa += sprintf(pa, "%s1", i > 1 ? "," : "{");
+    /* A worker's usual group, and the most it may hold at once. */
+    static const int sizes[] = {500, RUNNING};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        static char ids[RUNNING * 6], atts[RUNNING * 2 + 2], run[RUNNING * 8 + 64];
+        char *pi = ids, *pa = atts;
+        for (int i = 1; i <= sizes[k]; i++) {
+            pi += sprintf(pi, "%s%d", i > 1 ? "," : "{", i);
+            pa += sprintf(pa, "%s1", i > 1 ? "," : "{");
+        }
+        snprintf(run, sizeof run, "EXECUTE ack ('w', '%s}', '%s}')", ids, atts);
+        exec(c, "BEGIN");
+        exec(c, tq__postgres_plan_sql());
+        exec(c, tq__postgres_group_plan_sql());
+        explain(c, run, plan, sizeof plan);
+        exec(c, "ROLLBACK");
+        if (!strstr(plan, "Index Scan using jobs_pkey") || strstr(plan, "Seq Scan") ||
+            strstr(plan, "Join Filter") || !strstr(plan, "Index Cond"))
+            fail_msg("unexpected plan acknowledging %d jobs:\n%s", sizes[k], plan);
     }
-    snprintf(run, sizeof run, "EXECUTE ack ('w', '%s}', '%s}')", ids, atts);
-    explain(c, run, plan, sizeof plan);
-    exec(c, "COMMIT");
-    if (!strstr(plan, "Index Scan using jobs_pkey") || strstr(plan, "Seq Scan") ||
-        strstr(plan, "Join Filter"))
-        fail_msg("unexpected ack plan:\n%s", plan);
     PQfinish(c);
     tq_close(db);
 }

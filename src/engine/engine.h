@@ -154,6 +154,8 @@ extern const struct tq__engine tq__engine_postgres;
 const char *tq__postgres_claim_sql(tq_order order);
 /* For the plan tests: the planner settings each exchange starts with. */
 const char *tq__postgres_plan_sql(void);
+/* For the plan tests: the setting sent before grouped acknowledgements. */
+const char *tq__postgres_group_plan_sql(void);
 /* For the plan tests: the statement that puts back expired leases. */
 const char *tq__postgres_rescue_sql(void);
 /* For the plan tests: the drain check (is anything ready or running). */

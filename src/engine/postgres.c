@@ -145,9 +145,10 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "TQ.queues q WHERE q.name = j.queue), 3)"
 #define FENCE                                                                            \
     " WHERE j.id = $1 AND j.state = 'running' AND j.worker = $2 AND j.attempts = $3"
+/* The group form: ids in $2, joined to the row of each (S_PLAN_GROUP). */
 #define FENCE_MANY                                                                       \
-    " WHERE j.id = a.id AND j.state = 'running' AND j.worker = $1 AND j.attempts = "     \
-    "a.att"
+    " WHERE j.id = ANY($2) AND j.id = a.id AND j.state = 'running' AND j.worker = $1"    \
+    " AND j.attempts = a.att"
 
 /* Job rows come back in binary, timestamps as they are stored (g_time). */
 #define JOB_COLS                                                                         \
@@ -181,6 +182,8 @@ enum stmt_id {
     S_CLAIM_LIFO,
     S_CLAIM_ANY,
     S_PLAN,
+    S_PLAN_GROUP,
+    S_PLAN_CLAIM,
     S_DONE,
     S_DONE_DELETE,
     S_FAIL,
@@ -239,6 +242,14 @@ static const char *const sql[S_COUNT] = {
                " set_config('enable_bitmapscan', 'off', true),"
                " set_config('enable_sort', 'off', true),"
                " set_config('enable_incremental_sort', 'off', true)",
+    /* And around the grouped acknowledgements, no nested loop: the jobs
+     * side, expected at one row, was taken as the outer one and each of
+     * its rows compared with every acknowledged id (2,049 ids on a 20,000
+     * row table: 4,196,352 rows removed by the join filter, 0.7-1.4 s an
+     * acknowledgement). Without it the rows are looked up by id = ANY and
+     * joined to their ids by hash. The claim wants its nested loop back. */
+    [S_PLAN_GROUP] = "SELECT set_config('enable_nestloop', 'off', true)",
+    [S_PLAN_CLAIM] = "SELECT set_config('enable_nestloop', 'on', true)",
     [S_DONE] = "UPDATE TQ.jobs j SET state = 'done', finished_at = now(),"
                " lease_until = NULL" FENCE,
     [S_DONE_DELETE] = "DELETE FROM TQ.jobs j" FENCE,
@@ -1058,10 +1069,11 @@ static char *int_array(const int64_t *v, size_t n)
 }
 
 /*
- * One exchange is one pipeline: BEGIN, its planner settings (S_PLAN), the
- * acks as at most two grouped statements (done/release/beat rows; deleted
- * rows) plus one per failure (each carries its own error text), the claim,
- * COMMIT and a Sync, sent together: one round trip and one commit however
+ * One exchange is one pipeline: BEGIN, its planner settings (S_PLAN,
+ * S_PLAN_GROUP before grouped acks, S_PLAN_CLAIM after them), the acks as at
+ * most two grouped statements (done/release/beat rows; deleted rows) plus
+ * one per failure (each carries its own error text), the claim, COMMIT and
+ * a Sync, sent together: one round trip and one commit however
  * many jobs it carries.
  */
 typedef struct pipeline {
@@ -1150,8 +1162,10 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
 
     /* idx: the "many" group from the front, the delete group at the back. */
     size_t *idx = malloc((nacks + 1) * sizeof *idx);
-    pipeline pl = {db, 0, malloc((nacks + 4) * sizeof *pl.what),
-                   malloc((nacks + 4) * sizeof *pl.ack)};
+    /* At most: BEGIN, three settings, two groups, the claim, COMMIT, and
+     * one statement per failure. */
+    pipeline pl = {db, 0, malloc((nacks + 8) * sizeof *pl.what),
+                   malloc((nacks + 8) * sizeof *pl.ack)};
     if (!idx || !pl.what || !pl.ack) {
         rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
         goto done;
@@ -1173,7 +1187,10 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
         (ndel && (rc = prepare(db, S_ACK_DELETE, "acknowledging jobs"))) ||
         (nfail && (rc = prepare(db, S_FAIL, "acknowledging a job"))) ||
         (do_claim && (rc = prepare(db, claim_ids[claim->order], "claiming jobs"))) ||
-        (rc = prepare(db, S_PLAN, "exchanging with the store")))
+        (rc = prepare(db, S_PLAN, "exchanging with the store")) ||
+        ((nmany || ndel) &&
+         ((rc = prepare(db, S_PLAN_GROUP, "exchanging with the store")) ||
+          (rc = prepare(db, S_PLAN_CLAIM, "exchanging with the store")))))
         goto done;
 
     if (!PQenterPipelineMode(pg)) {
@@ -1182,6 +1199,7 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
     }
     const params none = {0};
     if ((rc = pipe_sql(&pl, "BEGIN")) || (rc = pipe_send(&pl, S_PLAN, &none, 0)) ||
+        ((nmany || ndel) && (rc = pipe_send(&pl, S_PLAN_GROUP, &none, 0))) ||
         (nmany && (rc = pipe_group(&pl, many, worker, acks, idx, nmany, arrays))) ||
         (ndel && (rc = pipe_group(&pl, S_ACK_DELETE, worker, acks, idx + nacks - ndel,
                                   ndel, arrays + 4))))
@@ -1197,6 +1215,8 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
         p_text(&p, acks[i].error);
         rc = pipe_send(&pl, S_FAIL, &p, i);
     }
+    if (!rc && do_claim && (nmany || ndel))
+        rc = pipe_send(&pl, S_PLAN_CLAIM, &none, 0);
     if (!rc && do_claim) {
         params p = {0};
         p_text(&p, claim->queue);
@@ -1227,7 +1247,8 @@ sync:
                 rc = fail_res(db, r, "exchanging with the store");
             else
                 PQclear(r);
-        } else if (rc || pl.what[q] == S_COUNT || pl.what[q] == S_PLAN) {
+        } else if (rc || pl.what[q] == S_COUNT || pl.what[q] == S_PLAN ||
+                   pl.what[q] == S_PLAN_GROUP || pl.what[q] == S_PLAN_CLAIM) {
             PQclear(r);
         } else if (pl.what[q] == S_ACK_MANY || pl.what[q] == S_ACK_DONE) {
             mark_applied(r, acks, idx, nmany);
@@ -1624,6 +1645,11 @@ const char *tq__postgres_claim_sql(tq_order order)
 const char *tq__postgres_plan_sql(void)
 {
     return sql[S_PLAN];
+}
+
+const char *tq__postgres_group_plan_sql(void)
+{
+    return sql[S_PLAN_GROUP];
 }
 
 const char *tq__postgres_rescue_sql(void)
