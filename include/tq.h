@@ -346,7 +346,7 @@ typedef int (*tq_handler_fn)(void *ud, const tq_job *job, char *err, size_t errl
 enum { TQ_LOG_ERROR = 0, TQ_LOG_WARN, TQ_LOG_INFO, TQ_LOG_DEBUG };
 
 #define TQ_WORKER_OPTS_VERSION 2
-#define TQ_PREFETCH_DEFAULT    512
+#define TQ_PREFETCH_DEFAULT    2048
 typedef struct tq_worker_opts {
     int version;
     const char *const *queues; /* names; NULL or nqueues 0: {"default"} */

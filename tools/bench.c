@@ -437,7 +437,7 @@ int cmd_bench(int argc, char **argv)
                 "enqueued one at a time to W idle workers.\n"
                 "--enqueue-batch N: jobs per enqueue transaction (1 to 1000; 1000).\n"
                 "--prefetch N: jobs a worker may claim ahead of its free slots\n"
-                "(default 512, 0: none).\n"
+                "(default 2048, 0: none).\n"
                 "--delete-done: the queue deletes finished jobs' rows (keep_done 0).\n"
                 "--rounds R: a sustained run of R x N jobs (1 to 1000; 1): the workers\n"
                 "start first and stay up, jobs are enqueued while they work (at most\n"

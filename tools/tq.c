@@ -741,7 +741,7 @@ static int cmd_work(int argc, char **argv)
                 "SIGTERM/SIGINT: stop claiming, let running jobs finish within --grace\n"
                 "(default 10s), then kill them and put their jobs back.\n"
                 "--prefetch N: claim up to N jobs ahead of free slots when jobs are\n"
-                "short (about 20 ms of work; default 512, 0: none).\n");
+                "short (about 20 ms of work; default 2048, 0: none).\n");
         case 'q':
             if (nq == 64) {
                 cli_error("work", "at most 64 queues");
