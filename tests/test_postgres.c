@@ -299,9 +299,10 @@ static void worker_rescue_reads_running_index(void **state)
     }
     if (scans == 0)
         fail_msg("the worker's rescue did not read jobs_running");
-    assert_int_equal(query_ll(c, "SELECT seq_tup_read FROM pg_stat_user_tables"
-                                 " WHERE schemaname = 'wresc' AND relname = 'jobs'"),
-                     0);
+    expect_row(c,
+               "SELECT seq_tup_read FROM pg_stat_user_tables"
+               " WHERE schemaname = 'wresc' AND relname = 'jobs'",
+               1, (const char *[]){"0"});
     /* Only now: this count reads the whole table itself, and this session
      * reports that to the statistics as soon as it goes idle a second
      * after its last report. */

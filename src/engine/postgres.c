@@ -1313,16 +1313,14 @@ static int pg_rescue(tq *db, const char *worker, int64_t *count)
          * worker's start read the whole table (tq bench, 100,000 jobs, 16
          * workers: a sequential scan of 100,000 rows each, ~250 ms). */
         p_text(&p, worker);
-        int rc = begin(db);
-        if (!rc)
-            rc = run_count(db, S_PLAN, NULL, NULL, "rescuing jobs");
-        if (!rc)
-            rc = run_count(db, S_RESCUE_WORKER, &p, count, "rescuing jobs");
-        if (!rc)
-            rc = commit(db);
-        if (rc)
+        int rc;
+        if ((rc = begin(db)) ||
+            (rc = run_count(db, S_PLAN, NULL, NULL, "rescuing jobs")) ||
+            (rc = run_count(db, S_RESCUE_WORKER, &p, count, "rescuing jobs"))) {
             rollback(db);
-        return rc;
+            return rc;
+        }
+        return commit(db);
     }
     int64_t n;
     int rc;
