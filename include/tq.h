@@ -5,7 +5,8 @@
  * holds the tq tables. Producers enqueue jobs into named queues; workers
  * claim jobs, run them and acknowledge how they ended. Every acknowledgement
  * of a claimed job is fenced: it applies only while the row is still
- * running under the same worker name and attempt number.
+ * running under the same claim (tq_job.claim, a token no later claim of the
+ * row repeats) and worker name.
  *
  * Conventions used throughout:
  *  - Every fallible call returns int: 0 on success, a negative TQ_E* code
@@ -221,12 +222,17 @@ typedef struct tq_job {
     size_t payload_len;
     tq_state state;
     int priority;
-    int attempts;     /* attempts started, including the current one */
+    int attempts;     /* runs started, including the current one */
     int max_attempts; /* effective: the job's own or its queue's */
     char *key;        /* or NULL */
     char *worker;     /* last worker to claim it, or NULL */
     char *last_error; /* or NULL */
+    /* started_at is 0 while a worker holds the job claimed ahead, unstarted. */
     int64_t created_at, run_at, started_at, finished_at, lease_until; /* 0: unset */
+    /* How many times the job has been claimed, ever: never reset, never
+     * lowered. For a claimed job, the token its acknowledgements are fenced
+     * by. */
+    int64_t claim;
 } tq_job;
 
 /* Frees one job returned by tq_job_get (accepts NULL). */
@@ -248,7 +254,7 @@ int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
                  const char *worker, size_t max);
 
 /* Fenced acknowledgements: each applies only if the job is still running
- * under job->worker at attempt job->attempts, else TQ_ELOST. */
+ * under the same claim (job->claim) by job->worker, else TQ_ELOST. */
 int tq_job_complete(tq *db, const tq_job *job);
 /* Failure: back to ready after the queue's backoff, or dead when attempts
  * are used up. error (may be NULL) becomes last_error. */
@@ -325,6 +331,9 @@ int64_t tq_percentile(int64_t *v, size_t n, double q);
 typedef struct tq_worker_info {
     char name[128];
     char host[128];
+    /* The machine's boot id and the worker's PID namespace: two workers with
+     * the same host_id see the same processes. "" when unknown. */
+    char host_id[128];
     int64_t pid;
     int64_t started_at, heartbeat_at, stopped_at; /* stopped_at 0: not stopped */
     int64_t lease_us; /* heartbeat older than this: the worker is gone */
@@ -388,9 +397,10 @@ typedef struct tq_worker_counters {
  * Creates a worker pool on db, which it uses exclusively until
  * tq_worker_free. Registers the name in the store: TQ_EINUSE if a live worker
  * holds it (heartbeat fresher than its lease, not stopped). A holder that
- * ran on this host and whose process is gone (kill -9) is not alive. Jobs
- * still running under this name (a previous crash) are put back at once,
- * their attempt counted.
+ * ran on this machine in this PID namespace (the same host_id) and whose
+ * process is gone (kill -9) is not alive; of any other holder only the
+ * heartbeat's age counts. Jobs still running under this name (a previous
+ * crash) are put back at once, their attempt counted if they had started.
  */
 int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *opts);
 /* Runs until stopped (or drained, with opts.drain). Returns 0 on a clean

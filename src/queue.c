@@ -6,6 +6,7 @@
  */
 #include "engine/engine.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -201,8 +202,19 @@ int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
     int rc = check_enqueue(db, queue, opts);
     if (!rc)
         rc = check_payload(db, len);
-    if (!rc)
+    /* A duplicate whose kept row was deleted between the engine's insert
+     * and its look-up of the kept id (a delete-done acknowledgement, a
+     * prune, on an engine where those run beside us) has no id to report:
+     * the key is free again, so the insert is tried again. */
+    for (int tries = 0; !rc; tries++) {
         rc = db->engine->enqueue(db, queue, &item, 1, opts, &id, &dup);
+        if (rc || !dup || id != 0)
+            break;
+        if (tries == 100)
+            rc = tq__seterr(db, TQ_EBUSY,
+                            "the job kept under key '%s' kept vanishing; try again",
+                            opts->key);
+    }
     if (rc)
         return rc;
     if (out)
@@ -239,9 +251,19 @@ int tq_job_enqueue_batch(int64_t *out, tq *db, const char *queue, const tq_paylo
 
 /* ---- claims and acknowledgements -------------------------------------- */
 
+/* Claimed jobs whose start the claim recorded come first (engine.h,
+ * STARTS), then the queue's order. */
+static int cmp_started(const tq_job *x, const tq_job *y)
+{
+    return (y->started_at != 0) - (x->started_at != 0);
+}
+
 static int cmp_fifo(const void *a, const void *b)
 {
     const tq_job *x = a, *y = b;
+    int c = cmp_started(x, y);
+    if (c)
+        return c;
     if (x->priority != y->priority)
         return x->priority > y->priority ? -1 : 1;
     if (x->run_at != y->run_at)
@@ -252,15 +274,31 @@ static int cmp_fifo(const void *a, const void *b)
 static int cmp_lifo(const void *a, const void *b)
 {
     const tq_job *x = a, *y = b;
+    int c = cmp_started(x, y);
+    if (c)
+        return c;
     if (x->priority != y->priority)
         return x->priority > y->priority ? -1 : 1;
     return (x->id < y->id) - (x->id > y->id);
 }
 
+static int cmp_unordered(const void *a, const void *b)
+{
+    return cmp_started(a, b);
+}
+
 void tq__jobs_sort(tq_job *jobs, size_t n, tq_order order)
 {
-    if (n > 1 && order != TQ_UNORDERED)
-        qsort(jobs, n, sizeof *jobs, order == TQ_LIFO ? cmp_lifo : cmp_fifo);
+    if (n > 1)
+        qsort(jobs, n, sizeof *jobs,
+              order == TQ_LIFO   ? cmp_lifo
+              : order == TQ_FIFO ? cmp_fifo
+                                 : cmp_unordered);
+}
+
+int tq__job_out_of_attempts(const tq_job *j)
+{
+    return j->started_at == 0 && j->attempts >= j->max_attempts;
 }
 
 void tq_job_free(tq_job *job)
@@ -268,17 +306,22 @@ void tq_job_free(tq_job *job)
     tq_job_array_free(job, job ? 1 : 0);
 }
 
+void tq__job_clear(tq_job *j)
+{
+    free(j->queue);
+    free(j->payload);
+    free(j->key);
+    free(j->worker);
+    free(j->last_error);
+    memset(j, 0, sizeof *j);
+}
+
 void tq_job_array_free(tq_job *jobs, size_t n)
 {
     if (!jobs)
         return;
-    for (size_t i = 0; i < n; i++) {
-        free(jobs[i].queue);
-        free(jobs[i].payload);
-        free(jobs[i].key);
-        free(jobs[i].worker);
-        free(jobs[i].last_error);
-    }
+    for (size_t i = 0; i < n; i++)
+        tq__job_clear(&jobs[i]);
     free(jobs);
 }
 
@@ -287,6 +330,30 @@ int tq_job_get(tq_job **out, tq *db, int64_t id)
     tq__clearerr(db);
     *out = NULL;
     return db->engine->job_get(db, id, out);
+}
+
+/* Ends claimed jobs that may not run (tq__job_out_of_attempts) as failed,
+ * unrun, and drops them from jobs. */
+static int end_unrunnable(tq *db, const char *worker, tq_job *jobs, size_t *n)
+{
+    size_t kept = 0;
+    int rc = 0;
+    for (size_t i = 0; i < *n; i++) {
+        if (!tq__job_out_of_attempts(&jobs[i])) {
+            jobs[kept++] = jobs[i];
+            continue;
+        }
+        char why[96];
+        snprintf(why, sizeof why, "not run: its %d attempt(s) were used up",
+                 jobs[i].max_attempts);
+        tq__ack a = {
+            .id = jobs[i].id, .claim = jobs[i].claim, .kind = TQ__ACK_FAIL, .error = why};
+        if (!rc)
+            rc = db->engine->exchange(db, worker, &a, 1, NULL, 0, NULL, NULL);
+        tq__job_clear(&jobs[i]);
+    }
+    *n = kept;
+    return rc;
 }
 
 int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
@@ -303,8 +370,19 @@ int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
         return 0; /* no such queue: nothing ready */
     if (rc || q.paused || max == 0)
         return rc;
-    tq__claim c = {queue, q.order, q.lease_us, q.max_attempts, max};
-    return db->engine->exchange(db, worker, NULL, 0, &c, out, out_n);
+    tq__claim c = {queue, q.order, q.lease_us, q.max_attempts, max, 1};
+    tq_job *jobs = NULL;
+    size_t n = 0;
+    if ((rc = db->engine->exchange(db, worker, NULL, 0, &c, 1, &jobs, &n)))
+        return rc;
+    tq__jobs_sort(jobs, n, q.order);
+    if ((rc = end_unrunnable(db, worker, jobs, &n)) || n == 0) {
+        tq_job_array_free(jobs, n);
+        return rc;
+    }
+    *out = jobs;
+    *out_n = n;
+    return 0;
 }
 
 /* Applies one fenced ack for a job the caller claimed. */
@@ -313,14 +391,13 @@ static int ack_one(tq *db, const tq_job *job, tq__ack *a)
     tq__clearerr(db);
     if (!job || !job->worker)
         return tq__seterr(db, TQ_EINVAL, "not a claimed job");
-    int rc = db->engine->exchange(db, job->worker, a, 1, NULL, NULL, NULL);
+    int rc = db->engine->exchange(db, job->worker, a, 1, NULL, 0, NULL, NULL);
     if (rc)
         return rc;
     if (a->result)
         return tq__seterr(db, a->result,
-                          "job %lld is no longer running under worker '%s' "
-                          "at attempt %d",
-                          (long long)job->id, job->worker, job->attempts);
+                          "job %lld is no longer held by worker '%s' under claim %lld",
+                          (long long)job->id, job->worker, (long long)job->claim);
     return 0;
 }
 
@@ -340,7 +417,10 @@ int tq_job_complete(tq *db, const tq_job *job)
     int rc = queue_of(db, job, &q);
     if (rc)
         return rc;
-    tq__ack a = {job->id, job->attempts, TQ__ACK_DONE, 0, NULL, !q.keep_done, 0};
+    tq__ack a = {.id = job->id,
+                 .claim = job->claim,
+                 .kind = TQ__ACK_DONE,
+                 .delete_done = !q.keep_done};
     return ack_one(db, job, &a);
 }
 
@@ -352,7 +432,11 @@ int tq_job_fail(tq *db, const tq_job *job, const char *error)
         return rc;
     int64_t delay =
         tq__backoff_us(q.backoff_base_us, q.backoff_cap_us, job->attempts, tq__random());
-    tq__ack a = {job->id, job->attempts, TQ__ACK_FAIL, delay, error, 0, 0};
+    tq__ack a = {.id = job->id,
+                 .claim = job->claim,
+                 .kind = TQ__ACK_FAIL,
+                 .delay_us = delay,
+                 .error = error};
     return ack_one(db, job, &a);
 }
 
@@ -362,13 +446,14 @@ int tq_job_heartbeat(tq *db, const tq_job *job)
     int rc = queue_of(db, job, &q);
     if (rc)
         return rc;
-    tq__ack a = {job->id, job->attempts, TQ__ACK_BEAT, q.lease_us, NULL, 0, 0};
+    tq__ack a = {
+        .id = job->id, .claim = job->claim, .kind = TQ__ACK_BEAT, .delay_us = q.lease_us};
     return ack_one(db, job, &a);
 }
 
 int tq_job_release(tq *db, const tq_job *job)
 {
-    tq__ack a = {job->id, job->attempts, TQ__ACK_RELEASE, 0, NULL, 0, 0};
+    tq__ack a = {.id = job->id, .claim = job->claim, .kind = TQ__ACK_RELEASE};
     return ack_one(db, job, &a);
 }
 

@@ -5,18 +5,23 @@
  * The payload is never put on a command line: it goes to the child's stdin
  * through a non-blocking pipe, so a payload larger than the pipe buffer
  * does not stall the worker. Each child gets its own process group so that
- * a timeout or shutdown can signal everything it started.
+ * a timeout or shutdown can signal everything it started, and it enters
+ * that group before any signal sent to the worker's group can reach it
+ * (child_exec). The child is started with vfork, as posix_spawn does, so
+ * its cost does not grow with the worker's memory; the command's path is
+ * resolved once, when the worker starts (tq__command_path).
  */
-#define _GNU_SOURCE /* pipe2 */
+#define _GNU_SOURCE /* pipe2, vfork */
 #include "spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,21 +41,22 @@ static int open_pidfd(pid_t pid)
 static int is_job_var(const char *e)
 {
     return strncmp(e, "TQ_JOB_ID=", 10) == 0 || strncmp(e, "TQ_QUEUE=", 9) == 0 ||
-           strncmp(e, "TQ_ATTEMPT=", 11) == 0;
+           strncmp(e, "TQ_ATTEMPT=", 11) == 0 || strncmp(e, "TQ_CLAIM=", 9) == 0;
 }
 
-/* environ without any inherited TQ_JOB_ID/TQ_QUEUE/TQ_ATTEMPT, plus this
- * job's values. One allocation: pointers first, then the three strings. */
+/* environ without any inherited TQ_JOB_ID/TQ_QUEUE/TQ_ATTEMPT/TQ_CLAIM,
+ * plus this job's values. One allocation: pointers first, then the four
+ * strings. */
 static char **job_environ(const tq_job *job)
 {
     size_t n = 0;
     while (environ[n])
         n++;
-    size_t extra = 3 * 96 + strlen(job->queue);
-    char **env = malloc((n + 4) * sizeof *env + extra);
+    size_t extra = 4 * 96 + strlen(job->queue);
+    char **env = malloc((n + 5) * sizeof *env + extra);
     if (!env)
         return NULL;
-    char *buf = (char *)(env + n + 4);
+    char *buf = (char *)(env + n + 5);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (!is_job_var(environ[i]))
@@ -60,19 +66,73 @@ static char **job_environ(const tq_job *job)
     env[k++] = buf;
     buf += sprintf(buf, "TQ_QUEUE=%s", job->queue) + 1;
     env[k++] = buf;
-    sprintf(buf, "TQ_ATTEMPT=%d", job->attempts);
+    buf += sprintf(buf, "TQ_ATTEMPT=%d", job->attempts) + 1;
+    env[k++] = buf;
+    sprintf(buf, "TQ_CLAIM=%lld", (long long)job->claim);
     env[k] = NULL;
     return env;
 }
 
-int tq__child_start(tq__child *c, const char *const *argv, const tq_job *job, char *err,
-                    size_t errlen)
+/* Signals a handler starts with at their default action: the worker
+ * ignores SIGPIPE and catches its stop signals, and exec keeps ignored
+ * ones ignored. The job-control ones are those a terminal or a supervisor
+ * sends to a whole process group. */
+static const int reset_signals[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
+                                    SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM, SIGTSTP,
+                                    SIGTTIN, SIGTTOU, SIGWINCH};
+
+/*
+ * The child side of vfork: only system calls, writing nothing of the
+ * parent's but *err, and never returning. It moves into its own process
+ * group first; a signal sent to the worker's group before that (a Ctrl-C,
+ * a supervisor's stop) is pending here, blocked, and is discarded by
+ * setting its action to SIG_IGN, before the defaults and the mask are
+ * restored for the handler.
+ */
+_Noreturn static void child_exec(const char *path, char *const *argv, char *const *env,
+                                 int in, int er, volatile int *err)
 {
-    int in[2] = {-1, -1}, er[2] = {-1, -1}, src;
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    sigset_t none, defs;
+    struct sigaction ign = {.sa_handler = SIG_IGN}, def = {.sa_handler = SIG_DFL};
+    sigset_t none;
+    if (setpgid(0, 0) != 0)
+        goto fail;
+    for (size_t i = 0; i < sizeof reset_signals / sizeof reset_signals[0]; i++) {
+        sigaction(reset_signals[i], &ign, NULL);
+        sigaction(reset_signals[i], &def, NULL);
+    }
+    if (dup2(in, 0) < 0 || dup2(er, 2) < 0)
+        goto fail;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execve(path, argv, env);
+fail:
+    *err = errno;
+    _exit(127);
+}
+
+/* vfork and exec, in a frame of its own so that nothing of the caller's is
+ * live across vfork. No handler of ours may run in the child, which shares
+ * our memory until it execs: every signal is blocked around it. */
+static pid_t spawn(const char *path, char *const *argv, char *const *env, int in, int er,
+                   volatile int *err, int *fork_errno)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t pid = vfork();
+    if (pid == 0)
+        child_exec(path, argv, env, in, er, err);
+    *fork_errno = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return pid;
+}
+
+int tq__child_start(tq__child *c, const char *path, const char *const *argv,
+                    const tq_job *job, char *err, size_t errlen)
+{
+    int in[2] = {-1, -1}, er[2] = {-1, -1};
     char **env = NULL;
+    volatile int child_err = 0;
 
     memset(c, 0, sizeof *c);
     c->pidfd = c->in_fd = c->err_fd = -1;
@@ -84,34 +144,23 @@ int tq__child_start(tq__child *c, const char *const *argv, const tq_job *job, ch
         snprintf(err, errlen, "out of memory");
         goto fail_pipes;
     }
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, er[1], 2);
-    posix_spawnattr_init(&at);
-    sigemptyset(&none);
-    sigemptyset(&defs);
-    const int reset[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP, SIGQUIT,
-                         SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM};
-    for (size_t i = 0; i < sizeof reset / sizeof reset[0]; i++)
-        sigaddset(&defs, reset[i]);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &defs);
-    posix_spawnattr_setpgroup(&at, 0);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
-    src = posix_spawnp(&c->pid, argv[0], &fa, &at, (char *const *)argv, env);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
+    int fork_errno = 0;
+    pid_t pid =
+        spawn(path, (char *const *)argv, env, in[0], er[1], &child_err, &fork_errno);
     free(env);
     close(in[0]);
     close(er[1]);
-    if (src != 0) {
-        snprintf(err, errlen, "cannot start '%s': %s", argv[0], strerror(src));
+    if (pid < 0 || child_err) {
+        int e = pid < 0 ? fork_errno : child_err;
+        snprintf(err, errlen, "cannot start '%s': %s", argv[0], strerror(e));
+        if (pid > 0)
+            waitpid(pid, NULL, 0);
         close(in[1]);
         close(er[0]);
         c->pid = 0;
         return TQ_ESYS;
     }
+    c->pid = pid;
     c->in_fd = in[1];
     c->err_fd = er[0];
     fcntl(c->in_fd, F_SETFL, O_NONBLOCK);
@@ -130,6 +179,52 @@ fail_pipes:
             close(er[i]);
     }
     return TQ_ESYS;
+}
+
+int tq__command_path(char *out, size_t len, const char *name, char *err, size_t errlen)
+{
+    struct stat st;
+    if (strchr(name, '/')) {
+        if (snprintf(out, len, "%s", name) >= (int)len) {
+            snprintf(err, errlen, "the handler's path is too long");
+            return TQ_EINVAL;
+        }
+    } else {
+        const char *path = getenv("PATH");
+        if (!path || !*path)
+            path = "/usr/local/bin:/usr/bin:/bin";
+        int found = 0;
+        for (const char *p = path; !found;) {
+            const char *end = strchr(p, ':');
+            size_t n = end ? (size_t)(end - p) : strlen(p);
+            /* An empty entry is the current directory. */
+            int w = n ? snprintf(out, len, "%.*s/%s", (int)n, p, name)
+                      : snprintf(out, len, "./%s", name);
+            if (w > 0 && w < (int)len && stat(out, &st) == 0 && S_ISREG(st.st_mode) &&
+                access(out, X_OK) == 0)
+                found = 1;
+            if (!end)
+                break;
+            p = end + 1;
+        }
+        if (!found) {
+            snprintf(err, errlen, "handler '%s' not found in PATH", name);
+            return TQ_EINVAL;
+        }
+    }
+    if (stat(out, &st) != 0) {
+        snprintf(err, errlen, "handler '%s': %s", out, strerror(errno));
+        return TQ_EINVAL;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "handler '%s' is a directory", out);
+        return TQ_EINVAL;
+    }
+    if (access(out, X_OK) != 0) {
+        snprintf(err, errlen, "handler '%s' is not executable: %s", out, strerror(errno));
+        return TQ_EINVAL;
+    }
+    return 0;
 }
 
 void tq__child_feed(tq__child *c)

@@ -23,11 +23,15 @@ typedef struct tq__child {
     int exited, status; /* waitpid status once exited */
 } tq__child;
 
-/* Starts argv (PATH lookup, no shell) in a new process group with the job's
- * payload on stdin and TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT in its environment.
- * On failure writes the reason into err and returns TQ_ESYS. */
-int tq__child_start(tq__child *c, const char *const *argv, const tq_job *job, char *err,
-                    size_t errlen);
+/* Starts the program at path (no shell) with argv in a new process group,
+ * with the job's payload on stdin and TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT in its
+ * environment. On failure writes the reason into err and returns TQ_ESYS. */
+int tq__child_start(tq__child *c, const char *path, const char *const *argv,
+                    const tq_job *job, char *err, size_t errlen);
+/* Finds the program a handler command names (in PATH unless name has a
+ * '/'), into out: a regular file this process may execute. On failure
+ * writes the reason into err and returns TQ_EINVAL. */
+int tq__command_path(char *out, size_t len, const char *name, char *err, size_t errlen);
 /* Writes more payload; closes stdin when done or when the child stops
  * reading. */
 void tq__child_feed(tq__child *c);

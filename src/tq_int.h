@@ -16,7 +16,7 @@ struct tq__engine;
 
 /* The schema version every engine writes (see each engine's migration
  * list for the procedure to change it). */
-#define TQ__SCHEMA_VERSION 5
+#define TQ__SCHEMA_VERSION 6
 
 struct tq {
     const struct tq__engine *engine;
@@ -55,9 +55,18 @@ int64_t tq__backoff_us(int64_t base_us, int64_t cap_us, int attempt, double rnd)
 /* A uniform random number in [0, 1) from a per-process generator. */
 double tq__random(void);
 
-/* Sorts claimed jobs into the queue's order (engines may return them in
- * any order). */
+/* Sorts claimed jobs for starting: those whose start the claim recorded
+ * (started_at set) first, each part in the queue's order. Engines return
+ * claimed jobs in any order. */
 void tq__jobs_sort(tq_job *jobs, size_t n, tq_order order);
+
+/* Frees what a job owns and zeroes it (the job itself is not freed). */
+void tq__job_clear(tq_job *j);
+
+/* Whether a claimed job that has not started may not run: its attempts are
+ * used up (a lowered max_attempts, or a row written by plain SQL). The
+ * worker ends such a job as failed without running it. */
+int tq__job_out_of_attempts(const tq_job *j);
 
 /* The verdict on the schema version a store records (0: none). for_init:
  * only a newer store is refused (an older one is upgraded). */

@@ -19,9 +19,13 @@
  *      it backs off (1 ms doubling to poll_max) instead of spinning.
  * Holding: a worker claims beyond its free slots about PREFETCH_WINDOW_US of
  * work (from the mean run time of its recent jobs, at most opts.prefetch),
- * so short jobs go in batches and slow jobs are not hoarded. Held jobs are
- * claimed like running ones (lease, heartbeat); on stop they are released
- * unspent.
+ * so short jobs go in batches and slow jobs are not hoarded. Jobs for free
+ * slots are claimed as starts (their attempt charged by the claim), the
+ * rest as holds (engine.h, STARTS): a held job's start is recorded by the
+ * next exchange, or by its own acknowledgement if it finishes first, so a
+ * crash charges no attempt to jobs that never started. Held jobs keep
+ * their leases alive like running ones; on stop, or when their queue is
+ * paused, they are released unspent.
  * A crash loses only unsent acks; those jobs come back when their lease
  * expires, which is the at-least-once promise.
  */
@@ -37,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define RESCUE_EVERY_US    1000000LL
@@ -45,6 +50,7 @@
 #define PREFETCH_WINDOW_US 20000LL   /* hold about this much work beyond the slots */
 #define ACK_DELAY_US       10000LL   /* longest an acknowledgement waits */
 #define ACK_BATCH          512       /* most acknowledgements waiting */
+#define CMD_PATH_MAX       4096
 
 typedef enum slot_state {
     SLOT_FREE = 0,
@@ -61,20 +67,21 @@ typedef struct slot {
     struct tq_worker *owner;
     slot_state state;
     tq_job job;
-    size_t qi;        /* index of the job's queue */
-    int64_t started;  /* monotonic */
-    int64_t deadline; /* monotonic; 0: no timeout */
-    int64_t kill_at;  /* monotonic; SIGKILL the group then; 0: not set */
-    int timed_out;    /* the timeout fired */
-    int lost;         /* a heartbeat found the lease gone */
-    int release;      /* killed by a stop: give the job back unspent */
-    tq__child child;  /* command mode */
+    size_t qi;          /* index of the job's queue */
+    int64_t started;    /* monotonic */
+    int start_recorded; /* the store has charged this run's attempt */
+    int64_t deadline;   /* monotonic; 0: no timeout */
+    int64_t kill_at;    /* monotonic; SIGKILL the group then; 0: not set */
+    int timed_out;      /* the timeout fired */
+    int lost;           /* a heartbeat found the lease gone */
+    int release;        /* killed by a stop: give the job back unspent */
+    tq__child child;    /* command mode */
 } slot;
 
 /* A callback's outcome, from its thread to the loop. */
 typedef struct cb_result {
-    int64_t id, ran_us;
-    int attempt, rc, lost;
+    int64_t id, claim, ran_us;
+    int attempt, rc, lost, start_recorded;
     size_t qi;
     char *error; /* owned; NULL if the handler gave none */
 } cb_result;
@@ -97,6 +104,7 @@ struct tq_worker {
     size_t nqueues;
     tq_queue_info *qinfo;
     char **argv;
+    char path[CMD_PATH_MAX]; /* the program argv[0] names (tq__command_path) */
     tq_handler_fn handler;
     void *handler_ud;
     void (*log)(void *ud, int level, const char *msg);
@@ -114,6 +122,14 @@ struct tq_worker {
      * concurrency), oldest at held_head. */
     held_job *held;
     size_t held_head, nheld, cap_held, prefetch;
+    /* Running jobs whose start the store has not recorded yet (guarded by
+     * mu in callback mode), and since when there have been some. */
+    size_t unrecorded;
+    int64_t unrecorded_since;
+    /* Heartbeats: the shortest lease granted since the last one (by a
+     * claim or a beat) paces the next, so that a queue's lease shortened
+     * meanwhile cannot outrun it. */
+    int64_t beat_lease_us, last_beat;
     int64_t avg_run_us; /* moving mean of recent run times; 0: none yet */
     size_t next_queue;  /* round robin start for claims */
 
@@ -183,16 +199,6 @@ static void free_strv(char **v)
 
 /* ---- held jobs ------------------------------------------------------------ */
 
-static void clear_job(tq_job *j)
-{
-    free(j->queue);
-    free(j->payload);
-    free(j->key);
-    free(j->worker);
-    free(j->last_error);
-    memset(j, 0, sizeof *j);
-}
-
 static held_job *held_at(tq_worker *w, size_t i)
 {
     return &w->held[(w->held_head + i) % w->cap_held];
@@ -204,6 +210,22 @@ static held_job pop_held(tq_worker *w)
     w->held_head = (w->held_head + 1) % w->cap_held;
     w->nheld--;
     return h;
+}
+
+/*
+ * A job starts in slot s (the caller holds mu in callback mode): the run's
+ * attempt is the store's count plus this one, unless the claim recorded the
+ * start already (a start claim: started_at set, attempt charged). An
+ * unrecorded start goes to the store with the next exchange.
+ */
+static void mark_start(tq_worker *w, slot *s)
+{
+    s->start_recorded = s->job.started_at != 0;
+    if (s->start_recorded)
+        return;
+    s->job.attempts++;
+    if (w->unrecorded++ == 0)
+        w->unrecorded_since = s->started;
 }
 
 /* ---- callback threads --------------------------------------------------- */
@@ -233,7 +255,9 @@ static void push_result(tq_worker *w, const slot *s, int rc, const char *err, in
     }
     cb_result *r = &w->results[w->nresults++];
     r->id = s->job.id;
+    r->claim = s->job.claim;
     r->attempt = s->job.attempts;
+    r->start_recorded = s->start_recorded;
     r->qi = s->qi;
     r->rc = rc;
     r->lost = s->lost;
@@ -258,6 +282,7 @@ static void *thread_main(void *arg)
         s->lost = 0;
         s->state = SLOT_RUNNING;
         s->started = tq__mono_us();
+        mark_start(w, s);
         if (w->nheld < w->low_water)
             wake_loop_locked(w); /* time to claim more */
         pthread_mutex_unlock(&w->mu);
@@ -268,7 +293,9 @@ static void *thread_main(void *arg)
 
         pthread_mutex_lock(&w->mu);
         push_result(w, s, rc, err, ran);
-        clear_job(&s->job);
+        if (!s->start_recorded)
+            w->unrecorded--; /* its acknowledgement records the start */
+        tq__job_clear(&s->job);
         s->state = SLOT_FREE;
         if (w->nheld == 0 || w->nresults >= ACK_BATCH)
             wake_loop_locked(w);
@@ -334,7 +361,7 @@ static void free_slot(slot *s)
 {
     struct tq_worker *owner = s->owner;
     tq__child_close(&s->child);
-    clear_job(&s->job);
+    tq__job_clear(&s->job);
     memset(s, 0, sizeof *s);
     s->owner = owner;
     s->child.in_fd = s->child.err_fd = s->child.pidfd = -1;
@@ -354,7 +381,7 @@ void tq_worker_free(tq_worker *w)
     for (size_t i = 0; i < w->nacks; i++)
         free(w->acks[i].error);
     for (size_t i = 0; i < w->nheld; i++)
-        clear_job(&w->held[(w->held_head + i) % w->cap_held].job);
+        tq__job_clear(&w->held[(w->held_head + i) % w->cap_held].job);
     free(w->held);
     for (size_t i = 0; i < w->nresults; i++)
         free(w->results[i].error);
@@ -376,11 +403,39 @@ void tq_worker_free(tq_worker *w)
     free(w);
 }
 
-/* Whether the registered holder of a name ran on this host and its process
- * no longer exists. (A reused pid makes us wait for the lease instead.) */
-static int holder_is_dead(const tq_worker_info *h, const char *host)
+/*
+ * What identifies the processes this one can see: the kernel's boot id and
+ * this process's PID namespace ("boot-id/pid:[inode]"). Two workers with
+ * the same host_id can tell by kill(pid, 0) whether the other's process
+ * exists; a hostname cannot say that (containers and cloned machines share
+ * hostnames, and PIDs repeat across namespaces). "" when /proc cannot say.
+ */
+static void host_identity(char *buf, size_t len)
 {
-    if (strcmp(h->host, host) != 0 || h->pid <= 0 || h->pid == getpid())
+    char boot[64] = "", ns[64] = "";
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+    if (f) {
+        if (!fgets(boot, sizeof boot, f))
+            boot[0] = '\0';
+        fclose(f);
+    }
+    boot[strcspn(boot, "\n")] = '\0';
+    ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    if (n <= 0 || !boot[0])
+        return;
+    ns[n] = '\0';
+    snprintf(buf, len, "%s/%s", boot, ns);
+}
+
+/* Whether the registered holder of a name is provably gone: it ran where
+ * this process can see its PID (the same host_id) and no such process
+ * exists. Otherwise only its heartbeat's age counts. (A reused pid makes us
+ * wait for the lease instead.) */
+static int holder_is_dead(const tq_worker_info *h, const char *host_id)
+{
+    if (!host_id[0] || strcmp(h->host_id, host_id) != 0 || h->pid <= 0 ||
+        h->pid == getpid())
         return 0;
     return kill((pid_t)h->pid, 0) == -1 && errno == ESRCH;
 }
@@ -398,6 +453,9 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
                           "a worker needs exactly one of a handler and a command");
     if (o->argv && !o->argv[0])
         return tq__seterr(db, TQ_EINVAL, "the handler command is empty");
+    char path[CMD_PATH_MAX] = "", why[256];
+    if (o->argv && tq__command_path(path, sizeof path, o->argv[0], why, sizeof why))
+        return tq__seterr(db, TQ_EINVAL, "%s", why);
     if (o->concurrency < 0 || o->concurrency > 1024)
         return tq__seterr(db, TQ_EINVAL, "concurrency must be between 1 and 1024");
     if (o->timeout_us < 0 || o->grace_us < 0 || o->poll_max_us < 0)
@@ -448,11 +506,13 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     w->cap_held = w->prefetch + (size_t)w->concurrency;
     w->held = calloc(w->cap_held, sizeof *w->held);
     w->low_water = 1;
+    w->beat_lease_us = INT64_MAX;
     if (o->argv) {
         size_t n = 0;
         while (o->argv[n])
             n++;
         w->argv = dup_strv(o->argv, n);
+        memcpy(w->path, path, sizeof path);
     }
     if (!w->name || !w->queues || !w->qinfo || !w->slots || !w->held ||
         (o->argv && !w->argv)) {
@@ -476,14 +536,15 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     memset(&info, 0, sizeof info);
     snprintf(info.name, sizeof info.name, "%s", w->name);
     snprintf(info.host, sizeof info.host, "%s", host);
+    host_identity(info.host_id, sizeof info.host_id);
     info.pid = getpid();
     info.lease_us = w->lease_us;
     tq_worker_info holder;
     memset(&holder, 0, sizeof holder);
     rc = db->engine->worker_register(db, &info, 0, &holder);
-    if (rc == TQ_EINUSE && holder_is_dead(&holder, host)) {
-        /* kill -9 leaves a fresh heartbeat behind; on the holder's own host
-         * we can see that its process is gone and take the name over. */
+    if (rc == TQ_EINUSE && holder_is_dead(&holder, info.host_id)) {
+        /* kill -9 leaves a fresh heartbeat behind; where we can see the
+         * holder's processes we can tell that it is gone and take over. */
         logf_(w, TQ_LOG_WARN,
               "worker name held by pid %lld on this host, which is gone: taking over",
               (long long)holder.pid);
@@ -539,8 +600,15 @@ void tq_worker_stop(tq_worker *w)
 
 /* ---- the loop ------------------------------------------------------------ */
 
-static int add_ack(tq_worker *w, int64_t id, int attempt, size_t qi, tq__ack_kind kind,
-                   const char *error)
+/* What an acknowledgement says about a job: which claim, and how long ago
+ * its run started (0: it never started). */
+typedef struct ack_of {
+    int64_t id, claim, started_us;
+    int attempt; /* the run's, for the backoff */
+    size_t qi;
+} ack_of;
+
+static int add_ack(tq_worker *w, const ack_of *j, tq__ack_kind kind, const char *error)
 {
     if (w->nacks == w->cap_acks) {
         size_t cap = w->cap_acks ? w->cap_acks * 2 : 16;
@@ -554,15 +622,16 @@ static int add_ack(tq_worker *w, int64_t id, int attempt, size_t qi, tq__ack_kin
     memset(p, 0, sizeof *p);
     if (w->nacks == 0)
         w->acks_since = tq__mono_us();
-    p->ack.id = id;
-    p->ack.attempt = attempt;
+    p->ack.id = j->id;
+    p->ack.claim = j->claim;
     p->ack.kind = kind;
+    p->ack.started_us = j->started_us;
     if (kind == TQ__ACK_DONE)
-        p->ack.delete_done = !w->qinfo[qi].keep_done;
+        p->ack.delete_done = !w->qinfo[j->qi].keep_done;
     if (kind == TQ__ACK_FAIL) {
-        const tq_queue_info *q = &w->qinfo[qi];
-        p->ack.delay_us =
-            tq__backoff_us(q->backoff_base_us, q->backoff_cap_us, attempt, tq__random());
+        const tq_queue_info *q = &w->qinfo[j->qi];
+        p->ack.delay_us = tq__backoff_us(q->backoff_base_us, q->backoff_cap_us,
+                                         j->attempt, tq__random());
         if (error && !(p->error = tq__strdup(error)))
             return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
         p->ack.error = p->error;
@@ -571,11 +640,19 @@ static int add_ack(tq_worker *w, int64_t id, int attempt, size_t qi, tq__ack_kin
     return 0;
 }
 
+/* A held job given back unstarted, or ended unrun. */
+static int add_held_ack(tq_worker *w, const held_job *h, tq__ack_kind kind,
+                        const char *error)
+{
+    ack_of j = {h->job.id, h->job.claim, 0, h->job.attempts, h->qi};
+    return add_ack(w, &j, kind, error);
+}
+
 /* How a run ended, from either mode. */
 typedef struct outcome {
-    int64_t id, ran_us;
-    int attempt, lost, release, ok;
-    size_t qi;
+    ack_of job;
+    int64_t ran_us;
+    int lost, release, ok;
     const char *error;
 } outcome;
 
@@ -589,25 +666,40 @@ static int finish(tq_worker *w, const outcome *o)
          * must not be recorded. The fence would refuse it anyway. */
         w->counters.lost++;
         logf_(w, TQ_LOG_WARN, "job %lld: lease was lost; result discarded",
-              (long long)o->id);
+              (long long)o->job.id);
         return 0;
     }
-    if (o->release)
-        return add_ack(w, o->id, o->attempt, o->qi, TQ__ACK_RELEASE, NULL);
+    /* A handler that finished its job when told to stop (it trapped the
+     * signal and exited 0) did the job: done, not run again. */
     if (o->ok)
-        return add_ack(w, o->id, o->attempt, o->qi, TQ__ACK_DONE, NULL);
-    logf_(w, TQ_LOG_INFO, "job %lld attempt %d failed: %.300s", (long long)o->id,
-          o->attempt, o->error);
-    return add_ack(w, o->id, o->attempt, o->qi, TQ__ACK_FAIL, o->error);
+        return add_ack(w, &o->job, TQ__ACK_DONE, NULL);
+    if (o->release)
+        return add_ack(w, &o->job, TQ__ACK_RELEASE, NULL);
+    logf_(w, TQ_LOG_INFO, "job %lld attempt %d failed: %.300s", (long long)o->job.id,
+          o->job.attempt, o->error);
+    return add_ack(w, &o->job, TQ__ACK_FAIL, o->error);
+}
+
+/* How long ago a run started, as an acknowledgement carries it (at least 1:
+ * 0 would mean "never started"). */
+static int64_t started_ago(int64_t started)
+{
+    int64_t ago = tq__mono_us() - started;
+    return ago > 0 ? ago : 1;
 }
 
 /* Command mode: a slot whose child is gone (or never started). */
 static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
 {
-    outcome o = {s->job.id,       tq__mono_us() - s->started,
-                 s->job.attempts, s->lost,
-                 s->release,      ok,
-                 s->qi,           error};
+    outcome o = {
+        .job = {s->job.id, s->job.claim, started_ago(s->started), s->job.attempts, s->qi},
+        .ran_us = tq__mono_us() - s->started,
+        .lost = s->lost,
+        .release = s->release,
+        .ok = ok,
+        .error = error};
+    if (!s->start_recorded)
+        w->unrecorded--; /* the ack records it */
     int rc = finish(w, &o);
     free_slot(s);
     return rc;
@@ -632,8 +724,12 @@ static int collect_results(tq_worker *w)
             snprintf(msg, sizeof msg, "handler returned %d", v[i].rc);
             error = msg;
         }
-        outcome o = {v[i].id, v[i].ran_us,  v[i].attempt, v[i].lost,
-                     0,       v[i].rc == 0, v[i].qi,      error};
+        outcome o = {.job = {v[i].id, v[i].claim, v[i].ran_us > 0 ? v[i].ran_us : 1,
+                             v[i].attempt, v[i].qi},
+                     .ran_us = v[i].ran_us,
+                     .lost = v[i].lost,
+                     .ok = v[i].rc == 0,
+                     .error = error};
         if (!rc)
             rc = finish(w, &o);
         free(v[i].error);
@@ -641,6 +737,18 @@ static int collect_results(tq_worker *w)
     w->spare = v; /* only the loop touches the spare */
     w->cap_spare = cap;
     return rc;
+}
+
+/* Whether a child died of a signal that stops a worker. While the worker
+ * stops, such a death is the stop reaching the handler (a supervisor that
+ * signals every process it started, or a terminal's Ctrl-C), not a failure
+ * of the job: the job is released, its attempt given back. */
+static int killed_by_stop(const tq__child *c)
+{
+    if (!WIFSIGNALED(c->status))
+        return 0;
+    int sig = WTERMSIG(c->status);
+    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
 }
 
 /* Collects children that exited and callbacks that returned. */
@@ -665,6 +773,8 @@ static int collect(tq_worker *w)
                                    tq_duration_format(d, sizeof d, w->timeout_us));
         }
         tq__child_describe(&s->child, err + off, sizeof err - off);
+        if (w->stop_requested && killed_by_stop(&s->child))
+            s->release = 1;
         int rc = finish_slot(w, s, !s->timed_out && err[0] == '\0', err);
         if (rc)
             return rc;
@@ -702,9 +812,10 @@ static int start_job(tq_worker *w, size_t qi, tq_job *job)
     s->qi = qi;
     s->state = SLOT_RUNNING;
     s->started = tq__mono_us();
+    mark_start(w, s);
     if (w->timeout_us)
         s->deadline = s->started + w->timeout_us;
-    if (tq__child_start(&s->child, (const char *const *)w->argv, &s->job, err,
+    if (tq__child_start(&s->child, w->path, (const char *const *)w->argv, &s->job, err,
                         sizeof err)) {
         s->child.exited = 1;
         s->child.status = 127 << 8;
@@ -758,57 +869,150 @@ static int start_held(tq_worker *w)
     return rc;
 }
 
-/* Takes a claimed job into the held ring (the claim asked for no more than
- * it has room for), and starts what can start. */
+/*
+ * Takes claimed jobs (those whose start the claim recorded first, see
+ * tq__jobs_sort) into the held ring, and starts what can start. A job out
+ * of attempts is ended as failed without running (tq__job_out_of_attempts).
+ * The claims asked for no more than the ring has room for.
+ */
 static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n)
 {
+    int rc = 0;
+    size_t taken = 0;
     if (w->handler)
         pthread_mutex_lock(&w->mu);
-    size_t room = w->cap_held - w->nheld, k = n < room ? n : room;
-    for (size_t i = 0; i < k; i++) {
-        held_job *h = held_at(w, w->nheld++);
-        h->job = jobs[i];
-        h->qi = qi;
-        memset(&jobs[i], 0, sizeof jobs[i]); /* now owned by the ring */
+    for (size_t i = 0; i < n && !rc; i++) {
+        held_job h = {jobs[i], qi};
+        memset(&jobs[i], 0, sizeof jobs[i]); /* now ours */
+        if (tq__job_out_of_attempts(&h.job)) {
+            char why[96];
+            snprintf(why, sizeof why, "not run: its %d attempt(s) were used up",
+                     h.job.max_attempts);
+            rc = add_held_ack(w, &h, TQ__ACK_FAIL, why);
+            tq__job_clear(&h.job);
+        } else if (w->nheld < w->cap_held) {
+            *held_at(w, w->nheld++) = h;
+            taken++;
+        } else { /* cannot happen */
+            tq__job_clear(&h.job);
+            rc = tq__seterr(w->db, TQ_EINVAL, "no room for claimed jobs");
+        }
     }
     if (w->handler) {
-        pthread_cond_broadcast(&w->cv);
+        if (taken)
+            pthread_cond_broadcast(&w->cv);
         pthread_mutex_unlock(&w->mu);
     }
-    if (k < n) /* cannot happen: claims ask for no more than the room */
-        return tq__seterr(w->db, TQ_EINVAL, "no room for claimed jobs");
-    return start_held(w);
+    return rc ? rc : start_held(w);
 }
 
-/* On stop: every held job goes back unspent (with the next acks). */
-static int release_held(tq_worker *w)
+/* Gives back unstarted every held job of a queue (every queue when qi is
+ * SIZE_MAX): on stop, and when a queue is paused. */
+static int release_held(tq_worker *w, size_t qi)
 {
     int rc = 0;
     if (w->handler)
         pthread_mutex_lock(&w->mu);
-    while (!rc && w->nheld) {
-        held_job h = pop_held(w);
-        rc = add_ack(w, h.job.id, h.job.attempts, h.qi, TQ__ACK_RELEASE, NULL);
-        clear_job(&h.job);
+    size_t kept = 0, count = w->nheld;
+    for (size_t i = 0; i < count; i++) { /* keep the rest, in order */
+        held_job h = *held_at(w, i);
+        if (rc || (qi != SIZE_MAX && h.qi != qi)) {
+            *held_at(w, kept++) = h;
+            continue;
+        }
+        rc = add_held_ack(w, &h, TQ__ACK_RELEASE, NULL);
+        tq__job_clear(&h.job);
     }
+    w->nheld = kept;
     if (w->handler)
         pthread_mutex_unlock(&w->mu);
     return rc;
 }
 
-/* Sends the pending acks (and claims, if claim is set). On failure the acks
- * stay pending for the next pass. */
-static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claimed)
+/* After the settings were read again: held jobs of a paused queue go back
+ * at once instead of starting. */
+static int release_paused(tq_worker *w)
+{
+    int rc = 0;
+    for (size_t qi = 0; qi < w->nqueues && !rc; qi++)
+        if (w->qinfo[qi].paused)
+            rc = release_held(w, qi);
+    return rc;
+}
+
+static int same_claim(const tq__ack *a, const tq_job *j)
+{
+    return a->id == j->id && a->claim == j->claim;
+}
+
+/*
+ * Appends to acks (room for concurrency more) a beat of lease lease_us for
+ * every running job whose start the store has not recorded (unrecorded
+ * only) or for every running job: each carries how long ago it started, so
+ * the store records the start if it has not (engine.h, STARTS). With mu
+ * held in callback mode.
+ */
+static size_t running_beats(tq_worker *w, tq__ack *acks, int unrecorded_only)
+{
+    size_t n = 0;
+    for (int i = 0; i < w->concurrency; i++) {
+        const slot *s = &w->slots[i];
+        if (s->state != SLOT_RUNNING || s->lost || (unrecorded_only && s->start_recorded))
+            continue;
+        acks[n++] = (tq__ack){.id = s->job.id,
+                              .claim = s->job.claim,
+                              .kind = TQ__ACK_BEAT,
+                              .delay_us = w->qinfo[s->qi].lease_us,
+                              .started_us = started_ago(s->started)};
+    }
+    return n;
+}
+
+/* The beats of running_beats were applied: those runs' starts are
+ * recorded. The slots may have moved on meanwhile (callback threads), so
+ * each is found again by its claim. */
+static void starts_recorded(tq_worker *w, const tq__ack *beats, size_t n)
+{
+    if (w->handler)
+        pthread_mutex_lock(&w->mu);
+    for (int i = 0; i < w->concurrency; i++) {
+        slot *s = &w->slots[i];
+        if (s->state != SLOT_RUNNING || s->start_recorded)
+            continue;
+        for (size_t k = 0; k < n; k++)
+            if (beats[k].result == 0 && same_claim(&beats[k], &s->job)) {
+                s->start_recorded = 1;
+                w->unrecorded--;
+                break;
+            }
+    }
+    if (w->handler)
+        pthread_mutex_unlock(&w->mu);
+}
+
+/* Sends the pending acks, the starts the store has not recorded yet, and
+ * the claims (nclaims may be 0). On failure the acks stay pending for the
+ * next pass. */
+static int exchange(tq_worker *w, const tq__claim *claims, size_t nclaims, size_t qi,
+                    int *claimed)
 {
     tq__ack stack[64], *acks = stack;
     tq_job *jobs = NULL;
-    size_t n = 0, nacks = w->nacks;
+    size_t n = 0, nacks = w->nacks, nbeats = 0;
     *claimed = 0;
-    if (nacks > 64 && !(acks = malloc(nacks * sizeof *acks)))
+    size_t cap = nacks + (size_t)w->concurrency;
+    if (cap > 64 && !(acks = malloc(cap * sizeof *acks)))
         return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
     for (size_t i = 0; i < nacks; i++)
         acks[i] = w->acks[i].ack;
-    int rc = w->db->engine->exchange(w->db, w->name, acks, nacks, claim, &jobs, &n);
+    if (w->handler)
+        pthread_mutex_lock(&w->mu);
+    if (w->unrecorded)
+        nbeats = running_beats(w, acks + nacks, 1);
+    if (w->handler)
+        pthread_mutex_unlock(&w->mu);
+    int rc = w->db->engine->exchange(w->db, w->name, acks, nacks + nbeats, claims,
+                                     nclaims, &jobs, &n);
     if (!rc) {
         for (size_t i = 0; i < nacks; i++) {
             if (acks[i].result == TQ_ELOST) {
@@ -827,7 +1031,13 @@ static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claime
             free(w->acks[i].error);
         }
         w->nacks = 0;
+        if (nbeats)
+            starts_recorded(w, acks + nacks, nbeats);
+        for (size_t i = 0; i < nclaims; i++)
+            if (claims[i].max && claims[i].lease_us < w->beat_lease_us)
+                w->beat_lease_us = claims[i].lease_us;
         w->counters.claimed += (int64_t)n;
+        tq__jobs_sort(jobs, n, nclaims ? claims[0].order : TQ_FIFO);
         rc = take_jobs(w, qi, jobs, n);
         tq_job_array_free(jobs, n);
         *claimed = (int)n;
@@ -837,34 +1047,25 @@ static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claime
     return rc;
 }
 
-static int same_job(const tq__ack *a, const tq_job *j)
-{
-    return a->id == j->id && a->attempt == j->attempts;
-}
-
-/* Extends the lease of every running and held job (one fenced exchange).
- * Of the lost ones (expired and taken, or cancelled): running ones are
- * marked (their result is discarded) and their commands stopped, held ones
- * are dropped. In callback mode the threads move jobs meanwhile, so the
- * lost ones are found again by id and attempt. */
+/* Extends the lease of every running and held job (one fenced exchange),
+ * recording the starts the store has not heard of. Of the lost ones
+ * (expired and taken, or cancelled): running ones are marked (their result
+ * is discarded) and their commands stopped, held ones are dropped. In
+ * callback mode the threads move jobs meanwhile, so the lost ones are found
+ * again by their claim. The next beat is paced by the shortest lease this
+ * one granted. */
 static int heartbeat(tq_worker *w)
 {
     if (w->handler)
         pthread_mutex_lock(&w->mu);
-    size_t cap = (size_t)w->concurrency + w->nheld, n = 0, nlost = 0;
+    size_t cap = (size_t)w->concurrency + w->nheld, n = 0, nlost = 0, nrun = 0;
     tq__ack *acks = calloc(cap ? cap : 1, sizeof *acks);
-    for (int i = 0; i < w->concurrency && acks; i++) {
-        const slot *s = &w->slots[i];
-        if (s->state == SLOT_RUNNING && !s->lost)
-            acks[n++] = (tq__ack){.id = s->job.id,
-                                  .attempt = s->job.attempts,
-                                  .kind = TQ__ACK_BEAT,
-                                  .delay_us = w->qinfo[s->qi].lease_us};
-    }
+    if (acks)
+        n = nrun = running_beats(w, acks, 0);
     for (size_t i = 0; i < w->nheld && acks; i++) {
         const held_job *h = held_at(w, i);
         acks[n++] = (tq__ack){.id = h->job.id,
-                              .attempt = h->job.attempts,
+                              .claim = h->job.claim,
                               .kind = TQ__ACK_BEAT,
                               .delay_us = w->qinfo[h->qi].lease_us};
     }
@@ -872,7 +1073,16 @@ static int heartbeat(tq_worker *w)
         pthread_mutex_unlock(&w->mu);
     if (!acks)
         return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
-    int rc = n ? w->db->engine->exchange(w->db, w->name, acks, n, NULL, NULL, NULL) : 0;
+    int rc =
+        n ? w->db->engine->exchange(w->db, w->name, acks, n, NULL, 0, NULL, NULL) : 0;
+    if (!rc) {
+        w->beat_lease_us = INT64_MAX;
+        for (size_t k = 0; k < n; k++)
+            if (acks[k].delay_us < w->beat_lease_us)
+                w->beat_lease_us = acks[k].delay_us;
+        if (w->unrecorded)
+            starts_recorded(w, acks, nrun);
+    }
     for (size_t k = 0; k < n && !rc; k++)
         if (acks[k].result == TQ_ELOST)
             acks[nlost++] = acks[k];
@@ -882,7 +1092,7 @@ static int heartbeat(tq_worker *w)
         for (int i = 0; i < w->concurrency; i++) {
             slot *s = &w->slots[i];
             for (size_t k = 0; k < nlost && s->state == SLOT_RUNNING && !s->lost; k++) {
-                if (!same_job(&acks[k], &s->job))
+                if (!same_claim(&acks[k], &s->job))
                     continue;
                 s->lost = 1;
                 if (w->argv) {
@@ -895,14 +1105,14 @@ static int heartbeat(tq_worker *w)
         for (size_t i = 0; i < count; i++) { /* keep the rest, in order */
             held_job h = *held_at(w, i);
             size_t k = 0;
-            while (k < nlost && !same_job(&acks[k], &h.job))
+            while (k < nlost && !same_claim(&acks[k], &h.job))
                 k++;
             if (k == nlost) {
                 *held_at(w, kept++) = h;
                 continue;
             }
             w->counters.lost++;
-            clear_job(&h.job);
+            tq__job_clear(&h.job);
         }
         w->nheld = kept;
         if (w->handler)
@@ -1040,17 +1250,25 @@ static void sooner(int64_t *t, int64_t due_in)
         *t = due_in;
 }
 
+/* Running jobs whose start the store has not recorded yet, and since when
+ * there have been some. */
+static size_t unrecorded_count(tq_worker *w, int64_t *since)
+{
+    if (w->handler)
+        pthread_mutex_lock(&w->mu);
+    size_t n = w->unrecorded;
+    *since = w->unrecorded_since;
+    if (w->handler)
+        pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
 int tq_worker_run(tq_worker *w)
 {
     tq *db = w->db;
     int rc = 0, stopping = 0;
     int64_t idle_us = 0, stop_at = 0, last_rescue = 0, last_refresh = 0;
-    int64_t min_lease = INT64_MAX;
-    for (size_t i = 0; i < w->nqueues; i++)
-        if (w->qinfo[i].lease_us < min_lease)
-            min_lease = w->qinfo[i].lease_us;
-    const int64_t beat_every = min_lease / 3;
-    int64_t last_beat = tq__mono_us();
+    w->last_beat = tq__mono_us();
 
     /* A handler that exits without reading its stdin must not kill us. */
     struct sigaction ign = {.sa_handler = SIG_IGN}, old_pipe;
@@ -1066,7 +1284,7 @@ int tq_worker_run(tq_worker *w)
             logf_(w, TQ_LOG_INFO,
                   "stopping: no new jobs; %d running job(s) get %.1fs to finish",
                   running_count(w), (double)w->grace_us / 1e6);
-            if ((rc = release_held(w)))
+            if ((rc = release_held(w, SIZE_MAX)))
                 break;
         }
         if ((rc = collect(w)) || (rc = start_held(w)))
@@ -1087,7 +1305,7 @@ int tq_worker_run(tq_worker *w)
         }
 
         if (!stopping && now - last_refresh >= REFRESH_EVERY_US) {
-            if ((rc = ride_out(w, refresh_queues(w))))
+            if ((rc = ride_out(w, refresh_queues(w))) || (rc = release_paused(w)))
                 break;
             last_refresh = now;
         }
@@ -1120,9 +1338,15 @@ int tq_worker_run(tq_worker *w)
                     break;
                 if (q->paused)
                     continue;
-                tq__claim c = {w->queues[qi], q->order, q->lease_us, q->max_attempts,
-                               room};
-                rc = exchange(w, &c, qi, &claimed);
+                /* Free slots get starts, the rest is held (engine.h). */
+                size_t nstart = (size_t)(free_slots > 0 ? free_slots : 0);
+                if (nstart > room)
+                    nstart = room;
+                tq__claim c[2] = {
+                    {w->queues[qi], q->order, q->lease_us, q->max_attempts, nstart, 1},
+                    {w->queues[qi], q->order, q->lease_us, q->max_attempts, room - nstart,
+                     0}};
+                rc = exchange(w, c, 2, qi, &claimed);
                 sent = tried = 1;
                 any_claimed += claimed;
                 free_slots = w->concurrency - running_count(w);
@@ -1135,21 +1359,29 @@ int tq_worker_run(tq_worker *w)
         int running = running_count(w);
         nheld = held_count(w);
         /* Acks alone: when they have waited long enough or are many, when
-         * stopping, and when nothing runs (so that drain sees them). */
-        if (!w->disconnected && !rc && !sent && w->nacks &&
-            (stopping || w->nacks >= ACK_BATCH || now - w->acks_since >= ACK_DELAY_US ||
-             (running == 0 && nheld == 0)))
-            rc = exchange(w, NULL, 0, &claimed);
+         * stopping, and when nothing runs (so that drain sees them); and
+         * starts the store has not recorded, once they have waited as long. */
+        int64_t unrecorded_since;
+        size_t unrecorded = unrecorded_count(w, &unrecorded_since);
+        if (!w->disconnected && !rc && !sent &&
+            ((w->nacks &&
+              (stopping || w->nacks >= ACK_BATCH || now - w->acks_since >= ACK_DELAY_US ||
+               (running == 0 && nheld == 0))) ||
+             (unrecorded && now - unrecorded_since >= ACK_DELAY_US)))
+            rc = exchange(w, NULL, 0, 0, &claimed);
         if ((rc = ride_out(w, rc)))
             break;
         if (w->disconnected)
             continue;
 
         now = tq__mono_us();
-        if (now - last_beat >= beat_every) {
+        /* The jobs' leases, and the worker's own registration. */
+        const int64_t beat_every =
+            (w->beat_lease_us < w->lease_us ? w->beat_lease_us : w->lease_us) / 3;
+        if (now - w->last_beat >= beat_every) {
             if ((rc = ride_out(w, heartbeat(w))))
                 break;
-            last_beat = now;
+            w->last_beat = now;
         }
         enforce_deadlines(w, now, stopping ? stop_at : 0);
 
@@ -1195,8 +1427,10 @@ int tq_worker_run(tq_worker *w)
         }
         if (w->nacks)
             sooner(&timeout, w->acks_since + ACK_DELAY_US - now);
+        if (unrecorded)
+            sooner(&timeout, unrecorded_since + ACK_DELAY_US - now);
         if (running || nheld)
-            sooner(&timeout, last_beat + beat_every - now);
+            sooner(&timeout, w->last_beat + beat_every - now);
         if (running && w->handler) /* results come back without a wake */
             sooner(&timeout, ACK_DELAY_US);
         for (int i = 0; running && i < w->concurrency; i++) {

@@ -77,9 +77,10 @@ static int64_t enqueue(tq *db, const char *queue, int i)
 /* Claims up to max jobs of queue as worker "w"; returns how many. */
 static size_t claim(tq *db, const char *queue, size_t max, tq_job **out)
 {
-    tq__claim c = {queue, TQ_FIFO, 30000000, 3, max};
+    tq__claim c = {queue, TQ_FIFO, 30000000, 3, max, 1};
     size_t n = 0;
-    OK(db, db->engine->exchange(db, "w", NULL, 0, &c, out, &n));
+    OK(db, db->engine->exchange(db, "w", NULL, 0, &c, 1, out, &n));
+    tq__jobs_sort(*out, n, TQ_FIFO);
     return n;
 }
 
@@ -99,7 +100,7 @@ static void expect_state(tq *db, int64_t id, tq_state want)
 
 static tq__ack ack(const tq_job *j, tq__ack_kind kind)
 {
-    tq__ack a = {j->id, j->attempts, kind, 0, NULL, 0, -1};
+    tq__ack a = {.id = j->id, .claim = j->claim, .kind = kind, .result = -1};
     return a;
 }
 
@@ -122,7 +123,7 @@ static void mixed_batch(void **state)
     a[0] = ack(&q[0], TQ__ACK_DONE);
     a[1] = ack(&q[1], TQ__ACK_DONE);
     a[2] = ack(&q[2], TQ__ACK_DONE);
-    a[2].attempt = 2; /* not the attempt it holds: fenced out */
+    a[2].claim = 2; /* not the claim it holds: fenced out */
     a[3] = ack(&q[3], TQ__ACK_RELEASE);
     a[4] = ack(&q[4], TQ__ACK_FAIL);
     a[4].error = "it \"broke\", {badly}\\";
@@ -133,14 +134,15 @@ static void mixed_batch(void **state)
     a[7].delete_done = 1;
     a[8] = ack(&q[7], TQ__ACK_DONE);
     a[9] = ack(&q[7], TQ__ACK_FAIL); /* the same job twice: one applies */
-    a[9].attempt = 7;
+    a[9].claim = 7;
 
     /* The claim in the same exchange sees the acks: the released and the
      * failed job (backoff 0) are ready again, in queue order. */
-    tq__claim c = {"q", TQ_FIFO, 30000000, 3, 10};
+    tq__claim c = {"q", TQ_FIFO, 30000000, 3, 10, 1};
     tq_job *again = NULL;
     size_t n = 0;
-    OK(db, db->engine->exchange(db, "w", a, 10, &c, &again, &n));
+    OK(db, db->engine->exchange(db, "w", a, 10, &c, 1, &again, &n));
+    tq__jobs_sort(again, n, TQ_FIFO);
     const int expect[10] = {0, 0, TQ_ELOST, 0, 0, 0, TQ_ELOST, 0, 0, TQ_ELOST};
     for (int i = 0; i < 10; i++)
         if (a[i].result != expect[i])
@@ -184,7 +186,7 @@ static void thousand_in_one(void **state)
     tq__ack *a = calloc(N, sizeof *a);
     for (int i = 0; i < N; i++)
         a[i] = ack(&jobs[i], i % 10 == 9 ? TQ__ACK_RELEASE : TQ__ACK_DONE);
-    OK(db, db->engine->exchange(db, "w", a, N, NULL, NULL, NULL));
+    OK(db, db->engine->exchange(db, "w", a, N, NULL, 0, NULL, NULL));
     for (int i = 0; i < N; i++)
         assert_int_equal(a[i].result, 0);
     tq_stats st;
@@ -193,7 +195,7 @@ static void thousand_in_one(void **state)
     assert_int_equal(st.count[TQ_READY], N / 10);
     assert_int_equal(st.count[TQ_RUNNING], 0);
     /* Acking them again changes nothing: every one is fenced out. */
-    OK(db, db->engine->exchange(db, "w", a, N, NULL, NULL, NULL));
+    OK(db, db->engine->exchange(db, "w", a, N, NULL, 0, NULL, NULL));
     for (int i = 0; i < N; i++)
         assert_int_equal(a[i].result, TQ_ELOST);
     free(a);

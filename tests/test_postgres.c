@@ -120,11 +120,11 @@ static void check_plans(PGconn *c, const char *schema, const char *queue,
         char *q = in_schema(tq__postgres_claim_sql((tq_order)order), schema);
         char prep[4096], plan[8192];
         snprintf(prep, sizeof prep,
-                 "PREPARE claim%d (text, int8, text, int8, int4) AS %s", order, q);
+                 "PREPARE claim%d (text, int8, text, int8, int4, bool) AS %s", order, q);
         free(q);
         exec(c, prep);
-        snprintf(prep, sizeof prep, "EXECUTE claim%d ('%s', 10, 'w', 30000000, 3)", order,
-                 queue);
+        snprintf(prep, sizeof prep, "EXECUTE claim%d ('%s', 10, 'w', 30000000, 3, true)",
+                 order, queue);
         /* As a worker runs it: in an exchange, after its planner settings. */
         exec(c, "BEGIN");
         exec(c, tq__postgres_plan_sql());
@@ -372,17 +372,19 @@ static void ack_plan_is_id_lookup(void **state)
             " FROM generate_series(1, 100000)");
     exec(c, "ANALYZE ackplan.jobs");
     exec(c, "INSERT INTO ackplan.jobs (queue, state, payload, attempts, worker,"
-            " started_at, lease_until) SELECT 'q', 'running', 'p', 1, 'w', now(),"
-            " now() + interval '1 hour' FROM generate_series(1, 5000)");
+            " started_at, lease_until, claims) SELECT 'q', 'running', 'p', 1, 'w', now(),"
+            " now() + interval '1 hour', 1 FROM generate_series(1, 5000)");
     char plan[8192];
-    prepare_generic(c, "ack (text, int8[], int4[])", tq__postgres_ack_sql(), "ackplan");
-    explain(c, "EXECUTE ack ('w', '{1,2}', '{1,1}')", plan, sizeof plan);
+    prepare_generic(c, "ack (text, int8[], int8[], int8[])", tq__postgres_ack_sql(),
+                    "ackplan");
+    explain(c, "EXECUTE ack ('w', '{1,2}', '{1,1}', '{0,0}')", plan, sizeof plan);
     if (!strstr(plan, "using jobs_pkey") || strstr(plan, "jobs_running"))
         fail_msg("unexpected ack plan:\n%s", plan);
-    /* The statement still fences: only the running rows of worker w with
-     * the given attempt are acknowledged. */
+    /* The statement still fences: only the running rows of worker w under
+     * the given claim are acknowledged. */
     exec(c, "UPDATE ackplan.jobs SET worker = 'other' WHERE id = 100002");
-    PGresult *r = PQexec(c, "EXECUTE ack ('w', '{100001,100002,100003,1}', '{1,1,2,1}')");
+    PGresult *r = PQexec(c, "EXECUTE ack ('w', '{100001,100002,100003,1}', '{1,1,2,1}',"
+                            " '{0,0,0,0}')");
     assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
     assert_int_equal(PQntuples(r), 1);
     assert_string_equal(PQgetvalue(r, 0, 0), "1");
@@ -410,23 +412,24 @@ static void ack_plan_without_statistics(void **state)
         exec(c, "INSERT INTO ackfresh.jobs (queue, payload) SELECT"
                 " '" LONG_QUEUE "', 'p' FROM generate_series(1, 1000)");
     exec(c, "UPDATE ackfresh.jobs SET state = 'running', worker = 'w', attempts = 1,"
-            " started_at = now(), lease_until = now() + interval '1 hour'"
+            " started_at = now(), lease_until = now() + interval '1 hour', claims = 1"
             " WHERE id <= 2049");
     char *q = in_schema(tq__postgres_ack_sql(), "ackfresh"), prep[2048], plan[16384];
-    snprintf(prep, sizeof prep, "PREPARE ack (text, int8[], int4[]) AS %s", q);
+    snprintf(prep, sizeof prep, "PREPARE ack (text, int8[], int8[], int8[]) AS %s", q);
     free(q);
     exec(c, prep);
     exec(c, "SET plan_cache_mode = force_custom_plan");
     /* A worker's usual group, and the most it may hold at once. */
     static const int sizes[] = {500, RUNNING};
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
-        static char ids[RUNNING * 6], atts[RUNNING * 2 + 2], run[RUNNING * 8 + 64];
+        static char ids[RUNNING * 6], atts[RUNNING * 2 + 2], run[RUNNING * 10 + 64];
         char *pi = ids, *pa = atts;
         for (int i = 1; i <= sizes[k]; i++) {
             pi += sprintf(pi, "%s%d", i > 1 ? "," : "{", i);
             pa += sprintf(pa, "%s1", i > 1 ? "," : "{");
         }
-        snprintf(run, sizeof run, "EXECUTE ack ('w', '%s}', '%s}')", ids, atts);
+        snprintf(run, sizeof run, "EXECUTE ack ('w', '%s}', '%s}', '%s}')", ids, atts,
+                 atts);
         exec(c, "BEGIN");
         exec(c, tq__postgres_plan_sql());
         exec(c, tq__postgres_group_plan_sql());
@@ -560,7 +563,17 @@ static void version_1_store_migrates(void **state)
             "  WHERE state = 'ready';"
             "DROP INDEX old.jobs_running;"
             "CREATE INDEX jobs_running ON old.jobs (lease_until) WHERE state = 'running';"
+            "ALTER TABLE old.jobs DROP COLUMN claims;"
+            "ALTER TABLE old.jobs DROP CONSTRAINT jobs_running_leased;"
+            "ALTER TABLE old.jobs DROP CONSTRAINT jobs_run_at_finite;"
+            "ALTER TABLE old.workers DROP COLUMN host_id;"
             "UPDATE old.meta SET value = '1' WHERE key = 'schema_version'");
+    /* What plain SQL could write before version 6, mended by it. */
+    exec(c,
+         "INSERT INTO old.jobs (id, queue, state, payload, attempts, worker,"
+         "  started_at) VALUES (1000, 'q', 'running', 'stranded', 1, 'w', now());"
+         "INSERT INTO old.jobs (id, queue, payload, run_at)"
+         "  VALUES (1001, 'q', 'past', '-infinity'), (1002, 'q', 'never', 'infinity')");
     snprintf(url, sizeof url, "%s&tq_schema=old", base);
     assert_int_equal(tq_open(&db, url, NULL), TQ_ESCHEMA); /* asks for tq init */
     tq_close(db);
@@ -576,7 +589,7 @@ static void version_1_store_migrates(void **state)
                   "   AND conrelid = 'old.jobs'::regclass),"
                   " (SELECT array_to_string(reloptions, ',') FROM pg_class"
                   "   WHERE oid = 'old.jobs'::regclass),"
-                  " (SELECT payload FROM old.jobs),"
+                  " (SELECT payload FROM old.jobs ORDER BY id LIMIT 1),"
                   " (SELECT pg_get_indexdef('old.jobs_ready_lifo'::regclass)),"
                   " (SELECT pg_get_indexdef('old.jobs_running'::regclass))");
     assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
@@ -588,6 +601,30 @@ static void version_1_store_migrates(void **state)
     assert_non_null(strstr(PQgetvalue(r, 0, 4), "(queue, priority, id)"));
     assert_non_null(strstr(PQgetvalue(r, 0, 5), "WHERE (lease_until IS NOT NULL)"));
     PQclear(r);
+    expect_row(c,
+               "SELECT (SELECT lease_until <= now() FROM old.jobs WHERE id = 1000),"
+               " (SELECT run_at <= now() FROM old.jobs WHERE id = 1001),"
+               " (SELECT run_at > now() + interval '1000 years' FROM old.jobs"
+               "   WHERE id = 1002),"
+               " (SELECT count(*) FROM old.jobs WHERE claims <> 0)",
+               4, (const char *[]){"t", "t", "t", "0"});
+    /* The stranded row is rescued like any expired lease. */
+    assert_int_equal(tq_open(&db, url, NULL), 0);
+    int64_t n = 0;
+    assert_int_equal(tq_rescue_expired(&n, db), 0);
+    assert_int_equal(n, 1);
+    tq_close(db);
+    /* And the table now refuses both for plain SQL. */
+    static const char *const bad[] = {
+        "INSERT INTO old.jobs (queue, state, payload) VALUES ('q', 'running', 'x')",
+        "INSERT INTO old.jobs (queue, payload, run_at) VALUES ('q', 'x', '-infinity')",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        PGresult *b = PQexec(c, bad[i]);
+        assert_int_equal(PQresultStatus(b), PGRES_FATAL_ERROR);
+        assert_string_equal(PQresultErrorField(b, PG_DIAG_SQLSTATE), "23514");
+        PQclear(b);
+    }
     PQfinish(c);
 }
 

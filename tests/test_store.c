@@ -205,7 +205,7 @@ static void fencing(void **state)
     assert_int_equal(tq_job_heartbeat(DB, &other), TQ_ELOST);
     assert_int_equal(tq_job_release(DB, &other), TQ_ELOST);
     other.worker = j->worker;
-    other.attempts = 2;
+    other.claim = j->claim + 1;
     assert_int_equal(tq_job_complete(DB, &other), TQ_ELOST);
     assert_int_equal(state_of(state, id), TQ_RUNNING);
 
@@ -225,6 +225,35 @@ static void fencing(void **state)
     assert_int_equal(state_of(state, id), TQ_DONE);
     tq_job_free(again);
     tq_job_free(j);
+}
+
+/* Cancel and retry put a job back with its attempts reset; claimed again by
+ * the same worker it runs at attempt 1 once more, but under a new claim:
+ * the cancelled run's acknowledgements and heartbeats are refused. */
+static void fence_survives_cancel_and_retry(void **state)
+{
+    int64_t id = enq(state, "q", "x");
+    tq_job *first = claim1(state, "q", "w");
+    OK(tq_job_cancel(DB, id));
+    OK(tq_job_retry(DB, id));
+    tq_job *second = claim1(state, "q", "w");
+    assert_int_equal(first->attempts, 1);
+    assert_int_equal(second->attempts, 1);
+    assert_true(second->claim > first->claim);
+    assert_int_equal(tq_job_heartbeat(DB, first), TQ_ELOST);
+    assert_int_equal(tq_job_complete(DB, first), TQ_ELOST);
+    assert_int_equal(tq_job_fail(DB, first, "stale"), TQ_ELOST);
+    assert_int_equal(tq_job_release(DB, first), TQ_ELOST);
+    tq_job *now = get(state, id);
+    assert_int_equal(now->state, TQ_RUNNING);
+    assert_int_equal(now->claim, second->claim);
+    assert_null(now->last_error);
+    tq_job_free(now);
+    OK(tq_job_heartbeat(DB, second));
+    OK(tq_job_complete(DB, second));
+    assert_int_equal(state_of(state, id), TQ_DONE);
+    tq_job_free(first);
+    tq_job_free(second);
 }
 
 static void fail_retry_then_dead(void **state)
@@ -904,6 +933,7 @@ int main(void)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
         T(enqueue_claim_complete),
         T(fencing),
+        T(fence_survives_cancel_and_retry),
         T(fail_retry_then_dead),
         T(job_max_attempts_overrides_queue),
         T(backoff_delays_retry),

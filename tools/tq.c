@@ -142,6 +142,7 @@ static json_t *job_json(const tq_job *j, int with_payload)
     json_object_set_new(o, "priority", json_integer(j->priority));
     json_object_set_new(o, "attempts", json_integer(j->attempts));
     json_object_set_new(o, "max_attempts", json_integer(j->max_attempts));
+    json_object_set_new(o, "claims", json_integer(j->claim));
     json_object_set_new(o, "key", j->key ? json_string(j->key) : json_null());
     json_object_set_new(o, "worker", j->worker ? json_string(j->worker) : json_null());
     json_object_set_new(o, "last_error",
@@ -1080,8 +1081,8 @@ static int cmd_show(int argc, char **argv)
         char t[40], d[24];
         printf("id:           %lld\nqueue:        %s\nstate:        %s\n",
                (long long)j->id, j->queue, tq_state_name(j->state));
-        printf("priority:     %d\nattempts:     %d of %d\n", j->priority, j->attempts,
-               j->max_attempts);
+        printf("priority:     %d\nattempts:     %d of %d\nclaims:       %lld\n",
+               j->priority, j->attempts, j->max_attempts, (long long)j->claim);
         if (j->key)
             printf("key:          %s\n", j->key);
         printf("created:      %s\n", tq_time_format(t, sizeof t, j->created_at));

@@ -25,38 +25,62 @@
  */
 typedef struct tq__job_cols {
     int id, queue, payload, state, priority, attempts, max_attempts, key, worker,
-        last_error, created_at, run_at, started_at, finished_at, lease_until;
+        last_error, created_at, run_at, started_at, finished_at, lease_until, claim;
 } tq__job_cols;
 
-static const tq__job_cols tq__all_cols = {0, 1, 2,  3,  4,  5,  6, 7,
-                                          8, 9, 10, 11, 12, 13, 14};
-static const tq__job_cols tq__claimed_cols = {0,  -1, 1, -1, 2, 3,  4, 5,
-                                              -1, 6,  7, 8,  9, -1, 10};
+static const tq__job_cols tq__all_cols = {0, 1, 2,  3,  4,  5,  6,  7,
+                                          8, 9, 10, 11, 12, 13, 14, 15};
+static const tq__job_cols tq__claimed_cols = {0,  -1, 1, -1, 2, 3,  4,  5,
+                                              -1, 6,  7, 8,  9, -1, 10, 11};
 
-/* What a worker reports about one claimed job. */
+/*
+ * What a worker reports about one claimed job. The values are part of the
+ * PostgreSQL engine's grouped acknowledgement (its kinds array), so they are
+ * pinned here: never renumber them.
+ */
 typedef enum tq__ack_kind {
-    TQ__ACK_DONE = 0, /* finished: done (or deleted if the queue drops done rows) */
-    TQ__ACK_FAIL,     /* failed: ready after delay_us, or dead when out of attempts */
-    TQ__ACK_RELEASE,  /* given back unrun: ready, attempt not spent */
-    TQ__ACK_BEAT      /* still running: lease_until = now + delay_us */
+    TQ__ACK_DONE = 0,    /* finished: done (or deleted if the queue drops done rows) */
+    TQ__ACK_FAIL = 1,    /* failed: ready after delay_us, or dead when out of attempts */
+    TQ__ACK_RELEASE = 2, /* given back: ready, the run's attempt not spent */
+    TQ__ACK_BEAT = 3     /* still held: lease_until = now + delay_us */
 } tq__ack_kind;
 
 /*
- * One fenced change to a claimed job. The FENCING RULE: every statement that
- * changes a claimed job must carry `state = 'running' AND worker = ? AND
- * attempts = ?` in its WHERE clause, with the worker name and attempt the
- * claim returned. A row that no longer matches belongs to someone else (or
- * was cancelled); the change is skipped and result is TQ_ELOST. An editor
- * adding a new kind of acknowledgement must keep that predicate.
+ * One fenced change to a claimed job.
+ *
+ * THE FENCING RULE. Every claim adds one to the row's `claims` counter, and
+ * the claim's value of it (tq_job.claim) is the claim's token: it names
+ * that one claim of that row forever, because the counter never goes down
+ * and is never reset (retry resets `attempts`, release gives an attempt
+ * back; neither touches `claims`). Every statement that changes a claimed
+ * job must carry `state = 'running' AND worker = ? AND claims = ?` in its
+ * WHERE clause, with the worker name and token of the claim. A row that no
+ * longer matches belongs to another claim (or was cancelled, retried,
+ * rescued); the change is skipped and result is TQ_ELOST. The worker name
+ * stays in the fence although the token alone is unique: after a failover
+ * to a replica that lost the last commits, a row's counter can repeat a
+ * value some worker still holds, and the name tells the two claims apart.
+ * An editor adding a new kind of acknowledgement must keep that predicate.
+ *
+ * STARTS. A claim is a start (the job runs at once: its attempt is charged
+ * and started_at set by the claim) or a hold (claimed ahead: started_at
+ * NULL, nothing charged). A held job's start is recorded by the first
+ * acknowledgement that carries started_us > 0 for it, which charges the
+ * attempt and sets started_at = now - started_us if the store has not
+ * recorded a start for this claim yet (started_at IS NULL), so sending it
+ * twice counts once. On a running row, started_at IS NOT NULL means "this
+ * claim's attempt is charged": release gives it back, and the rescues give
+ * back nothing for a claim that never started (the job keeps its place).
  */
 typedef struct tq__ack {
     int64_t id;
-    int attempt;
+    int64_t claim; /* the claim's token (tq_job.claim) */
     tq__ack_kind kind;
-    int64_t delay_us;  /* FAIL: backoff; BEAT: lease length */
-    const char *error; /* FAIL: last_error, may be NULL */
-    int delete_done;   /* DONE: delete the row instead of keeping it */
-    int result;        /* out: 0 applied, TQ_ELOST fenced out */
+    int64_t delay_us;   /* FAIL: backoff; BEAT: lease length */
+    const char *error;  /* FAIL: last_error, may be NULL */
+    int delete_done;    /* DONE: delete the row instead of keeping it */
+    int64_t started_us; /* > 0: the job's handler started this long ago */
+    int result;         /* out: 0 applied, TQ_ELOST fenced out */
 } tq__ack;
 
 /* The claim half of an exchange. */
@@ -64,8 +88,11 @@ typedef struct tq__claim {
     const char *queue;
     tq_order order;
     int64_t lease_us;
-    int max_attempts; /* the queue's, to report the effective value */
+    int max_attempts; /* the queue's, as the claimer knows it */
     size_t max;
+    /* Start the claimed jobs (charge an attempt, unless one is out of them:
+     * that one comes back held), or hold them (see STARTS above). */
+    int start;
 } tq__claim;
 
 enum {
@@ -92,15 +119,16 @@ struct tq__engine {
 
     /*
      * The hot path: in one transaction, apply the fenced acks (may be none)
-     * and then claim up to claim->max jobs (claim may be NULL). Claimed jobs
-     * are returned in the queue's order.
+     * and then the claims (nclaims may be 0), each of up to claims[i].max
+     * jobs of a queue that is not paused. Claimed jobs are returned in the
+     * queue's order, those of claims[0] first.
      */
     int (*exchange)(tq *db, const char *worker, tq__ack *acks, size_t nacks,
-                    const tq__claim *claim, tq_job **out, size_t *out_n);
+                    const tq__claim *claims, size_t nclaims, tq_job **out, size_t *out_n);
 
-    /* Running jobs back to ready, or dead when out of attempts: those held
-     * by worker (any lease) if worker is not NULL, else those whose lease
-     * expired. */
+    /* Running jobs back to ready, or dead when out of attempts (a claim
+     * that never started goes back to ready unspent): those held by worker
+     * (any lease) if worker is not NULL, else those whose lease expired. */
     int (*rescue)(tq *db, const char *worker, int64_t *count);
     /* Whether any job of queue is ready (due or not) or running. */
     int (*pending)(tq *db, const char *queue, int *out);

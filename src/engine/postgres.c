@@ -138,40 +138,106 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "CREATE INDEX jobs_running ON TQ.jobs (lease_until) WHERE lease_until IS NOT NULL;",
     /* 5: SQLite's state CHECK. Nothing to do here. */
     "SELECT 1;",
+    /* 6: the fence's claim counter (engine.h), and CHECKs for what plain
+     * SQL could otherwise write and no statement handles: a running row
+     * without a lease (no rescue would ever find it) and an infinite run_at
+     * (no time arithmetic survives it). Rows that break them are mended
+     * first: a leaseless running row gets an expired lease (the next rescue
+     * puts it back), -infinity becomes now and infinity the latest time the
+     * API accepts. Workers get the host identity that tells a dead holder of
+     * a name from a live one in another container. The new column has a
+     * constant default, so adding it rewrites nothing. */
+    "ALTER TABLE TQ.jobs ADD COLUMN claims int8 NOT NULL DEFAULT 0;"
+    "UPDATE TQ.jobs SET lease_until = now()"
+    "  WHERE state = 'running' AND lease_until IS NULL;"
+    "UPDATE TQ.jobs SET run_at = CASE WHEN run_at < now() THEN now()"
+    "                            ELSE '9999-12-31 23:59:59+00' END"
+    "  WHERE NOT isfinite(run_at);"
+    "ALTER TABLE TQ.jobs ADD CONSTRAINT jobs_running_leased"
+    "  CHECK (state <> 'running' OR lease_until IS NOT NULL);"
+    "ALTER TABLE TQ.jobs ADD CONSTRAINT jobs_run_at_finite CHECK (isfinite(run_at));"
+    "ALTER TABLE TQ.workers ADD COLUMN host_id text;",
 };
 
-#define OUT_OF_ATTEMPTS                                                                  \
-    "j.attempts >= COALESCE(j.max_attempts, (SELECT q.max_attempts FROM "                \
-    "TQ.queues q WHERE q.name = j.queue), 3)"
+/* clang-format off */
+
+/* A job is out of attempts when it has started as many as it may; inc is
+ * what the statement adds to attempts meanwhile. */
+#define OUT_OF_ATTEMPTS(inc)                                                             \
+    "j.attempts + " inc " >= COALESCE(j.max_attempts, (SELECT q.max_attempts"           \
+    " FROM TQ.queues q WHERE q.name = j.queue), 3)"
+
+/* The fence every change to a claimed job carries (engine.h). */
 #define FENCE                                                                            \
-    " WHERE j.id = $1 AND j.state = 'running' AND j.worker = $2 AND j.attempts = $3"
+    " WHERE j.id = $1 AND j.state = 'running' AND j.worker = $2 AND j.claims = $3"
 /* The group form: ids in $2, joined to the row of each (S_PLAN_GROUP). */
 #define FENCE_MANY                                                                       \
     " WHERE j.id = ANY($2) AND j.id = a.id AND j.state = 'running' AND j.worker = $1"    \
-    " AND j.attempts = a.att"
+    " AND j.claims = a.c"
+
+/* An acknowledgement's record of a start (engine.h, STARTS): s is the
+ * started_us it carries. STARTED(s) is 1 when it charges the attempt. */
+#define STARTED(s) "(" s "::int8 > 0 AND j.started_at IS NULL)::int4"
+#define RECORD_START(s)                                                                  \
+    " attempts = j.attempts + " STARTED(s) ","                                           \
+    " started_at = COALESCE(j.started_at,"                                               \
+    "                       CASE WHEN " s "::int8 > 0 THEN now() - " DUR(s) " END)"
 
 /* Job rows come back in binary, timestamps as they are stored (g_time). */
 #define JOB_COLS                                                                         \
     "j.id, j.queue, j.payload, j.state, j.priority, j.attempts,"                         \
     " COALESCE(j.max_attempts, (SELECT q.max_attempts FROM TQ.queues q"                  \
     " WHERE q.name = j.queue), 3), j.dedup_key, j.worker, j.last_error, j.created_at,"   \
-    " j.run_at, j.started_at, j.finished_at, j.lease_until"
+    " j.run_at, j.started_at, j.finished_at, j.lease_until, j.claims"
 
 /* A claim returns only what the claimer does not know (tq__claimed_cols):
  * each column left out is one less to form, send and read per claimed row
  * (RETURNING all of them cost ~10 % at 16 workers). */
 #define CLAIMED_COLS                                                                     \
     "j.id, j.payload, j.priority, j.attempts, COALESCE(j.max_attempts, $5::int4),"       \
-    " j.dedup_key, j.last_error, j.created_at, j.run_at, j.started_at, j.lease_until"
+    " j.dedup_key, j.last_error, j.created_at, j.run_at, j.started_at, j.lease_until,"   \
+    " j.claims"
 
+/*
+ * A claim: $1 queue, $2 how many, $3 worker, $4 lease, $5 the queue's max
+ * attempts as the claimer knows it, $6 true to start the jobs or false to
+ * hold them. A start charges the attempt unless the job is out of them (the
+ * worker then ends it unrun). A paused queue yields nothing: the NOT EXISTS
+ * is uncorrelated, run once per claim.
+ */
+#define CHARGE "($6::bool AND j.attempts < COALESCE(j.max_attempts, $5::int4))"
 #define CLAIM(order_by)                                                                  \
-    "WITH picked AS MATERIALIZED (SELECT id FROM TQ.jobs WHERE queue = $1 AND"           \
-    " state = 'ready' AND run_at <= now()" order_by " LIMIT $2 FOR UPDATE SKIP LOCKED)"  \
-    " UPDATE TQ.jobs j SET state = 'running', attempts = j.attempts + 1,"                \
-    " worker = $3, started_at = now(), lease_until = now() + " DUR(                      \
-        "$4") ","                                                                        \
-              " finished_at = NULL FROM picked WHERE j.id = picked.id"                   \
-              " RETURNING " CLAIMED_COLS
+    "WITH picked AS MATERIALIZED ("                                                      \
+    "  SELECT id FROM TQ.jobs"                                                           \
+    "  WHERE queue = $1 AND state = 'ready' AND run_at <= now()"                         \
+    "    AND NOT EXISTS (SELECT 1 FROM TQ.queues WHERE name = $1 AND paused)"            \
+    "  " order_by                                                                        \
+    "  LIMIT $2"                                                                         \
+    "  FOR UPDATE SKIP LOCKED)"                                                          \
+    " UPDATE TQ.jobs j SET"                                                              \
+    "  state = 'running',"                                                               \
+    "  claims = j.claims + 1,"                                                           \
+    "  attempts = j.attempts + " CHARGE "::int4,"                                        \
+    "  started_at = CASE WHEN " CHARGE " THEN now() END,"                                \
+    "  worker = $3,"                                                                     \
+    "  lease_until = now() + " DUR("$4") ","                                             \
+    "  finished_at = NULL"                                                               \
+    " FROM picked WHERE j.id = picked.id"                                                \
+    " RETURNING " CLAIMED_COLS
+
+/* What a rescue does to a running row: back to ready, or dead when its
+ * started run used the last attempt; a claim that never started is put
+ * back as it was (no attempt was charged, last_error kept). */
+#define RESCUE(why)                                                                      \
+    "UPDATE TQ.jobs j SET"                                                               \
+    "  state = CASE WHEN j.started_at IS NOT NULL AND " OUT_OF_ATTEMPTS("0")             \
+    "          THEN 'dead' ELSE 'ready' END,"                                            \
+    "  finished_at = CASE WHEN j.started_at IS NOT NULL AND " OUT_OF_ATTEMPTS("0")       \
+    "                THEN now() END,"                                                    \
+    "  last_error = CASE WHEN j.started_at IS NULL THEN j.last_error ELSE " why " END,"  \
+    "  lease_until = NULL"
+
+/* clang-format on */
 
 #define QUEUE_COLS                                                                       \
     "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done, "    \
@@ -184,11 +250,7 @@ enum stmt_id {
     S_PLAN,
     S_PLAN_GROUP,
     S_PLAN_CLAIM,
-    S_DONE,
-    S_DONE_DELETE,
     S_FAIL,
-    S_RELEASE,
-    S_BEAT,
     S_ACK_MANY,
     S_ACK_DONE,
     S_ACK_DELETE,
@@ -214,6 +276,7 @@ enum stmt_id {
     S_DONE_SINCE,
     S_LONGEST,
     S_DURATIONS,
+    S_WORKER_NEW,
     S_WORKER_GET,
     S_WORKER_PUT,
     S_WORKER_BEAT,
@@ -224,6 +287,8 @@ enum stmt_id {
 };
 
 _Static_assert(S_COUNT <= 64, "prepared statements are tracked in a uint64_t");
+_Static_assert(TQ__ACK_DONE == 0 && TQ__ACK_RELEASE == 2 && TQ__ACK_BEAT == 3,
+               "S_ACK_MANY spells the acknowledgement kinds as these numbers");
 
 static const char *const sql[S_COUNT] = {
     [S_CLAIM_FIFO] = CLAIM(" ORDER BY priority DESC, run_at, id"),
@@ -250,41 +315,65 @@ static const char *const sql[S_COUNT] = {
      * joined to their ids by hash. The claim wants its nested loop back. */
     [S_PLAN_GROUP] = "SELECT set_config('enable_nestloop', 'off', true)",
     [S_PLAN_CLAIM] = "SELECT set_config('enable_nestloop', 'on', true)",
-    [S_DONE] = "UPDATE TQ.jobs j SET state = 'done', finished_at = now(),"
-               " lease_until = NULL" FENCE,
-    [S_DONE_DELETE] = "DELETE FROM TQ.jobs j" FENCE,
-    [S_FAIL] = "UPDATE TQ.jobs j SET"
-               " state = CASE WHEN " OUT_OF_ATTEMPTS " THEN 'dead' ELSE 'ready' END,"
-               " finished_at = CASE WHEN " OUT_OF_ATTEMPTS " THEN now() END,"
-               " run_at = CASE WHEN " OUT_OF_ATTEMPTS " THEN j.run_at"
-               "   ELSE now() + " DUR("$4") " END,"
-                                            " last_error = $5, lease_until = NULL" FENCE,
-    [S_RELEASE] = "UPDATE TQ.jobs j SET state = 'ready', attempts = j.attempts - 1,"
-                  " lease_until = NULL" FENCE,
-    [S_BEAT] = "UPDATE TQ.jobs j SET lease_until = now() + " DUR("$4") FENCE,
-    /* A group of done (kept), release and beat acks in one statement: the
-     * arrays hold id, attempt, kind (TQ__ACK_*) and lease length; RETURNING
-     * names the ones the fence let through, by position. */
+    /* clang-format off */
+    /* A failure, one statement per job for its error text: $1 id, $2
+     * worker, $3 claim, $4 backoff, $5 error, $6 started_us. */
+    [S_FAIL] =
+        "UPDATE TQ.jobs j SET"
+        "  state = CASE WHEN " OUT_OF_ATTEMPTS(STARTED("$6")) " THEN 'dead'"
+        "          ELSE 'ready' END,"
+        "  finished_at = CASE WHEN " OUT_OF_ATTEMPTS(STARTED("$6")) " THEN now() END,"
+        "  run_at = CASE WHEN " OUT_OF_ATTEMPTS(STARTED("$6")) " THEN j.run_at"
+        "           ELSE now() + " DUR("$4") " END,"
+        "  last_error = $5,"
+        "  lease_until = NULL,"
+        RECORD_START("$6")
+        FENCE,
+    /*
+     * A group of done (kept), release and beat acks in one statement: $1
+     * worker; the arrays hold id, claim, kind (TQ__ACK_* as numbers: 0
+     * done, 2 release, 3 beat; asserted below), lease length (beats) and
+     * started_us; RETURNING names the
+     * ones the fence let through, by position. A release gives back the
+     * attempt the store charged for the run (none if it never heard of its
+     * start).
+     */
     [S_ACK_MANY] =
         "UPDATE TQ.jobs j SET"
-        " state = CASE a.k WHEN 0 THEN 'done' WHEN 2 THEN 'ready'"
-        "   ELSE j.state END,"
-        " finished_at = CASE a.k WHEN 0 THEN now() ELSE j.finished_at END,"
-        " attempts = CASE a.k WHEN 2 THEN j.attempts - 1 ELSE j.attempts END,"
-        " lease_until = CASE a.k WHEN 3 THEN now() + " DUR(
-            "a.d") " END"
-                   " FROM unnest($2::int8[], $3::int4[], $4::int4[], $5::int8[])"
-                   "   WITH ORDINALITY AS a (id, att, k, d, n)" FENCE_MANY
-                   " RETURNING a.n",
-    /* The usual group, all done: S_ACK_MANY without the per-row CASEs and
-     * two of its four arrays. */
-    [S_ACK_DONE] = "UPDATE TQ.jobs j SET state = 'done', finished_at = now(),"
-                   " lease_until = NULL"
-                   " FROM unnest($2::int8[], $3::int4[]) WITH ORDINALITY AS a (id, att, "
-                   "n)" FENCE_MANY " RETURNING a.n",
-    [S_ACK_DELETE] = "DELETE FROM TQ.jobs j"
-                     " USING unnest($2::int8[], $3::int4[]) WITH ORDINALITY AS a (id, "
-                     "att, n)" FENCE_MANY " RETURNING a.n",
+        "  state = CASE a.k WHEN 0 THEN 'done'"
+        "                   WHEN 2 THEN 'ready'"
+        "          ELSE j.state END,"
+        "  finished_at = CASE a.k WHEN 0 THEN now()"
+        "                ELSE j.finished_at END,"
+        "  attempts = CASE a.k WHEN 2"
+        "               THEN greatest(0, j.attempts - (j.started_at IS NOT NULL)::int4)"
+        "             ELSE j.attempts + " STARTED("a.s") " END,"
+        "  started_at = CASE a.k WHEN 2 THEN j.started_at"
+        "               ELSE COALESCE(j.started_at,"
+        "                             CASE WHEN a.s > 0 THEN now() - " DUR("a.s") " END)"
+        "               END,"
+        "  lease_until = CASE a.k WHEN 3 THEN now() + " DUR("a.d") " END"
+        " FROM unnest($2::int8[], $3::int8[], $4::int4[], $5::int8[], $6::int8[])"
+        "   WITH ORDINALITY AS a (id, c, k, d, s, n)"
+        FENCE_MANY
+        " RETURNING a.n",
+    /* The usual group, all done: S_ACK_MANY without the per-kind CASEs and
+     * two of its five arrays. */
+    [S_ACK_DONE] =
+        "UPDATE TQ.jobs j SET"
+        "  state = 'done',"
+        "  finished_at = now(),"
+        "  lease_until = NULL,"
+        RECORD_START("a.s")
+        " FROM unnest($2::int8[], $3::int8[], $4::int8[])"
+        "   WITH ORDINALITY AS a (id, c, s, n)"
+        FENCE_MANY
+        " RETURNING a.n",
+    [S_ACK_DELETE] =
+        "DELETE FROM TQ.jobs j"
+        " USING unnest($2::int8[], $3::int8[]) WITH ORDINALITY AS a (id, c, n)"
+        FENCE_MANY
+        " RETURNING a.n",
     /* Every worker runs this each second. The ordered, limited scan walks
      * jobs_running as an index scan, which marks the entries of dead row
      * versions (every job that ran leaves one) so later scans skip them; the
@@ -292,23 +381,18 @@ static const char *const sql[S_COUNT] = {
      * version's heap page each time: 650 ms per call after 600,000 jobs
      * (bench/sustained.sh). pg_rescue repeats it while it fills the limit. */
     [S_RESCUE_EXPIRED] =
-        "WITH expired AS MATERIALIZED (SELECT id FROM TQ.jobs WHERE state = 'running'"
-        " AND lease_until < now() ORDER BY lease_until LIMIT " STR(
-            RESCUE_LIMIT) " FOR UPDATE SKIP LOCKED)"
-                          " UPDATE TQ.jobs j SET"
-                          " state = CASE WHEN " OUT_OF_ATTEMPTS
-                          " THEN 'dead' ELSE 'ready' END,"
-                          " finished_at = CASE WHEN " OUT_OF_ATTEMPTS " THEN now() END,"
-                          " last_error = 'lease expired under worker ' || "
-                          "coalesce(j.worker, '?'),"
-                          " lease_until = NULL FROM expired WHERE j.id = expired.id",
+        "WITH expired AS MATERIALIZED ("
+        "  SELECT id FROM TQ.jobs"
+        "  WHERE state = 'running' AND lease_until < now()"
+        "  ORDER BY lease_until"
+        "  LIMIT " STR(RESCUE_LIMIT)
+        "  FOR UPDATE SKIP LOCKED) "
+        RESCUE("'lease expired under worker ' || coalesce(j.worker, '?')")
+        " FROM expired WHERE j.id = expired.id",
     [S_RESCUE_WORKER] =
-        "UPDATE TQ.jobs j SET"
-        " state = CASE WHEN " OUT_OF_ATTEMPTS " THEN 'dead' ELSE 'ready' END,"
-        " finished_at = CASE WHEN " OUT_OF_ATTEMPTS " THEN now() END,"
-        " last_error = 'worker ' || j.worker || ' restarted while running it',"
-        " lease_until = NULL WHERE j.state = 'running' AND j.worker = $1"
-        " AND j.lease_until IS NOT NULL",
+        RESCUE("'worker ' || j.worker || ' restarted while running it'")
+        " WHERE j.state = 'running' AND j.worker = $1 AND j.lease_until IS NOT NULL",
+    /* clang-format on */
     /* Many rows in one statement: payloads as one bytea[] parameter. */
     [S_ENQUEUE_MANY] =
         "INSERT INTO TQ.jobs (queue, payload, priority, run_at, max_attempts)"
@@ -378,24 +462,40 @@ static const char *const sql[S_COUNT] = {
         " FROM TQ.jobs WHERE state = 'done' AND finished_at IS NOT NULL"
         " AND started_at IS NOT NULL AND ($1::text IS NULL OR queue = $1)"
         " ORDER BY finished_at DESC LIMIT $2",
-    [S_WORKER_GET] = "SELECT host, pid, (stopped_at IS NULL AND"
-                     " heartbeat_at > now() - lease_us * interval '1 microsecond')"
-                     " FROM TQ.workers WHERE name = $1 FOR UPDATE",
-    [S_WORKER_PUT] = "INSERT INTO TQ.workers (name, host, pid, started_at, heartbeat_at,"
-                     " stopped_at, lease_us) VALUES ($1, $2, $3, now(), now(), NULL, $4)"
-                     " ON CONFLICT (name) DO UPDATE SET host = excluded.host,"
-                     " pid = excluded.pid, started_at = excluded.started_at,"
-                     " heartbeat_at = excluded.heartbeat_at, stopped_at = NULL,"
-                     " lease_us = excluded.lease_us",
+    /* clang-format off */
+    /* Registration: a new name is inserted, else its row is locked and
+     * read, then taken over (pg_worker_register). */
+    [S_WORKER_NEW] =
+        "INSERT INTO TQ.workers (name, host, pid, started_at, heartbeat_at, stopped_at,"
+        "                        lease_us, host_id)"
+        " VALUES ($1, $2, $3, now(), now(), NULL, $4, $5)"
+        " ON CONFLICT (name) DO NOTHING"
+        " RETURNING 1",
+    [S_WORKER_GET] =
+        "SELECT host, pid,"
+        "  (stopped_at IS NULL AND"
+        "   heartbeat_at > now() - lease_us * interval '1 microsecond'),"
+        "  coalesce(host_id, '')"
+        " FROM TQ.workers WHERE name = $1"
+        " FOR UPDATE",
+    [S_WORKER_PUT] =
+        "UPDATE TQ.workers SET"
+        "  host = $2, pid = $3, started_at = now(), heartbeat_at = now(),"
+        "  stopped_at = NULL, lease_us = $4, host_id = $5"
+        " WHERE name = $1",
+    /* clang-format on */
     [S_WORKER_BEAT] = "UPDATE TQ.workers SET heartbeat_at = now() WHERE name = $1",
     [S_WORKER_STOP] = "UPDATE TQ.workers SET stopped_at = now(), heartbeat_at = now()"
                       " WHERE name = $1",
-    [S_WORKER_LIST] = "SELECT name, host, pid, " US("started_at") ", " US(
-        "heartbeat_at") ", coalesce(" US("stopped_at") ", 0), lease_us,"
-                                                       " (stopped_at IS NULL AND "
-                                                       "heartbeat_at > now() - lease_us *"
-                                                       " interval '1 microsecond') FROM "
-                                                       "TQ.workers ORDER BY name",
+    /* clang-format off */
+    [S_WORKER_LIST] =
+        "SELECT name, host, pid, " US("started_at") ", " US("heartbeat_at") ","
+        "  coalesce(" US("stopped_at") ", 0), lease_us,"
+        "  (stopped_at IS NULL AND"
+        "   heartbeat_at > now() - lease_us * interval '1 microsecond'),"
+        "  coalesce(host_id, '')"
+        " FROM TQ.workers ORDER BY name",
+    /* clang-format on */
     [S_SCHEMA_VERSION] = "SELECT value FROM TQ.meta WHERE key = 'schema_version'",
 };
 
@@ -996,25 +1096,26 @@ static char *g_str_or(const PGresult *r, int row, int col, const char *known)
     return col < 0 ? tq__strdup(known) : g_str(r, row, col);
 }
 
-/* Jobs from the rows of r (JOB_COLS, or CLAIMED_COLS of a claim on queue
- * by worker); frees r. */
+/* Appends the jobs in the rows of r (JOB_COLS, or CLAIMED_COLS of a claim
+ * on queue by worker) to the array *out of *out_n (NULL and 0 for a new
+ * one); frees r. On failure the array is as it was. */
 static int read_jobs(tq *db, PGresult *r, const tq__job_cols *c, const char *queue,
                      const char *worker, tq_job **out, size_t *out_n)
 {
-    int n = PQntuples(r);
-    if (n == 0) { /* like SQLite: no rows, no array */
+    const size_t n = (size_t)PQntuples(r), base = *out_n;
+    if (n == 0) { /* like SQLite: no rows, no new array */
         PQclear(r);
-        *out = NULL;
-        *out_n = 0;
         return 0;
     }
-    tq_job *v = calloc((size_t)n + 1, sizeof *v);
+    tq_job *v = realloc(*out, (base + n + 1) * sizeof *v);
     if (!v) {
         PQclear(r);
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
     }
-    for (int i = 0; i < n; i++) {
-        tq_job *j = &v[i];
+    *out = v;
+    memset(v + base, 0, (n + 1) * sizeof *v);
+    for (int i = 0; i < (int)n; i++) {
+        tq_job *j = &v[base + (size_t)i];
         j->id = g_i64(r, i, c->id);
         j->queue = g_str_or(r, i, c->queue, queue);
         j->payload_len = (size_t)PQgetlength(r, i, c->payload);
@@ -1039,18 +1140,19 @@ static int read_jobs(tq *db, PGresult *r, const tq__job_cols *c, const char *que
         j->started_at = g_time(r, i, c->started_at);
         j->finished_at = c->finished_at < 0 ? 0 : g_time(r, i, c->finished_at);
         j->lease_until = g_time(r, i, c->lease_until);
+        j->claim = g_i64(r, i, c->claim);
         if (!j->queue || !j->payload || (!PQgetisnull(r, i, c->key) && !j->key) ||
             (c->worker >= 0 && !PQgetisnull(r, i, c->worker) && !j->worker) ||
             (c->worker < 0 && !j->worker) ||
             (!PQgetisnull(r, i, c->last_error) && !j->last_error)) {
             PQclear(r);
-            tq_job_array_free(v, (size_t)n);
+            for (size_t k = base; k <= base + (size_t)i; k++)
+                tq__job_clear(&v[k]);
             return tq__seterr(db, TQ_ENOMEM, "out of memory");
         }
     }
     PQclear(r);
-    *out = v;
-    *out_n = (size_t)n;
+    *out_n = base + n;
     return 0;
 }
 
@@ -1108,23 +1210,48 @@ static int pipe_sql(pipeline *pl, const char *text)
     return pipe_send(pl, S_COUNT, &p, 0);
 }
 
-/* Sends a grouped ack statement over acks[idx[0..n)]: worker, then ids,
- * attempts and, for S_ACK_MANY, kinds and lease lengths, as arrays. */
+/* The arrays of the grouped acknowledgements, by statement: which field
+ * of tq__ack each one carries. */
+enum ack_field { F_ID, F_CLAIM, F_KIND, F_LEASE, F_STARTED };
+static const enum ack_field many_cols[] = {F_ID, F_CLAIM, F_KIND, F_LEASE, F_STARTED};
+static const enum ack_field done_cols[] = {F_ID, F_CLAIM, F_STARTED};
+static const enum ack_field delete_cols[] = {F_ID, F_CLAIM};
+
+static int64_t ack_field(const tq__ack *a, enum ack_field f)
+{
+    switch (f) {
+    case F_ID:
+        return a->id;
+    case F_CLAIM:
+        return a->claim;
+    case F_KIND:
+        return (int64_t)a->kind;
+    case F_LEASE:
+        return a->kind == TQ__ACK_BEAT ? a->delay_us : 0;
+    case F_STARTED:
+        return a->started_us > 0 ? a->started_us : 0;
+    }
+    return 0;
+}
+
+/* Sends a grouped ack statement over acks[idx[0..n)]: worker, then one
+ * array per field the statement takes. arrays gets them (freed by the
+ * caller), at most 5. */
 static int pipe_group(pipeline *pl, enum stmt_id id, const char *worker,
                       const tq__ack *acks, const size_t *idx, size_t n, char **arrays)
 {
-    const int ncols = id == S_ACK_MANY ? 4 : 2;
+    const enum ack_field *cols = id == S_ACK_MANY   ? many_cols
+                                 : id == S_ACK_DONE ? done_cols
+                                                    : delete_cols;
+    const int ncols = id == S_ACK_MANY   ? (int)(sizeof many_cols / sizeof *cols)
+                      : id == S_ACK_DONE ? (int)(sizeof done_cols / sizeof *cols)
+                                         : (int)(sizeof delete_cols / sizeof *cols);
     int64_t *col = malloc(n * sizeof *col);
     params p = {0};
     p_text(&p, worker);
     for (int c = 0; c < ncols && col; c++) {
-        for (size_t j = 0; j < n; j++) {
-            const tq__ack *a = &acks[idx[j]];
-            col[j] = c == 0   ? a->id
-                     : c == 1 ? a->attempt
-                     : c == 2 ? (int64_t)a->kind
-                              : (a->kind == TQ__ACK_BEAT ? a->delay_us : 0);
-        }
+        for (size_t j = 0; j < n; j++)
+            col[j] = ack_field(&acks[idx[j]], cols[c]);
         if (!(arrays[c] = int_array(col, n)))
             break;
         p_text(&p, arrays[c]);
@@ -1146,15 +1273,17 @@ static void mark_applied(const PGresult *r, tq__ack *acks, const size_t *idx, si
 }
 
 static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
-                       const tq__claim *claim, tq_job **out, size_t *out_n)
+                       const tq__claim *claims, size_t nclaims, tq_job **out,
+                       size_t *out_n)
 {
     static const enum stmt_id claim_ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
     PGconn *pg = C(db)->pg;
     tq_job *jobs = NULL;
     size_t njobs = 0, nmany = 0, ndel = 0, nfail = 0, nother = 0;
-    char *arrays[8] = {0};
-    const int do_claim = claim && claim->max > 0;
-    int rc = 0;
+    char *arrays[10] = {0};
+    int do_claim = 0, rc = 0;
+    for (size_t i = 0; i < nclaims; i++)
+        do_claim |= claims[i].max > 0;
     if (out) {
         *out = NULL;
         *out_n = 0;
@@ -1162,10 +1291,10 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
 
     /* idx: the "many" group from the front, the delete group at the back. */
     size_t *idx = malloc((nacks + 1) * sizeof *idx);
-    /* At most: BEGIN, three settings, two groups, the claim, COMMIT, and
+    /* At most: BEGIN, three settings, two groups, the claims, COMMIT, and
      * one statement per failure. */
-    pipeline pl = {db, 0, malloc((nacks + 8) * sizeof *pl.what),
-                   malloc((nacks + 8) * sizeof *pl.ack)};
+    pipeline pl = {db, 0, malloc((nacks + nclaims + 8) * sizeof *pl.what),
+                   malloc((nacks + nclaims + 8) * sizeof *pl.ack)};
     if (!idx || !pl.what || !pl.ack) {
         rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
         goto done;
@@ -1186,12 +1315,15 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
     if ((nmany && (rc = prepare(db, many, "acknowledging jobs"))) ||
         (ndel && (rc = prepare(db, S_ACK_DELETE, "acknowledging jobs"))) ||
         (nfail && (rc = prepare(db, S_FAIL, "acknowledging a job"))) ||
-        (do_claim && (rc = prepare(db, claim_ids[claim->order], "claiming jobs"))) ||
         (rc = prepare(db, S_PLAN, "exchanging with the store")) ||
         ((nmany || ndel) &&
          ((rc = prepare(db, S_PLAN_GROUP, "exchanging with the store")) ||
           (rc = prepare(db, S_PLAN_CLAIM, "exchanging with the store")))))
         goto done;
+    for (size_t i = 0; i < nclaims; i++)
+        if (claims[i].max > 0 &&
+            (rc = prepare(db, claim_ids[claims[i].order], "claiming jobs")))
+            goto done;
 
     if (!PQenterPipelineMode(pg)) {
         rc = fail_res(db, NULL, "starting a pipeline");
@@ -1202,7 +1334,7 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
         ((nmany || ndel) && (rc = pipe_send(&pl, S_PLAN_GROUP, &none, 0))) ||
         (nmany && (rc = pipe_group(&pl, many, worker, acks, idx, nmany, arrays))) ||
         (ndel && (rc = pipe_group(&pl, S_ACK_DELETE, worker, acks, idx + nacks - ndel,
-                                  ndel, arrays + 4))))
+                                  ndel, arrays + 5))))
         goto sync;
     for (size_t i = 0; i < nacks && !rc; i++) {
         if (acks[i].kind != TQ__ACK_FAIL)
@@ -1210,21 +1342,26 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
         params p = {0};
         p_i64(&p, acks[i].id);
         p_text(&p, worker);
-        p_i64(&p, acks[i].attempt);
+        p_i64(&p, acks[i].claim);
         p_i64(&p, acks[i].delay_us);
         p_text(&p, acks[i].error);
+        p_i64(&p, acks[i].started_us > 0 ? acks[i].started_us : 0);
         rc = pipe_send(&pl, S_FAIL, &p, i);
     }
     if (!rc && do_claim && (nmany || ndel))
         rc = pipe_send(&pl, S_PLAN_CLAIM, &none, 0);
-    if (!rc && do_claim) {
+    for (size_t i = 0; i < nclaims && !rc; i++) {
+        const tq__claim *c = &claims[i];
+        if (c->max == 0)
+            continue;
         params p = {0};
-        p_text(&p, claim->queue);
-        p_i64(&p, (int64_t)claim->max);
+        p_text(&p, c->queue);
+        p_i64(&p, (int64_t)c->max);
         p_text(&p, worker);
-        p_i64(&p, claim->lease_us);
-        p_i64(&p, claim->max_attempts);
-        rc = pipe_send(&pl, claim_ids[claim->order], &p, 0);
+        p_i64(&p, c->lease_us);
+        p_i64(&p, c->max_attempts);
+        p_text(&p, c->start ? "true" : "false");
+        rc = pipe_send(&pl, claim_ids[c->order], &p, i);
     }
     if (!rc)
         rc = pipe_sql(&pl, "COMMIT");
@@ -1261,7 +1398,8 @@ sync:
                 strtoll(PQcmdTuples(r), NULL, 10) == 1 ? 0 : TQ_ELOST;
             PQclear(r);
         } else {
-            rc = read_jobs(db, r, &tq__claimed_cols, claim->queue, worker, &jobs, &njobs);
+            rc = read_jobs(db, r, &tq__claimed_cols, claims[pl.ack[q]].queue, worker,
+                           &jobs, &njobs);
         }
         if ((r = PQgetResult(pg))) { /* not the end of that statement */
             PQclear(r);
@@ -1286,7 +1424,7 @@ done:
     free(idx);
     free(pl.what);
     free(pl.ack);
-    for (int c = 0; c < 8; c++)
+    for (int c = 0; c < 10; c++)
         free(arrays[c]);
     if (rc) {
         tq_job_array_free(jobs, njobs);
@@ -1294,7 +1432,6 @@ done:
             acks[i].result = 0;
         return rc;
     }
-    tq__jobs_sort(jobs, njobs, claim ? claim->order : TQ_FIFO);
     if (out) {
         *out = jobs;
         *out_n = njobs;
@@ -1523,20 +1660,39 @@ static int pg_durations(tq *db, const char *queue, size_t limit, int64_t **out,
 
 /* ---- workers ------------------------------------------------------------- */
 
+/*
+ * A name never registered has no row to lock, so two first registrations
+ * at once would both pass a SELECT ... FOR UPDATE: the insert comes first,
+ * and the second of two concurrent inserts waits for the first to commit,
+ * then finds its row (READ COMMITTED: each statement sees what committed
+ * before it) and locks it.
+ */
 static int pg_worker_register(tq *db, const tq_worker_info *w, int force,
                               tq_worker_info *holder)
 {
     int rc;
     params p = {0};
+    p_text(&p, w->name);
+    p_text(&p, w->host);
+    p_i64(&p, w->pid);
+    p_i64(&p, w->lease_us);
+    p_text(&p, w->host_id);
     if ((rc = begin(db)))
         return rc;
-    /* Make sure a row exists to lock, so two registrations serialise. */
-    p_text(&p, w->name);
-    PGresult *r = run(db, S_WORKER_GET, &p, &rc, "registering the worker");
+    PGresult *r = run(db, S_WORKER_NEW, &p, &rc, "registering the worker");
     if (!r)
+        goto fail;
+    int fresh = PQntuples(r) == 1;
+    PQclear(r);
+    if (fresh)
+        return commit(db);
+    params g = {0};
+    p_text(&g, w->name);
+    if (!(r = run(db, S_WORKER_GET, &g, &rc, "registering the worker")))
         goto fail;
     if (PQntuples(r) && g_i64(r, 0, 2) && !force) {
         g_strbuf(r, 0, 0, holder->host, sizeof holder->host);
+        g_strbuf(r, 0, 3, holder->host_id, sizeof holder->host_id);
         holder->pid = g_i64(r, 0, 1);
         rc = tq__seterr(db, TQ_EINUSE,
                         "worker name '%s' is held by a live worker (%s pid %lld): pick "
@@ -1546,11 +1702,6 @@ static int pg_worker_register(tq *db, const tq_worker_info *w, int force,
         goto fail;
     }
     PQclear(r);
-    memset(&p, 0, sizeof p);
-    p_text(&p, w->name);
-    p_text(&p, w->host);
-    p_i64(&p, w->pid);
-    p_i64(&p, w->lease_us);
     if ((rc = run_count(db, S_WORKER_PUT, &p, NULL, "registering the worker")))
         goto fail;
     return commit(db);
@@ -1594,6 +1745,7 @@ static int pg_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
         v[i].stopped_at = g_i64(r, i, 5);
         v[i].lease_us = g_i64(r, i, 6);
         v[i].alive = (int)g_i64(r, i, 7);
+        g_strbuf(r, i, 8, v[i].host_id, sizeof v[i].host_id);
     }
     PQclear(r);
     *out = v;

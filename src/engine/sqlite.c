@@ -157,32 +157,133 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "ALTER TABLE tq_jobs_v5 RENAME TO tq_jobs;"
     READY_FIFO_INDEX
     OTHER_JOB_INDEXES,
+    /* 6: the fence's claim counter, and CHECKs for what plain SQL could
+     * otherwise write and no statement handles: a running row without a
+     * lease (no rescue would ever find it), a priority beyond 32 bits (read
+     * back as another number). Rows that break them are mended on the way:
+     * a leaseless running row gets an expired lease (the next rescue puts
+     * it back), a priority is clamped. Workers get the host identity that
+     * tells a dead holder of a name from a live one in another container.
+     * Written out in full, as every migration must be: the table as of
+     * version 6, its indexes and its trigger. */
+    "CREATE TABLE tq_jobs_v6 ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  queue TEXT NOT NULL DEFAULT 'default'"
+    "    CHECK (length(queue) BETWEEN 1 AND 64 AND queue NOT GLOB '*[^A-Za-z0-9_.-]*'),"
+    "  state TEXT NOT NULL DEFAULT 'ready'"
+    "    CHECK (state = 'ready' OR state = 'running' OR state = 'done' OR"
+    "           state = 'dead' OR state = 'cancelled'),"
+    "  priority INTEGER NOT NULL DEFAULT 0"
+    "    CHECK (priority BETWEEN -2147483648 AND 2147483647),"
+    "  run_at INTEGER NOT NULL"
+    "    DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)),"
+    "  payload BLOB NOT NULL DEFAULT x'',"
+    "  dedup_key TEXT,"
+    "  attempts INTEGER NOT NULL DEFAULT 0,"
+    "  max_attempts INTEGER,"
+    "  worker TEXT,"
+    "  created_at INTEGER NOT NULL"
+    "    DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)),"
+    "  started_at INTEGER,"
+    "  finished_at INTEGER,"
+    "  lease_until INTEGER,"
+    "  last_error TEXT,"
+    "  claims INTEGER NOT NULL DEFAULT 0,"
+    "  CHECK (state <> 'running' OR lease_until IS NOT NULL)"
+    ");"
+    "INSERT INTO tq_jobs_v6 (id, queue, state, priority, run_at, payload, dedup_key,"
+    "  attempts, max_attempts, worker, created_at, started_at, finished_at, lease_until,"
+    "  last_error, claims)"
+    " SELECT id, queue, state, max(-2147483648, min(2147483647, priority)), run_at,"
+    "  payload, dedup_key, attempts, max_attempts, worker, created_at, started_at,"
+    "  finished_at,"
+    "  CASE WHEN state = 'running' AND lease_until IS NULL THEN 0 ELSE lease_until END,"
+    "  last_error, attempts"
+    " FROM tq_jobs;"
+    "DELETE FROM sqlite_sequence WHERE name = 'tq_jobs_v6';"
+    "INSERT INTO sqlite_sequence (name, seq)"
+    "  SELECT 'tq_jobs_v6', seq FROM sqlite_sequence WHERE name = 'tq_jobs';"
+    "DROP TABLE tq_jobs;"
+    "ALTER TABLE tq_jobs_v6 RENAME TO tq_jobs;"
+    "CREATE INDEX tq_jobs_ready_fifo ON tq_jobs (queue, priority DESC, run_at, id)"
+    "  WHERE state = 'ready';"
+    "CREATE INDEX tq_jobs_running ON tq_jobs (lease_until) WHERE state = 'running';"
+    "CREATE INDEX tq_jobs_finished ON tq_jobs (state, finished_at)"
+    "  WHERE finished_at IS NOT NULL;"
+    "CREATE UNIQUE INDEX tq_jobs_dedup ON tq_jobs (queue, dedup_key)"
+    "  WHERE dedup_key IS NOT NULL;"
+    "CREATE TRIGGER tq_jobs_new_queue AFTER INSERT ON tq_jobs BEGIN"
+    "  INSERT OR IGNORE INTO tq_queues (name) VALUES (NEW.queue);"
+    "END;"
+    "ALTER TABLE tq_workers ADD COLUMN host_id TEXT;",
 };
 
 /* clang-format on */
 
-/* A job is out of attempts when it has started as many as it may. */
-#define OUT_OF_ATTEMPTS                                                                  \
-    "attempts >= COALESCE(max_attempts, (SELECT q.max_attempts FROM "                    \
-    "tq_queues q WHERE q.name = tq_jobs.queue), 3)"
+/* clang-format off */
+
+/* A job is out of attempts when it has started as many as it may; inc is
+ * what the statement adds to attempts meanwhile. */
+#define OUT_OF_ATTEMPTS(inc)                                                             \
+    "attempts + " inc " >= COALESCE(max_attempts, (SELECT q.max_attempts FROM"          \
+    " tq_queues q WHERE q.name = tq_jobs.queue), 3)"
 
 /* The fence every change to a claimed job carries (engine.h). */
-#define FENCE " WHERE id = ?1 AND state = 'running' AND worker = ?2 AND attempts = ?3"
+#define FENCE " WHERE id = ?1 AND state = 'running' AND worker = ?2 AND claims = ?3"
+
+/* An acknowledgement's record of a start (engine.h, STARTS): ?5 is
+ * started_us, ?4 now. STARTED is 1 when it charges the attempt. */
+#define STARTED "(?5 > 0 AND started_at IS NULL)"
+#define RECORD_START                                                                     \
+    " attempts = attempts + " STARTED ","                                                \
+    " started_at = COALESCE(started_at, CASE WHEN ?5 > 0 THEN ?4 - ?5 END)"
 
 /* A job row (tq__all_cols). */
 #define JOB_COLS                                                                         \
     "id, queue, payload, state, priority, attempts, COALESCE(max_attempts, (SELECT"      \
     " q.max_attempts FROM tq_queues q WHERE q.name = tq_jobs.queue), 3), dedup_key,"     \
-    " worker, last_error, created_at, run_at, started_at, finished_at, lease_until"
+    " worker, last_error, created_at, run_at, started_at, finished_at, lease_until,"     \
+    " claims"
 
-/* A claim returns only what the claimer does not know (tq__claimed_cols). */
+/*
+ * A claim: ?1 queue, ?2 now, ?3 how many, ?4 worker, ?5 lease end, ?6 the
+ * queue's max attempts as the claimer knows it, ?7 1 to start the jobs or
+ * 0 to hold them. A start charges the attempt unless the job is out of
+ * them (the worker then ends it unrun). A paused queue yields nothing.
+ * It returns only what the claimer does not know (tq__claimed_cols).
+ */
+#define CHARGE "(?7 AND attempts < COALESCE(max_attempts, ?6))"
 #define CLAIM(order_by)                                                                  \
-    "UPDATE tq_jobs SET state = 'running', attempts = attempts + 1,"                     \
-    " worker = ?4, started_at = ?2, lease_until = ?5, finished_at = NULL"                \
-    " WHERE id IN (SELECT id FROM tq_jobs WHERE queue = ?1 AND state = "                 \
-    "'ready' AND run_at <= ?2" order_by " LIMIT ?3)"                                     \
+    "UPDATE tq_jobs SET"                                                                 \
+    "  state = 'running',"                                                               \
+    "  claims = claims + 1,"                                                             \
+    "  attempts = attempts + " CHARGE ","                                                \
+    "  started_at = CASE WHEN " CHARGE " THEN ?2 END,"                                   \
+    "  worker = ?4,"                                                                     \
+    "  lease_until = ?5,"                                                                \
+    "  finished_at = NULL"                                                               \
+    " WHERE id IN (SELECT id FROM tq_jobs"                                               \
+    "              WHERE queue = ?1 AND state = 'ready' AND run_at <= ?2"                \
+    "                AND NOT EXISTS (SELECT 1 FROM tq_queues"                            \
+    "                                WHERE name = ?1 AND paused)"                        \
+    "              " order_by                                                            \
+    "              LIMIT ?3)"                                                            \
     " RETURNING id, payload, priority, attempts, COALESCE(max_attempts, ?6), dedup_key," \
-    " last_error, created_at, run_at, started_at, lease_until"
+    "  last_error, created_at, run_at, started_at, lease_until, claims"
+
+/* What a rescue does to a running row: back to ready, or dead when its
+ * started run used the last attempt; a claim that never started is put
+ * back as it was (no attempt was charged, last_error kept). ?1 is now. */
+#define RESCUE(why)                                                                      \
+    "UPDATE tq_jobs SET"                                                                 \
+    "  state = CASE WHEN started_at IS NOT NULL AND " OUT_OF_ATTEMPTS("0")               \
+    "          THEN 'dead' ELSE 'ready' END,"                                            \
+    "  finished_at = CASE WHEN started_at IS NOT NULL AND " OUT_OF_ATTEMPTS("0")         \
+    "                THEN ?1 END,"                                                       \
+    "  last_error = CASE WHEN started_at IS NULL THEN last_error ELSE " why " END,"      \
+    "  lease_until = NULL"
+
+/* clang-format on */
 
 /* One prepared statement per entry; SQL lives here, one place each. */
 enum stmt_id {
@@ -238,31 +339,46 @@ static const char *const sql[S_COUNT] = {
     [S_CLAIM_FIFO] = CLAIM(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_LIFO] = CLAIM(" ORDER BY priority DESC, id DESC"),
     [S_CLAIM_ANY] = CLAIM(""),
-    [S_DONE] = "UPDATE tq_jobs SET state = 'done', finished_at = ?4,"
-               " lease_until = NULL" FENCE,
-    [S_DONE_DELETE] = "DELETE FROM tq_jobs" FENCE,
-    [S_FAIL] = "UPDATE tq_jobs SET"
-               " state = CASE WHEN " OUT_OF_ATTEMPTS " THEN 'dead' ELSE 'ready' END,"
-               " finished_at = CASE WHEN " OUT_OF_ATTEMPTS " THEN ?4 END,"
-               " run_at = CASE WHEN " OUT_OF_ATTEMPTS " THEN run_at ELSE ?4 + ?5 END,"
-               " last_error = ?6, lease_until = NULL" FENCE,
-    [S_RELEASE] = "UPDATE tq_jobs SET state = 'ready', attempts = attempts - 1,"
-                  " lease_until = NULL" FENCE,
-    [S_BEAT] = "UPDATE tq_jobs SET lease_until = ?4 + ?5" FENCE,
-    [S_RESCUE_EXPIRED] =
+    /* clang-format off */
+    /* Acknowledgements: ?1 id, ?2 worker, ?3 claim, ?4 now, ?5 started_us,
+     * ?6 delay (FAIL: backoff, BEAT: lease), ?7 error. */
+    [S_DONE] =
         "UPDATE tq_jobs SET"
-        " state = CASE WHEN " OUT_OF_ATTEMPTS " THEN 'dead' ELSE 'ready' END,"
-        " finished_at = CASE WHEN " OUT_OF_ATTEMPTS " THEN ?1 END,"
-        " last_error = 'lease expired under worker ' || coalesce(worker, '?'),"
-        " lease_until = NULL"
+        "  state = 'done',"
+        "  finished_at = ?4,"
+        "  lease_until = NULL,"
+        RECORD_START
+        FENCE,
+    [S_DONE_DELETE] = "DELETE FROM tq_jobs" FENCE,
+    [S_FAIL] =
+        "UPDATE tq_jobs SET"
+        "  state = CASE WHEN " OUT_OF_ATTEMPTS(STARTED) " THEN 'dead' ELSE 'ready' END,"
+        "  finished_at = CASE WHEN " OUT_OF_ATTEMPTS(STARTED) " THEN ?4 END,"
+        "  run_at = CASE WHEN " OUT_OF_ATTEMPTS(STARTED) " THEN run_at ELSE ?4 + ?6 END,"
+        "  last_error = ?7,"
+        "  lease_until = NULL,"
+        RECORD_START
+        FENCE,
+    /* The run's attempt back, if the store charged it (a start it never
+     * heard of charged nothing). */
+    [S_RELEASE] =
+        "UPDATE tq_jobs SET"
+        "  state = 'ready',"
+        "  attempts = max(0, attempts - (started_at IS NOT NULL)),"
+        "  lease_until = NULL"
+        FENCE,
+    [S_BEAT] =
+        "UPDATE tq_jobs SET"
+        "  lease_until = ?4 + ?6,"
+        RECORD_START
+        FENCE,
+    [S_RESCUE_EXPIRED] =
+        RESCUE("'lease expired under worker ' || coalesce(worker, '?')")
         " WHERE state = 'running' AND lease_until < ?1",
     [S_RESCUE_WORKER] =
-        "UPDATE tq_jobs SET"
-        " state = CASE WHEN " OUT_OF_ATTEMPTS " THEN 'dead' ELSE 'ready' END,"
-        " finished_at = CASE WHEN " OUT_OF_ATTEMPTS " THEN ?1 END,"
-        " last_error = 'worker ' || worker || ' restarted while running it',"
-        " lease_until = NULL"
+        RESCUE("'worker ' || worker || ' restarted while running it'")
         " WHERE state = 'running' AND worker = ?2",
+    /* clang-format on */
     [S_ENQUEUE] = "INSERT INTO tq_jobs (queue, payload, priority, run_at,"
                   " max_attempts, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [S_ENQUEUE_KEY] =
@@ -318,20 +434,21 @@ static const char *const sql[S_COUNT] = {
                     " WHERE state = 'done' AND finished_at IS NOT NULL"
                     " AND started_at IS NOT NULL AND (?1 IS NULL OR queue = ?1)"
                     " ORDER BY finished_at DESC LIMIT ?2",
-    [S_WORKER_GET] = "SELECT heartbeat_at, lease_us, stopped_at, host, pid"
-                     " FROM tq_workers WHERE name = ?1",
+    [S_WORKER_GET] = "SELECT heartbeat_at, lease_us, stopped_at, host, pid,"
+                     " coalesce(host_id, '') FROM tq_workers WHERE name = ?1",
     [S_WORKER_PUT] = "INSERT INTO tq_workers (name, host, pid, started_at, heartbeat_at,"
-                     " stopped_at, lease_us) VALUES (?1, ?2, ?3, ?4, ?4, NULL, ?5)"
+                     " stopped_at, lease_us, host_id)"
+                     " VALUES (?1, ?2, ?3, ?4, ?4, NULL, ?5, ?6)"
                      " ON CONFLICT (name) DO UPDATE SET host = excluded.host,"
                      " pid = excluded.pid, started_at = excluded.started_at,"
                      " heartbeat_at = excluded.heartbeat_at, stopped_at = NULL,"
-                     " lease_us = excluded.lease_us",
+                     " lease_us = excluded.lease_us, host_id = excluded.host_id",
     [S_WORKER_BEAT] = "UPDATE tq_workers SET heartbeat_at = ?2 WHERE name = ?1",
     [S_WORKER_STOP] = "UPDATE tq_workers SET stopped_at = ?2, heartbeat_at = ?2"
                       " WHERE name = ?1",
     [S_WORKER_LIST] = "SELECT name, host, pid, started_at, heartbeat_at,"
-                      " coalesce(stopped_at, 0), lease_us FROM tq_workers"
-                      " ORDER BY name",
+                      " coalesce(stopped_at, 0), lease_us, coalesce(host_id, '')"
+                      " FROM tq_workers ORDER BY name",
     [S_SCHEMA_VERSION] = "SELECT value FROM tq_meta WHERE key = 'schema_version'",
     /* Prepared once, stepped before every LIFO claim: a no-op while the
      * index exists, and SQLite prepares it again (finding the index gone)
@@ -842,6 +959,7 @@ static int read_job(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const char *
     j->started_at = sqlite3_column_int64(s, c->started_at);
     j->finished_at = c->finished_at < 0 ? 0 : sqlite3_column_int64(s, c->finished_at);
     j->lease_until = sqlite3_column_int64(s, c->lease_until);
+    j->claim = sqlite3_column_int64(s, c->claim);
     if (!j->queue || !j->payload ||
         (sqlite3_column_type(s, c->key) != SQLITE_NULL && !j->key) ||
         (c->worker < 0
@@ -852,12 +970,13 @@ static int read_job(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const char *
     return 0;
 }
 
-/* Steps s to the end, appending every row to a job array. */
+/* Steps s to the end, appending every row to the job array *out of *out_n
+ * (NULL and 0 for a new one). On failure the array is as it was. */
 static int collect_jobs(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const char *queue,
                         const char *worker, const char *what, tq_job **out, size_t *out_n)
 {
-    size_t n = 0, cap = 0;
-    tq_job *v = NULL;
+    size_t n = *out_n, cap = *out_n;
+    tq_job *v = *out;
     int src, rc = 0;
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
         if (n == cap) {
@@ -868,6 +987,7 @@ static int collect_jobs(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const ch
                 break;
             }
             v = nv;
+            *out = v; /* moved: the caller's array is this one now */
         }
         memset(&v[n], 0, sizeof v[n]);
         rc = read_job(db, s, c, queue, worker, &v[n++]);
@@ -877,11 +997,11 @@ static int collect_jobs(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const ch
     if (!rc && src != SQLITE_DONE)
         rc = fail_rc(db, src, what);
     done_with(s);
-    if (rc) {
-        tq_job_array_free(v, n);
+    if (rc) { /* the rows this call added go; the array and those before stay */
+        for (size_t i = *out_n; i < n; i++)
+            tq__job_clear(&v[i]);
         return rc;
     }
-    *out = v;
     *out_n = n;
     return 0;
 }
@@ -898,23 +1018,48 @@ static int apply_ack(tq *db, const char *worker, tq__ack *a, int64_t now)
         return rc;
     sqlite3_bind_int64(s, 1, a->id);
     sqlite3_bind_text(s, 2, worker, -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 3, a->attempt);
-    if (id != S_DONE_DELETE && id != S_RELEASE)
+    sqlite3_bind_int64(s, 3, a->claim);
+    if (id == S_DONE || id == S_FAIL || id == S_BEAT) {
         sqlite3_bind_int64(s, 4, now);
+        sqlite3_bind_int64(s, 5, a->started_us > 0 ? a->started_us : 0);
+    }
     if (id == S_FAIL || id == S_BEAT)
-        sqlite3_bind_int64(s, 5, a->delay_us);
+        sqlite3_bind_int64(s, 6, a->delay_us);
     if (id == S_FAIL)
-        bind_text(s, 6, a->error);
+        bind_text(s, 7, a->error);
     if ((rc = run(db, s, "acknowledging a job")))
         return rc;
     a->result = sqlite3_changes(C(db)->h) == 1 ? 0 : TQ_ELOST;
     return 0;
 }
 
-static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
-                           const tq__claim *claim, tq_job **out, size_t *out_n)
+/* One claim of an exchange: appends the claimed jobs to *jobs. */
+static int claim_jobs(tq *db, const char *worker, const tq__claim *c, int64_t now,
+                      tq_job **jobs, size_t *njobs)
 {
     static const enum stmt_id claim_ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
+    int rc;
+    if (c->order == TQ_LIFO &&
+        (rc = exec_id(db, S_LIFO_INDEX, "creating the LIFO index")))
+        return rc;
+    sqlite3_stmt *s = stmt(db, claim_ids[c->order], &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_text(s, 1, c->queue, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, now);
+    sqlite3_bind_int64(s, 3, (sqlite3_int64)c->max);
+    sqlite3_bind_text(s, 4, worker, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, now + c->lease_us);
+    sqlite3_bind_int(s, 6, c->max_attempts);
+    sqlite3_bind_int(s, 7, !!c->start);
+    return collect_jobs(db, s, &tq__claimed_cols, c->queue, worker, "claiming jobs", jobs,
+                        njobs);
+}
+
+static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
+                           const tq__claim *claims, size_t nclaims, tq_job **out,
+                           size_t *out_n)
+{
     int rc;
     tq_job *jobs = NULL;
     size_t njobs = 0;
@@ -929,26 +1074,12 @@ static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nac
     for (size_t i = 0; i < nacks; i++)
         if ((rc = apply_ack(db, worker, &acks[i], now)))
             goto fail;
-    if (claim && claim->max > 0) {
-        if (claim->order == TQ_LIFO &&
-            (rc = exec_id(db, S_LIFO_INDEX, "creating the LIFO index")))
+    for (size_t i = 0; i < nclaims; i++)
+        if (claims[i].max > 0 &&
+            (rc = claim_jobs(db, worker, &claims[i], now, &jobs, &njobs)))
             goto fail;
-        sqlite3_stmt *s = stmt(db, claim_ids[claim->order], &rc);
-        if (!s)
-            goto fail;
-        sqlite3_bind_text(s, 1, claim->queue, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 2, now);
-        sqlite3_bind_int64(s, 3, (sqlite3_int64)claim->max);
-        sqlite3_bind_text(s, 4, worker, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 5, now + claim->lease_us);
-        sqlite3_bind_int(s, 6, claim->max_attempts);
-        if ((rc = collect_jobs(db, s, &tq__claimed_cols, claim->queue, worker,
-                               "claiming jobs", &jobs, &njobs)))
-            goto fail;
-    }
     if ((rc = commit(db)))
         goto fail;
-    tq__jobs_sort(jobs, njobs, claim ? claim->order : TQ_FIFO);
     if (out) {
         *out = jobs;
         *out_n = njobs;
@@ -1231,6 +1362,8 @@ static int sqlite_worker_register(tq *db, const tq_worker_info *w, int force,
         if (!stopped && now - beat < lease && !force) {
             snprintf(holder->host, sizeof holder->host, "%s",
                      (const char *)sqlite3_column_text(s, 3));
+            snprintf(holder->host_id, sizeof holder->host_id, "%s",
+                     (const char *)sqlite3_column_text(s, 5));
             holder->pid = sqlite3_column_int64(s, 4);
             rc = tq__seterr(
                 db, TQ_EINUSE,
@@ -1251,6 +1384,7 @@ static int sqlite_worker_register(tq *db, const tq_worker_info *w, int force,
     sqlite3_bind_int64(s, 3, w->pid);
     sqlite3_bind_int64(s, 4, now);
     sqlite3_bind_int64(s, 5, w->lease_us);
+    sqlite3_bind_text(s, 6, w->host_id, -1, SQLITE_STATIC);
     if ((rc = run(db, s, "registering the worker")))
         goto fail;
     return commit(db);
@@ -1311,6 +1445,7 @@ static int sqlite_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
         memset(w, 0, sizeof *w);
         snprintf(w->name, sizeof w->name, "%s", sqlite3_column_text(s, 0));
         snprintf(w->host, sizeof w->host, "%s", sqlite3_column_text(s, 1));
+        snprintf(w->host_id, sizeof w->host_id, "%s", sqlite3_column_text(s, 7));
         w->pid = sqlite3_column_int64(s, 2);
         w->started_at = sqlite3_column_int64(s, 3);
         w->heartbeat_at = sqlite3_column_int64(s, 4);
