@@ -6,7 +6,7 @@ JOBS ?= 2
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 
-.PHONY: all deps build demo bench bench-quick test test-plain test-asan format clean
+.PHONY: all deps build demo bench bench-quick test test-plain test-asan test-model format clean
 
 all: build
 
@@ -41,6 +41,19 @@ test-asan: deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j $(JOBS)
+
+# The state machine against its model (tests/test_model.c) for many more
+# seeds than `make test` runs, on both engines (a throwaway PostgreSQL
+# cluster, as in the tests). MODEL_SEEDS=N MODEL_STEPS=N to change.
+MODEL_SEEDS ?= 5000
+MODEL_STEPS ?= 100
+test-model: build
+	@dir=$$(mktemp -d /tmp/tq-model.XXXXXX); chmod 755 $$dir; \
+	bash tests/pg/cluster.sh start $$dir/pg >/dev/null && \
+	TQ_MODEL_SEEDS=$(MODEL_SEEDS) TQ_MODEL_STEPS=$(MODEL_STEPS) $(BUILD)/tests/test_model && \
+	TQ_TEST_ENGINE=postgres TQ_TEST_PG_URL="postgresql:///postgres?host=$$dir/pg&user=tq" \
+	    TQ_MODEL_SEEDS=$(MODEL_SEEDS) TQ_MODEL_STEPS=$(MODEL_STEPS) $(BUILD)/tests/test_model; \
+	rc=$$?; bash tests/pg/cluster.sh stop $$dir/pg; rm -rf $$dir; exit $$rc
 
 format:
 	clang-format -i include/*.h src/*.c src/*.h src/engine/*.c src/engine/*.h \
