@@ -400,7 +400,9 @@ typedef struct tq_worker_counters {
  * ran on this machine in this PID namespace (the same host_id) and whose
  * process is gone (kill -9) is not alive; of any other holder only the
  * heartbeat's age counts. Jobs still running under this name (a previous
- * crash) are put back at once, their attempt counted if they had started.
+ * crash) are put back at once, their attempt counted if they had started,
+ * when the previous holder is provably gone (stopped, or dead as above, or
+ * never registered); otherwise they come back when their leases expire.
  */
 int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *opts);
 /* Runs until stopped (or drained, with opts.drain). Returns 0 on a clean

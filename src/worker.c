@@ -540,15 +540,21 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     info.pid = getpid();
     info.lease_us = w->lease_us;
     tq_worker_info holder;
-    memset(&holder, 0, sizeof holder);
-    rc = db->engine->worker_register(db, &info, 0, &holder);
-    if (rc == TQ_EINUSE && holder_is_dead(&holder, info.host_id)) {
-        /* kill -9 leaves a fresh heartbeat behind; where we can see the
-         * holder's processes we can tell that it is gone and take over. */
+    rc = db->engine->worker_register(db, &info, NULL, &holder);
+    /* Whether the name's previous holder is provably gone: it stopped, or
+     * it ran where we can see its PID and that process no longer exists
+     * (kill -9 leaves a fresh heartbeat behind); or no worker ever
+     * registered the name (jobs claimed under it through the API). */
+    int gone =
+        !holder.name[0] || holder.stopped_at || holder_is_dead(&holder, info.host_id);
+    if (rc == TQ_EINUSE && gone) {
         logf_(w, TQ_LOG_WARN,
               "worker name held by pid %lld on this host, which is gone: taking over",
               (long long)holder.pid);
-        rc = db->engine->worker_register(db, &info, 1, &holder);
+        tq_worker_info was = holder;
+        /* Only if it is still that holder: two starting at once cannot
+         * both take it over. */
+        rc = db->engine->worker_register(db, &info, &was, &holder);
     }
     if (rc) {
         free(w->name); /* not ours: do not mark it stopped */
@@ -556,9 +562,12 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
         goto fail;
     }
     /* Pick up my own unfinished business: whatever this name still holds
-     * was interrupted by a crash of the previous holder. */
+     * was interrupted by a crash of the previous holder. Only when that
+     * holder is provably gone: one merely silent for longer than its lease
+     * (stalled, cut off) may still be running jobs whose leases it extended
+     * beyond that, and those come back when the leases expire. */
     int64_t n = 0;
-    if ((rc = db->engine->rescue(db, w->name, &n)))
+    if (gone && (rc = db->engine->rescue(db, w->name, &n)))
         goto fail;
     if (n)
         logf_(w, TQ_LOG_WARN, "put back %lld job(s) left running under this worker name",
@@ -688,16 +697,17 @@ static int64_t started_ago(int64_t started)
     return ago > 0 ? ago : 1;
 }
 
-/* Command mode: a slot whose child is gone (or never started). */
+/* Command mode: a slot whose child is gone (or never started: then no
+ * start is recorded, and a held job is not charged for it). */
 static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
 {
-    outcome o = {
-        .job = {s->job.id, s->job.claim, started_ago(s->started), s->job.attempts, s->qi},
-        .ran_us = tq__mono_us() - s->started,
-        .lost = s->lost,
-        .release = s->release,
-        .ok = ok,
-        .error = error};
+    const int64_t ago = s->child.pid > 0 ? started_ago(s->started) : 0;
+    outcome o = {.job = {s->job.id, s->job.claim, ago, s->job.attempts, s->qi},
+                 .ran_us = tq__mono_us() - s->started,
+                 .lost = s->lost,
+                 .release = s->release,
+                 .ok = ok,
+                 .error = error};
     if (!s->start_recorded)
         w->unrecorded--; /* the ack records it */
     int rc = finish(w, &o);
@@ -773,7 +783,7 @@ static int collect(tq_worker *w)
                                    tq_duration_format(d, sizeof d, w->timeout_us));
         }
         tq__child_describe(&s->child, err + off, sizeof err - off);
-        if (w->stop_requested && killed_by_stop(&s->child))
+        if (w->stop_requested && !s->timed_out && killed_by_stop(&s->child))
             s->release = 1;
         int rc = finish_slot(w, s, !s->timed_out && err[0] == '\0', err);
         if (rc)
@@ -968,24 +978,51 @@ static size_t running_beats(tq_worker *w, tq__ack *acks, int unrecorded_only)
     return n;
 }
 
-/* The beats of running_beats were applied: those runs' starts are
- * recorded. The slots may have moved on meanwhile (callback threads), so
- * each is found again by its claim. */
+/* With mu held in callback mode: the store refused an acknowledgement of
+ * the job running in s (its lease expired and it went to another claim, or
+ * it was cancelled): its result will be discarded, its command is stopped,
+ * and its start is no longer one to record. */
+static void slot_lost(tq_worker *w, slot *s)
+{
+    s->lost = 1;
+    if (!s->start_recorded) {
+        s->start_recorded = 1;
+        w->unrecorded--;
+    }
+    if (w->argv) {
+        tq__child_kill(&s->child, SIGTERM);
+        s->kill_at = tq__mono_us() + w->grace_us;
+    }
+}
+
+/* The beats of running_beats came back: those runs' starts are recorded,
+ * or their claims are lost. The slots may have moved on meanwhile
+ * (callback threads), so each is found again by its claim. The starts
+ * still unrecorded are those made since: the oldest of them dates the next
+ * exchange. */
 static void starts_recorded(tq_worker *w, const tq__ack *beats, size_t n)
 {
     if (w->handler)
         pthread_mutex_lock(&w->mu);
+    int64_t oldest = INT64_MAX;
     for (int i = 0; i < w->concurrency; i++) {
         slot *s = &w->slots[i];
         if (s->state != SLOT_RUNNING || s->start_recorded)
             continue;
-        for (size_t k = 0; k < n; k++)
-            if (beats[k].result == 0 && same_claim(&beats[k], &s->job)) {
-                s->start_recorded = 1;
-                w->unrecorded--;
-                break;
-            }
+        size_t k = 0;
+        while (k < n && !same_claim(&beats[k], &s->job))
+            k++;
+        if (k < n && beats[k].result == 0) {
+            s->start_recorded = 1;
+            w->unrecorded--;
+        } else if (k < n) {
+            slot_lost(w, s);
+        } else if (s->started < oldest) {
+            oldest = s->started;
+        }
     }
+    if (w->unrecorded)
+        w->unrecorded_since = oldest == INT64_MAX ? tq__mono_us() : oldest;
     if (w->handler)
         pthread_mutex_unlock(&w->mu);
 }
@@ -1080,8 +1117,7 @@ static int heartbeat(tq_worker *w)
         for (size_t k = 0; k < n; k++)
             if (acks[k].delay_us < w->beat_lease_us)
                 w->beat_lease_us = acks[k].delay_us;
-        if (w->unrecorded)
-            starts_recorded(w, acks, nrun);
+        starts_recorded(w, acks, nrun);
     }
     for (size_t k = 0; k < n && !rc; k++)
         if (acks[k].result == TQ_ELOST)
@@ -1091,15 +1127,9 @@ static int heartbeat(tq_worker *w)
             pthread_mutex_lock(&w->mu);
         for (int i = 0; i < w->concurrency; i++) {
             slot *s = &w->slots[i];
-            for (size_t k = 0; k < nlost && s->state == SLOT_RUNNING && !s->lost; k++) {
-                if (!same_claim(&acks[k], &s->job))
-                    continue;
-                s->lost = 1;
-                if (w->argv) {
-                    tq__child_kill(&s->child, SIGTERM);
-                    s->kill_at = tq__mono_us() + w->grace_us;
-                }
-            }
+            for (size_t k = 0; k < nlost && s->state == SLOT_RUNNING && !s->lost; k++)
+                if (same_claim(&acks[k], &s->job))
+                    slot_lost(w, s);
         }
         size_t kept = 0, count = w->nheld;
         for (size_t i = 0; i < count; i++) { /* keep the rest, in order */
@@ -1155,7 +1185,7 @@ static void enforce_deadlines(tq_worker *w, int64_t now, int64_t stop_at)
 /* Sleeps until something happens or timeout_us passes. */
 static void wait_events(tq_worker *w, int64_t timeout_us)
 {
-    struct pollfd fds[1 + 3 * 1024];
+    struct pollfd fds[2 + 3 * 1024]; /* wake, notify, 3 per slot */
     nfds_t n = 0;
     int need_reap_poll = 0;
     fds[n++] = (struct pollfd){w->wake[0], POLLIN, 0};
@@ -1338,8 +1368,12 @@ int tq_worker_run(tq_worker *w)
                     break;
                 if (q->paused)
                     continue;
-                /* Free slots get starts, the rest is held (engine.h). */
-                size_t nstart = (size_t)(free_slots > 0 ? free_slots : 0);
+                /* Slots that no held job will fill get starts, the rest is
+                 * held (engine.h): a start must not wait behind held jobs,
+                 * charged meanwhile. */
+                size_t nstart = free_slots > 0 && (size_t)free_slots > nheld
+                                    ? (size_t)free_slots - nheld
+                                    : 0;
                 if (nstart > room)
                     nstart = room;
                 tq__claim c[2] = {

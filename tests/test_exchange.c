@@ -202,6 +202,41 @@ static void thousand_in_one(void **state)
     tq_job_array_free(jobs, N);
 }
 
+/* Taking over a name from a holder found gone succeeds only while the
+ * name still shows that holder: of two workers that both found it gone,
+ * the second is refused instead of taking the name from the first. */
+static void takeover_needs_the_same_holder(void **state)
+{
+    tq *db = *state;
+    tq_worker_info gone = {0}, a = {0}, b = {0}, seen, again;
+    snprintf(gone.name, sizeof gone.name, "twin");
+    snprintf(gone.host, sizeof gone.host, "h");
+    snprintf(gone.host_id, sizeof gone.host_id, "boot/pid:[1]");
+    gone.pid = 999999;
+    gone.lease_us = 3600000000LL;
+    a = b = gone;
+    a.pid = 1001;
+    b.pid = 1002;
+    OK(db, db->engine->worker_register(db, &gone, NULL, &seen));
+    assert_string_equal(seen.name, ""); /* a new name: no holder before */
+    /* Both find the live-looking holder... */
+    assert_int_equal(db->engine->worker_register(db, &a, NULL, &seen), TQ_EINUSE);
+    assert_int_equal(seen.pid, 999999);
+    assert_int_equal(db->engine->worker_register(db, &b, NULL, &again), TQ_EINUSE);
+    /* ...and both decide it is gone: the first takes the name over. */
+    OK(db, db->engine->worker_register(db, &a, &seen, &again));
+    assert_int_equal(again.pid, 999999);
+    assert_int_equal(db->engine->worker_register(db, &b, &seen, &again), TQ_EINUSE);
+    assert_int_equal(again.pid, 1001);
+    tq_worker_info *v = NULL;
+    size_t n = 0;
+    OK(db, tq_worker_list(&v, &n, db));
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0].pid, 1001);
+    assert_string_equal(v[0].host_id, "boot/pid:[1]");
+    tq_free(v);
+}
+
 int main(void)
 {
     int rc;
@@ -211,6 +246,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(mixed_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(thousand_in_one, setup, teardown),
+        cmocka_unit_test_setup_teardown(takeover_needs_the_same_holder, setup, teardown),
     };
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     scratch_remove(tmpdir);

@@ -57,6 +57,7 @@ typedef struct mrow {
     int attempts;
     int64_t claims;
     int started;    /* running: the store recorded this claim's start */
+    int unknown;    /* claims rescued with no start recorded since the last start */
     int worker;     /* last claimer, -1: none */
     int expired;    /* running: its lease is in the past */
     int64_t run_at; /* logical time: the order of due ready rows */
@@ -290,6 +291,8 @@ static int model_ack(model *m, int w, const vack *a, int64_t now_tick)
     if (!r || r->state != TQ_RUNNING || r->worker != w || r->claims != a->claim)
         return TQ_ELOST;
     int inc = a->started_us > 0 && !r->started;
+    if (a->started_us > 0 && a->kind != TQ__ACK_RELEASE)
+        r->unknown = 0;
     switch (a->kind) {
     case TQ__ACK_DONE:
         if (a->delete_done) {
@@ -327,6 +330,7 @@ static void model_rescue_row(model *m, mrow *r, const char *why)
         r->state = r->attempts >= m->max_attempts ? TQ_DEAD : TQ_READY;
     } else {
         r->state = TQ_READY;
+        r->unknown++;
     }
     r->expired = 0;
 }
@@ -356,8 +360,10 @@ static int model_claim(model *m, int w, int n, int start, mrow **out)
         r->claims++;
         r->worker = w;
         r->expired = 0;
-        r->started = start && r->attempts < m->max_attempts;
+        r->started = (start || r->unknown >= 2) && r->attempts < m->max_attempts;
         r->attempts += r->started;
+        if (r->started)
+            r->unknown = 0;
         out[k] = r;
     }
     return k;
@@ -713,6 +719,7 @@ static void retry(store *s, model *m)
     if (!rc) {
         r->state = TQ_READY;
         r->attempts = 0;
+        r->unknown = 0;
         r->run_at = ++m->tick;
     }
     note("retry %lld -> %d", (long long)id, rc);
@@ -726,6 +733,7 @@ static void retry_dead(store *s, model *m)
         if (r->exists && r->state == TQ_DEAD) {
             r->state = TQ_READY;
             r->attempts = 0;
+            r->unknown = 0;
             r->run_at = t;
             want++;
         }
@@ -858,7 +866,8 @@ static void settle(store *s, model *m)
     for (int i = 0; i < m->nrows; i++)
         ready += m->rows[i].exists && m->rows[i].state == TQ_READY;
     exchange(s, m, 0, 0, MAX_HELD);
-    CHECK_EQ(m->w[0].nheld, ready < MAX_HELD ? ready : MAX_HELD, "ready jobs claimable");
+    CHECK_EQ(m->w[0].nheld + m->w[0].nrunning, ready < MAX_HELD ? ready : MAX_HELD,
+             "ready jobs claimable");
     compare(s, m);
 }
 

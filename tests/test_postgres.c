@@ -564,6 +564,7 @@ static void version_1_store_migrates(void **state)
             "DROP INDEX old.jobs_running;"
             "CREATE INDEX jobs_running ON old.jobs (lease_until) WHERE state = 'running';"
             "ALTER TABLE old.jobs DROP COLUMN claims;"
+            "ALTER TABLE old.jobs DROP COLUMN unknown_starts;"
             "ALTER TABLE old.jobs DROP CONSTRAINT jobs_running_leased;"
             "ALTER TABLE old.jobs DROP CONSTRAINT jobs_run_at_finite;"
             "ALTER TABLE old.workers DROP COLUMN host_id;"

@@ -17,6 +17,8 @@
 #include "../tq_int.h"
 #include "../url.h"
 
+#include <string.h>
+
 /*
  * Where each field of a job row is, by column number, in the engines' job
  * rows (JOB_COLS), and in what a claim returns (CLAIMED_COLS: only what the
@@ -146,10 +148,15 @@ struct tq__engine {
     int (*durations)(tq *db, const char *queue, size_t limit, int64_t **out,
                      size_t *out_n);
 
-    /* Register name: EINUSE, with the holder's row in *holder, if its
-     * heartbeat is fresher than its lease and it has not stopped, unless
-     * force. Also: refresh its heartbeat, mark it stopped. */
-    int (*worker_register)(tq *db, const tq_worker_info *w, int force,
+    /*
+     * Register w->name. *holder gets the row the name had before (name ""
+     * when it had none), alive or not. Without expect: EINUSE if that row's
+     * heartbeat is fresher than its lease and it has not stopped. With
+     * expect (a holder the caller found gone): take the name over only if
+     * the row is still that holder (same pid, host_id and started_at),
+     * else EINUSE. The message names the holder either way.
+     */
+    int (*worker_register)(tq *db, const tq_worker_info *w, const tq_worker_info *expect,
                            tq_worker_info *holder);
     int (*worker_beat)(tq *db, const char *name);
     int (*worker_stop)(tq *db, const char *name);
@@ -167,6 +174,13 @@ struct tq__engine {
     int (*notify_fd)(tq *db);
     int (*notify_drain)(tq *db, int *count);
 };
+
+/* For worker_register: whether the holder found is the one expected. */
+static inline int tq__same_holder(const tq_worker_info *h, const tq_worker_info *expect)
+{
+    return h->pid == expect->pid && h->started_at == expect->started_at &&
+           strcmp(h->host_id, expect->host_id) == 0;
+}
 
 extern const struct tq__engine tq__engine_sqlite;
 /* For the plan tests: the SQLite claim statement of an order. */

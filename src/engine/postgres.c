@@ -145,9 +145,12 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
      * first: a leaseless running row gets an expired lease (the next rescue
      * puts it back), -infinity becomes now and infinity the latest time the
      * API accepts. Workers get the host identity that tells a dead holder of
-     * a name from a live one in another container. The new column has a
-     * constant default, so adding it rewrites nothing. */
+     * a name from a live one in another container. unknown_starts bounds
+     * poison jobs whose worker dies before their start is recorded
+     * (engine.h, STARTS). The new columns have constant defaults, so adding
+     * them rewrites nothing. */
     "ALTER TABLE TQ.jobs ADD COLUMN claims int8 NOT NULL DEFAULT 0;"
+    "ALTER TABLE TQ.jobs ADD COLUMN unknown_starts int4 NOT NULL DEFAULT 0;"
     "UPDATE TQ.jobs SET lease_until = now()"
     "  WHERE state = 'running' AND lease_until IS NULL;"
     "UPDATE TQ.jobs SET run_at = CASE WHEN run_at < now() THEN now()"
@@ -181,7 +184,8 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
 #define RECORD_START(s)                                                                  \
     " attempts = j.attempts + " STARTED(s) ","                                           \
     " started_at = COALESCE(j.started_at,"                                               \
-    "                       CASE WHEN " s "::int8 > 0 THEN now() - " DUR(s) " END)"
+    "                       CASE WHEN " s "::int8 > 0 THEN now() - " DUR(s) " END),"     \
+    " unknown_starts = CASE WHEN " s "::int8 > 0 THEN 0 ELSE j.unknown_starts END"
 
 /* Job rows come back in binary, timestamps as they are stored (g_time). */
 #define JOB_COLS                                                                         \
@@ -202,10 +206,13 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
  * A claim: $1 queue, $2 how many, $3 worker, $4 lease, $5 the queue's max
  * attempts as the claimer knows it, $6 true to start the jobs or false to
  * hold them. A start charges the attempt unless the job is out of them (the
- * worker then ends it unrun). A paused queue yields nothing: the NOT EXISTS
- * is uncorrelated, run once per claim.
+ * worker then ends it unrun); so does a hold of a job whose claims ended
+ * twice in a rescue with no start recorded (engine.h). A paused queue
+ * yields nothing: the NOT EXISTS is uncorrelated, run once per claim.
  */
-#define CHARGE "($6::bool AND j.attempts < COALESCE(j.max_attempts, $5::int4))"
+#define CHARGE                                                                           \
+    "(($6::bool OR j.unknown_starts >= 2)"                                               \
+    " AND j.attempts < COALESCE(j.max_attempts, $5::int4))"
 #define CLAIM(order_by)                                                                  \
     "WITH picked AS MATERIALIZED ("                                                      \
     "  SELECT id FROM TQ.jobs"                                                           \
@@ -219,6 +226,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "  claims = j.claims + 1,"                                                           \
     "  attempts = j.attempts + " CHARGE "::int4,"                                        \
     "  started_at = CASE WHEN " CHARGE " THEN now() END,"                                \
+    "  unknown_starts = CASE WHEN " CHARGE " THEN 0 ELSE j.unknown_starts END,"          \
     "  worker = $3,"                                                                     \
     "  lease_until = now() + " DUR("$4") ","                                             \
     "  finished_at = NULL"                                                               \
@@ -235,6 +243,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "  finished_at = CASE WHEN j.started_at IS NOT NULL AND " OUT_OF_ATTEMPTS("0")       \
     "                THEN now() END,"                                                    \
     "  last_error = CASE WHEN j.started_at IS NULL THEN j.last_error ELSE " why " END,"  \
+    "  unknown_starts = j.unknown_starts + (j.started_at IS NULL)::int4,"                \
     "  lease_until = NULL"
 
 /* clang-format on */
@@ -352,6 +361,8 @@ static const char *const sql[S_COUNT] = {
         "               ELSE COALESCE(j.started_at,"
         "                             CASE WHEN a.s > 0 THEN now() - " DUR("a.s") " END)"
         "               END,"
+        "  unknown_starts = CASE WHEN a.k <> 2 AND a.s > 0 THEN 0"
+        "                   ELSE j.unknown_starts END,"
         "  lease_until = CASE a.k WHEN 3 THEN now() + " DUR("a.d") " END"
         " FROM unnest($2::int8[], $3::int8[], $4::int4[], $5::int8[], $6::int8[])"
         "   WITH ORDINALITY AS a (id, c, k, d, s, n)"
@@ -435,10 +446,10 @@ static const char *const sql[S_COUNT] = {
                    " ORDER BY j.id DESC LIMIT $3",
     [S_JOB_STATE] = "SELECT state FROM TQ.jobs WHERE id = $1",
     [S_RETRY_ONE] = "UPDATE TQ.jobs SET state = 'ready', attempts = 0, run_at = now(),"
-                    " finished_at = NULL, lease_until = NULL"
+                    " finished_at = NULL, lease_until = NULL, unknown_starts = 0"
                     " WHERE id = $1 AND state IN ('dead', 'cancelled')",
     [S_RETRY_DEAD] = "UPDATE TQ.jobs SET state = 'ready', attempts = 0, run_at = now(),"
-                     " finished_at = NULL, lease_until = NULL"
+                     " finished_at = NULL, lease_until = NULL, unknown_starts = 0"
                      " WHERE state = 'dead' AND finished_at IS NOT NULL"
                      " AND ($1::text IS NULL OR queue = $1)",
     [S_CANCEL] = "UPDATE TQ.jobs SET state = 'cancelled', finished_at = now(),"
@@ -456,7 +467,8 @@ static const char *const sql[S_COUNT] = {
     [S_LONGEST] = "SELECT id, coalesce(worker, ''),"
                   " (extract(epoch from now() - started_at) * 1000000)::int8"
                   " FROM TQ.jobs WHERE state = 'running' AND lease_until IS NOT NULL"
-                  " AND ($1::text IS NULL OR queue = $1) ORDER BY started_at LIMIT 5",
+                  " AND started_at IS NOT NULL AND ($1::text IS NULL OR queue = $1)"
+                  " ORDER BY started_at LIMIT 5",
     [S_DURATIONS] =
         "SELECT (extract(epoch from finished_at - started_at) * 1000000)::int8"
         " FROM TQ.jobs WHERE state = 'done' AND finished_at IS NOT NULL"
@@ -475,7 +487,8 @@ static const char *const sql[S_COUNT] = {
         "SELECT host, pid,"
         "  (stopped_at IS NULL AND"
         "   heartbeat_at > now() - lease_us * interval '1 microsecond'),"
-        "  coalesce(host_id, '')"
+        "  coalesce(host_id, ''), " US("started_at") ", " US("heartbeat_at") ","
+        "  coalesce(" US("stopped_at") ", 0), lease_us"
         " FROM TQ.workers WHERE name = $1"
         " FOR UPDATE",
     [S_WORKER_PUT] =
@@ -1667,11 +1680,12 @@ static int pg_durations(tq *db, const char *queue, size_t limit, int64_t **out,
  * then finds its row (READ COMMITTED: each statement sees what committed
  * before it) and locks it.
  */
-static int pg_worker_register(tq *db, const tq_worker_info *w, int force,
-                              tq_worker_info *holder)
+static int pg_worker_register(tq *db, const tq_worker_info *w,
+                              const tq_worker_info *expect, tq_worker_info *holder)
 {
     int rc;
     params p = {0};
+    memset(holder, 0, sizeof *holder);
     p_text(&p, w->name);
     p_text(&p, w->host);
     p_i64(&p, w->pid);
@@ -1690,18 +1704,25 @@ static int pg_worker_register(tq *db, const tq_worker_info *w, int force,
     p_text(&g, w->name);
     if (!(r = run(db, S_WORKER_GET, &g, &rc, "registering the worker")))
         goto fail;
-    if (PQntuples(r) && g_i64(r, 0, 2) && !force) {
+    if (PQntuples(r)) {
+        snprintf(holder->name, sizeof holder->name, "%s", w->name);
         g_strbuf(r, 0, 0, holder->host, sizeof holder->host);
-        g_strbuf(r, 0, 3, holder->host_id, sizeof holder->host_id);
         holder->pid = g_i64(r, 0, 1);
+        holder->alive = (int)g_i64(r, 0, 2);
+        g_strbuf(r, 0, 3, holder->host_id, sizeof holder->host_id);
+        holder->started_at = g_i64(r, 0, 4);
+        holder->heartbeat_at = g_i64(r, 0, 5);
+        holder->stopped_at = g_i64(r, 0, 6);
+        holder->lease_us = g_i64(r, 0, 7);
+    }
+    PQclear(r);
+    if (holder->name[0] && (expect ? !tq__same_holder(holder, expect) : holder->alive)) {
         rc = tq__seterr(db, TQ_EINUSE,
                         "worker name '%s' is held by a live worker (%s pid %lld): pick "
                         "another --name or wait for its lease to pass",
                         w->name, holder->host, (long long)holder->pid);
-        PQclear(r);
         goto fail;
     }
-    PQclear(r);
     if ((rc = run_count(db, S_WORKER_PUT, &p, NULL, "registering the worker")))
         goto fail;
     return commit(db);

@@ -164,8 +164,10 @@ static const char *const migrations[SCHEMA_VERSION] = {
      * a leaseless running row gets an expired lease (the next rescue puts
      * it back), a priority is clamped. Workers get the host identity that
      * tells a dead holder of a name from a live one in another container.
-     * Written out in full, as every migration must be: the table as of
-     * version 6, its indexes and its trigger. */
+     * unknown_starts bounds poison jobs whose worker dies before their start
+     * is recorded (engine.h, STARTS). Written out in full, as every
+     * migration must be: the table as of version 6, its indexes and its
+     * trigger. */
     "CREATE TABLE tq_jobs_v6 ("
     "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
     "  queue TEXT NOT NULL DEFAULT 'default'"
@@ -189,6 +191,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  lease_until INTEGER,"
     "  last_error TEXT,"
     "  claims INTEGER NOT NULL DEFAULT 0,"
+    "  unknown_starts INTEGER NOT NULL DEFAULT 0,"
     "  CHECK (state <> 'running' OR lease_until IS NOT NULL)"
     ");"
     "INSERT INTO tq_jobs_v6 (id, queue, state, priority, run_at, payload, dedup_key,"
@@ -198,7 +201,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  payload, dedup_key, attempts, max_attempts, worker, created_at, started_at,"
     "  finished_at,"
     "  CASE WHEN state = 'running' AND lease_until IS NULL THEN 0 ELSE lease_until END,"
-    "  last_error, attempts"
+    "  last_error, 0"
     " FROM tq_jobs;"
     "DELETE FROM sqlite_sequence WHERE name = 'tq_jobs_v6';"
     "INSERT INTO sqlite_sequence (name, seq)"
@@ -236,7 +239,8 @@ static const char *const migrations[SCHEMA_VERSION] = {
 #define STARTED "(?5 > 0 AND started_at IS NULL)"
 #define RECORD_START                                                                     \
     " attempts = attempts + " STARTED ","                                                \
-    " started_at = COALESCE(started_at, CASE WHEN ?5 > 0 THEN ?4 - ?5 END)"
+    " started_at = COALESCE(started_at, CASE WHEN ?5 > 0 THEN ?4 - ?5 END),"             \
+    " unknown_starts = CASE WHEN ?5 > 0 THEN 0 ELSE unknown_starts END"
 
 /* A job row (tq__all_cols). */
 #define JOB_COLS                                                                         \
@@ -249,16 +253,20 @@ static const char *const migrations[SCHEMA_VERSION] = {
  * A claim: ?1 queue, ?2 now, ?3 how many, ?4 worker, ?5 lease end, ?6 the
  * queue's max attempts as the claimer knows it, ?7 1 to start the jobs or
  * 0 to hold them. A start charges the attempt unless the job is out of
- * them (the worker then ends it unrun). A paused queue yields nothing.
- * It returns only what the claimer does not know (tq__claimed_cols).
+ * them (the worker then ends it unrun); so does a hold of a job whose
+ * claims ended twice in a rescue with no start recorded (engine.h). A
+ * paused queue yields nothing. It returns only what the claimer does not
+ * know (tq__claimed_cols).
  */
-#define CHARGE "(?7 AND attempts < COALESCE(max_attempts, ?6))"
+#define CHARGE                                                                           \
+    "((?7 OR unknown_starts >= 2) AND attempts < COALESCE(max_attempts, ?6))"
 #define CLAIM(order_by)                                                                  \
     "UPDATE tq_jobs SET"                                                                 \
     "  state = 'running',"                                                               \
     "  claims = claims + 1,"                                                             \
     "  attempts = attempts + " CHARGE ","                                                \
     "  started_at = CASE WHEN " CHARGE " THEN ?2 END,"                                   \
+    "  unknown_starts = CASE WHEN " CHARGE " THEN 0 ELSE unknown_starts END,"            \
     "  worker = ?4,"                                                                     \
     "  lease_until = ?5,"                                                                \
     "  finished_at = NULL"                                                               \
@@ -281,6 +289,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  finished_at = CASE WHEN started_at IS NOT NULL AND " OUT_OF_ATTEMPTS("0")         \
     "                THEN ?1 END,"                                                       \
     "  last_error = CASE WHEN started_at IS NULL THEN last_error ELSE " why " END,"      \
+    "  unknown_starts = unknown_starts + (started_at IS NULL),"                          \
     "  lease_until = NULL"
 
 /* clang-format on */
@@ -410,10 +419,10 @@ static const char *const sql[S_COUNT] = {
                    " ORDER BY id DESC LIMIT ?3",
     [S_JOB_STATE] = "SELECT state FROM tq_jobs WHERE id = ?1",
     [S_RETRY_ONE] = "UPDATE tq_jobs SET state = 'ready', attempts = 0, run_at = ?2,"
-                    " finished_at = NULL, lease_until = NULL"
+                    " finished_at = NULL, lease_until = NULL, unknown_starts = 0"
                     " WHERE id = ?1 AND state IN ('dead', 'cancelled')",
     [S_RETRY_DEAD] = "UPDATE tq_jobs SET state = 'ready', attempts = 0, run_at = ?2,"
-                     " finished_at = NULL, lease_until = NULL"
+                     " finished_at = NULL, lease_until = NULL, unknown_starts = 0"
                      " WHERE state = 'dead' AND finished_at IS NOT NULL"
                      " AND (?1 IS NULL OR queue = ?1)",
     [S_CANCEL] = "UPDATE tq_jobs SET state = 'cancelled', finished_at = ?2,"
@@ -428,14 +437,14 @@ static const char *const sql[S_COUNT] = {
                      " AND finished_at IS NOT NULL AND finished_at >= ?2"
                      " AND (?1 IS NULL OR queue = ?1)",
     [S_LONGEST] = "SELECT id, coalesce(worker, ''), started_at FROM tq_jobs"
-                  " WHERE state = 'running' AND (?1 IS NULL OR queue = ?1)"
-                  " ORDER BY started_at LIMIT 5",
+                  " WHERE state = 'running' AND started_at IS NOT NULL"
+                  " AND (?1 IS NULL OR queue = ?1) ORDER BY started_at LIMIT 5",
     [S_DURATIONS] = "SELECT finished_at - started_at FROM tq_jobs"
                     " WHERE state = 'done' AND finished_at IS NOT NULL"
                     " AND started_at IS NOT NULL AND (?1 IS NULL OR queue = ?1)"
                     " ORDER BY finished_at DESC LIMIT ?2",
-    [S_WORKER_GET] = "SELECT heartbeat_at, lease_us, stopped_at, host, pid,"
-                     " coalesce(host_id, '') FROM tq_workers WHERE name = ?1",
+    [S_WORKER_GET] = "SELECT heartbeat_at, lease_us, coalesce(stopped_at, 0), host, pid,"
+                     " coalesce(host_id, ''), started_at FROM tq_workers WHERE name = ?1",
     [S_WORKER_PUT] = "INSERT INTO tq_workers (name, host, pid, started_at, heartbeat_at,"
                      " stopped_at, lease_us, host_id)"
                      " VALUES (?1, ?2, ?3, ?4, ?4, NULL, ?5, ?6)"
@@ -1344,11 +1353,12 @@ static int sqlite_durations(tq *db, const char *queue, size_t limit, int64_t **o
 
 /* ---- workers ----------------------------------------------------------- */
 
-static int sqlite_worker_register(tq *db, const tq_worker_info *w, int force,
-                                  tq_worker_info *holder)
+static int sqlite_worker_register(tq *db, const tq_worker_info *w,
+                                  const tq_worker_info *expect, tq_worker_info *holder)
 {
     int rc;
     sqlite3_stmt *s;
+    memset(holder, 0, sizeof *holder);
     if ((rc = begin(db)))
         return rc;
     const int64_t now = tq__now_us();
@@ -1356,27 +1366,29 @@ static int sqlite_worker_register(tq *db, const tq_worker_info *w, int force,
         goto fail;
     sqlite3_bind_text(s, 1, w->name, -1, SQLITE_STATIC);
     if (sqlite3_step(s) == SQLITE_ROW) {
-        int64_t beat = sqlite3_column_int64(s, 0);
-        int64_t lease = sqlite3_column_int64(s, 1);
-        int stopped = sqlite3_column_type(s, 2) != SQLITE_NULL;
-        if (!stopped && now - beat < lease && !force) {
-            snprintf(holder->host, sizeof holder->host, "%s",
-                     (const char *)sqlite3_column_text(s, 3));
-            snprintf(holder->host_id, sizeof holder->host_id, "%s",
-                     (const char *)sqlite3_column_text(s, 5));
-            holder->pid = sqlite3_column_int64(s, 4);
-            rc = tq__seterr(
-                db, TQ_EINUSE,
-                "worker name '%s' is held by a live worker (%s "
-                "pid %lld, heartbeat %.1fs ago): pick another "
-                "--name or wait %.0fs",
-                w->name, sqlite3_column_text(s, 3), (long long)sqlite3_column_int64(s, 4),
-                (double)(now - beat) / 1e6, (double)(lease - (now - beat)) / 1e6 + 1);
-            done_with(s);
-            goto fail;
-        }
+        snprintf(holder->name, sizeof holder->name, "%s", w->name);
+        holder->heartbeat_at = sqlite3_column_int64(s, 0);
+        holder->lease_us = sqlite3_column_int64(s, 1);
+        holder->stopped_at = sqlite3_column_int64(s, 2);
+        snprintf(holder->host, sizeof holder->host, "%s",
+                 (const char *)sqlite3_column_text(s, 3));
+        holder->pid = sqlite3_column_int64(s, 4);
+        snprintf(holder->host_id, sizeof holder->host_id, "%s",
+                 (const char *)sqlite3_column_text(s, 5));
+        holder->started_at = sqlite3_column_int64(s, 6);
+        holder->alive =
+            !holder->stopped_at && now - holder->heartbeat_at < holder->lease_us;
     }
     done_with(s);
+    if (holder->name[0] && (expect ? !tq__same_holder(holder, expect) : holder->alive)) {
+        const int64_t age = now - holder->heartbeat_at;
+        rc = tq__seterr(db, TQ_EINUSE,
+                        "worker name '%s' is held by a live worker (%s pid %lld, "
+                        "heartbeat %.1fs ago): pick another --name or wait %.0fs",
+                        w->name, holder->host, (long long)holder->pid, (double)age / 1e6,
+                        (double)(holder->lease_us - age) / 1e6 + 1);
+        goto fail;
+    }
     if (!(s = stmt(db, S_WORKER_PUT, &rc)))
         goto fail;
     sqlite3_bind_text(s, 1, w->name, -1, SQLITE_STATIC);

@@ -145,4 +145,37 @@ expect_eq "$RC" 0 "worker exit (trapping handler)"
 grep -q caught "$T/trap.log" || fail "the handler did not see SIGTERM"
 expect_eq "$(state "$id")" done "job whose handler exited 0 on SIGTERM"
 expect_eq "$(job "$id" attempts)" 1 "its attempts"
+
+# 9. A poison job that kills its worker (here: kill -9 of the handler's
+# parent) before its start can be recorded still spends its attempts and
+# ends dead: a start claim charges it up front, and so does any claim of a
+# job rescued twice with no start recorded. Two workers restarted in
+# loops, as a supervisor would, under their names.
+"$TQ" queue pb --max-attempts 2 >/dev/null
+handler pb.sh 'if [ "$(cat)" = poison ]; then echo "$TQ_CLAIM" >> "'"$T"'/pb.runs"; kill -9 $PPID; sleep 1; fi'
+{ seq 1 300; echo poison; seq 301 600; } | "$TQ" enqueue --lines --queue pb >/dev/null
+supervise() { # NAME: restart a worker until it drains, at most 12 times
+    local i
+    for i in $(seq 1 12); do
+        "$TQ" work --queue pb --name "$1" --concurrency 2 --drain --quiet -- "$T/pb.sh" \
+            2>>"$T/pb.log" && return 0
+    done
+    echo "$1 restarted 12 times without draining" >>"$T/pb.log"
+}
+supervise pb1 &
+s1=$!
+supervise pb2 &
+s2=$!
+wait $s1 $s2
+grep -q "without draining" "$T/pb.log" && fail "the poison job kept killing workers"
+if [ "$ENGINE" = postgres ]; then
+    pid=$(sql "SELECT id FROM $JOBS WHERE queue = 'pb' AND payload = 'poison'::bytea")
+else
+    pid=$(sql "SELECT id FROM $JOBS WHERE queue = 'pb' AND CAST(payload AS TEXT) = 'poison'")
+fi
+expect_eq "$(state "$pid")" dead "the poison job"
+expect_eq "$(job "$pid" attempts)" 2 "its attempts"
+runs=$(lines "$T/pb.runs")
+[ "$runs" -le 6 ] || fail "the poison job ran $runs times with 2 attempts allowed"
+expect_eq "$(sql "SELECT count(*) FROM $JOBS WHERE queue = 'pb' AND state IN ('done', 'dead')")" 601 "jobs finished"
 echo ok
