@@ -19,11 +19,10 @@
  *      it backs off (1 ms doubling to poll_max) instead of spinning.
  * Holding: a worker claims beyond its free slots about PREFETCH_WINDOW_US of
  * work (from the mean run time of its recent jobs, at most opts.prefetch),
- * so short jobs go in batches and slow jobs are not hoarded. Jobs for free
- * slots are claimed as starts (their attempt charged by the claim), the
- * rest as holds (engine.h, STARTS): a held job's start is recorded by the
- * next exchange, or by its own acknowledgement if it finishes first, so a
- * crash charges no attempt to jobs that never started. Held jobs keep
+ * so short jobs go in batches and slow jobs are not hoarded. Every claim
+ * is a hold (engine.h, STARTS): a job's start is recorded by its own
+ * acknowledgement, or, once it has run ACK_DELAY_US, by the next exchange,
+ * so a crash charges no attempt to jobs that never started. Held jobs keep
  * their leases alive like running ones; on stop, or when their queue is
  * paused, they are released unspent.
  * A crash loses only unsent acks; those jobs come back when their lease
@@ -80,7 +79,7 @@ typedef struct slot {
 
 /* A callback's outcome, from its thread to the loop. */
 typedef struct cb_result {
-    int64_t id, claim, ran_us;
+    int64_t id, claim, ran_us, started; /* started: monotonic */
     int attempt, rc, lost, start_recorded;
     size_t qi;
     char *error; /* owned; NULL if the handler gave none */
@@ -262,6 +261,7 @@ static void push_result(tq_worker *w, const slot *s, int rc, const char *err, in
     r->rc = rc;
     r->lost = s->lost;
     r->ran_us = ran;
+    r->started = s->started;
     r->error = err[0] ? tq__strdup(err) : NULL;
 }
 
@@ -734,8 +734,8 @@ static int collect_results(tq_worker *w)
             snprintf(msg, sizeof msg, "handler returned %d", v[i].rc);
             error = msg;
         }
-        outcome o = {.job = {v[i].id, v[i].claim, v[i].ran_us > 0 ? v[i].ran_us : 1,
-                             v[i].attempt, v[i].qi},
+        outcome o = {.job = {v[i].id, v[i].claim, started_ago(v[i].started), v[i].attempt,
+                             v[i].qi},
                      .ran_us = v[i].ran_us,
                      .lost = v[i].lost,
                      .ok = v[i].rc == 0,
@@ -957,17 +957,20 @@ static int same_claim(const tq__ack *a, const tq_job *j)
 
 /*
  * Appends to acks (room for concurrency more) a beat of lease lease_us for
- * every running job whose start the store has not recorded (unrecorded
- * only) or for every running job: each carries how long ago it started, so
- * the store records the start if it has not (engine.h, STARTS). With mu
- * held in callback mode.
+ * every running job whose start the store has not recorded and that has run
+ * ACK_DELAY_US (unrecorded_only: a job that ends sooner records its start
+ * with its own acknowledgement), or for every running job: each carries how
+ * long ago it started, so the store records the start if it has not
+ * (engine.h, STARTS). With mu held in callback mode.
  */
 static size_t running_beats(tq_worker *w, tq__ack *acks, int unrecorded_only)
 {
     size_t n = 0;
+    const int64_t now = tq__mono_us();
     for (int i = 0; i < w->concurrency; i++) {
         const slot *s = &w->slots[i];
-        if (s->state != SLOT_RUNNING || s->lost || (unrecorded_only && s->start_recorded))
+        if (s->state != SLOT_RUNNING || s->lost ||
+            (unrecorded_only && (s->start_recorded || now - s->started < ACK_DELAY_US)))
             continue;
         acks[n++] = (tq__ack){.id = s->job.id,
                               .claim = s->job.claim,
@@ -1048,6 +1051,12 @@ static int exchange(tq_worker *w, const tq__claim *claims, size_t nclaims, size_
         nbeats = running_beats(w, acks + nacks, 1);
     if (w->handler)
         pthread_mutex_unlock(&w->mu);
+    if (nacks + nbeats == 0 && nclaims == 0) { /* nothing to send after all */
+        starts_recorded(w, NULL, 0);
+        if (acks != stack)
+            free(acks);
+        return 0;
+    }
     int rc = w->db->engine->exchange(w->db, w->name, acks, nacks + nbeats, claims,
                                      nclaims, &jobs, &n);
     if (!rc) {
@@ -1068,8 +1077,7 @@ static int exchange(tq_worker *w, const tq__claim *claims, size_t nclaims, size_
             free(w->acks[i].error);
         }
         w->nacks = 0;
-        if (nbeats)
-            starts_recorded(w, acks + nacks, nbeats);
+        starts_recorded(w, acks + nacks, nbeats); /* also dates the next beats */
         for (size_t i = 0; i < nclaims; i++)
             if (claims[i].max && claims[i].lease_us < w->beat_lease_us)
                 w->beat_lease_us = claims[i].lease_us;
@@ -1368,19 +1376,11 @@ int tq_worker_run(tq_worker *w)
                     break;
                 if (q->paused)
                     continue;
-                /* Slots that no held job will fill get starts, the rest is
-                 * held (engine.h): a start must not wait behind held jobs,
-                 * charged meanwhile. */
-                size_t nstart = free_slots > 0 && (size_t)free_slots > nheld
-                                    ? (size_t)free_slots - nheld
-                                    : 0;
-                if (nstart > room)
-                    nstart = room;
-                tq__claim c[2] = {
-                    {w->queues[qi], q->order, q->lease_us, q->max_attempts, nstart, 1},
-                    {w->queues[qi], q->order, q->lease_us, q->max_attempts, room - nstart,
-                     0}};
-                rc = exchange(w, c, 2, qi, &claimed);
+                /* Holds, all of them (engine.h, STARTS): each start is
+                 * recorded once it happened. */
+                tq__claim c = {w->queues[qi],   q->order, q->lease_us,
+                               q->max_attempts, room,     0};
+                rc = exchange(w, &c, 1, qi, &claimed);
                 sent = tried = 1;
                 any_claimed += claimed;
                 free_slots = w->concurrency - running_count(w);

@@ -347,6 +347,60 @@ static void upgrade_from_version_4(void **state)
     sqlite3_close(h);
 }
 
+/* Version 6 adds the claim counter and the checks a running row's lease
+ * and a priority's range get; a version 5 store's rows that break them are
+ * mended on the way, and the rest are kept as they were. */
+static void upgrade_from_version_5(void **state)
+{
+    (void)state;
+    char path[128];
+    sqlite3 *h;
+    snprintf(path, sizeof path, "%s/v5.db", dir);
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    exec(h, "PRAGMA journal_mode = WAL; BEGIN");
+    for (int v = 1; v <= 5; v++)
+        exec(h, tq__sqlite_migration(v));
+    exec(h,
+         "INSERT INTO tq_meta (key, value) VALUES ('schema_version', '5');"
+         "INSERT INTO tq_jobs (id, queue, state, payload, attempts, worker, started_at,"
+         "  lease_until) VALUES (1, 'q', 'running', 'leased', 1, 'w', 5, 9),"
+         "  (2, 'q', 'running', 'stranded', 1, 'w', 5, NULL);"
+         "INSERT INTO tq_jobs (id, queue, payload, priority)"
+         "  VALUES (3, 'q', 'big', 2147483648), (4, 'q', 'small', -2147483649);"
+         "INSERT INTO tq_workers (name, host, pid, started_at, heartbeat_at, lease_us)"
+         "  VALUES ('w', 'h', 1, 1, 1, 30000000);"
+         "COMMIT");
+    sqlite3_close(h);
+    tq *db;
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    assert_int_equal(tq_open(&db, path, &o), 0);
+    assert_int_equal(tq_init(db), 0);
+    int64_t n = 0;
+    assert_int_equal(tq_rescue_expired(&n, db), 0);
+    assert_int_equal(n, 2); /* both leases are in the past, the stranded one too */
+    tq_close(db);
+
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(count_of(h, "SELECT count(*) FROM tq_jobs WHERE claims = 0"
+                                 " AND unknown_starts = 0"),
+                     4);
+    assert_int_equal(count_of(h, "SELECT priority FROM tq_jobs WHERE id = 3"),
+                     2147483647);
+    assert_int_equal(count_of(h, "SELECT priority FROM tq_jobs WHERE id = 4"),
+                     -2147483648LL);
+    assert_int_equal(count_of(h, "SELECT count(*) FROM tq_workers WHERE host_id IS NULL"),
+                     1);
+    static const char *const refused[] = {
+        "INSERT INTO tq_jobs (queue, state, payload) VALUES ('q', 'running', 'x')",
+        "INSERT INTO tq_jobs (queue, payload, priority) VALUES ('q', 'x', 2147483648)",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        assert_int_equal(sqlite3_exec(h, refused[i], NULL, NULL, NULL),
+                         SQLITE_CONSTRAINT);
+    sqlite3_close(h);
+}
+
 static void wal_and_version(void **state)
 {
     (void)state;
@@ -383,6 +437,7 @@ int main(void)
         cmocka_unit_test(lifo_index_follows_queues),
         cmocka_unit_test(ack_program_has_no_temp_table),
         cmocka_unit_test(upgrade_from_version_4),
+        cmocka_unit_test(upgrade_from_version_5),
         cmocka_unit_test(wal_and_version),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

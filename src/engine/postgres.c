@@ -149,8 +149,8 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
      * poison jobs whose worker dies before their start is recorded
      * (engine.h, STARTS). The new columns have constant defaults, so adding
      * them rewrites nothing. */
-    "ALTER TABLE TQ.jobs ADD COLUMN claims int8 NOT NULL DEFAULT 0;"
-    "ALTER TABLE TQ.jobs ADD COLUMN unknown_starts int4 NOT NULL DEFAULT 0;"
+    "ALTER TABLE TQ.jobs ADD COLUMN claims int4 NOT NULL DEFAULT 0;"
+    "ALTER TABLE TQ.jobs ADD COLUMN unknown_starts int2 NOT NULL DEFAULT 0;"
     "UPDATE TQ.jobs SET lease_until = now()"
     "  WHERE state = 'running' AND lease_until IS NULL;"
     "UPDATE TQ.jobs SET run_at = CASE WHEN run_at < now() THEN now()"
