@@ -132,7 +132,9 @@ struct tq_worker {
     int64_t avg_run_us; /* moving mean of recent run times; 0: none yet */
     size_t next_queue;  /* round robin start for claims */
 
-    int wake[2]; /* self-pipe: stop requests and finished callbacks */
+    tq_worker_info me; /* the registration: what makes the name mine */
+    int name_taken;    /* another process registered the name since */
+    int wake[2];       /* self-pipe: stop requests and finished callbacks */
     volatile sig_atomic_t stop_requested;
 
     /* Callback mode: threads take held jobs (cv signals new ones) and hand
@@ -373,8 +375,8 @@ void tq_worker_free(tq_worker *w)
         return;
     if (w->nthreads)
         stop_threads(w);
-    if (w->name && w->db && w->db->conn)
-        w->db->engine->worker_stop(w->db, w->name);
+    if (w->name && w->db && w->db->conn && !w->name_taken)
+        w->db->engine->worker_stop(w->db, &w->me);
     if (w->slots)
         for (int i = 0; i < w->concurrency; i++)
             free_slot(&w->slots[i]);
@@ -543,10 +545,11 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     rc = db->engine->worker_register(db, &info, NULL, &holder);
     /* Whether the name's previous holder is provably gone: it stopped, or
      * it ran where we can see its PID and that process no longer exists
-     * (kill -9 leaves a fresh heartbeat behind); or no worker ever
-     * registered the name (jobs claimed under it through the API). */
+     * (kill -9 leaves a fresh heartbeat behind). A name no worker has
+     * registered says nothing of whoever claimed jobs under it through the
+     * API: those come back by lease. */
     int gone =
-        !holder.name[0] || holder.stopped_at || holder_is_dead(&holder, info.host_id);
+        holder.name[0] && (holder.stopped_at || holder_is_dead(&holder, info.host_id));
     if (rc == TQ_EINUSE && gone) {
         logf_(w, TQ_LOG_WARN,
               "worker name held by pid %lld on this host, which is gone: taking over",
@@ -561,6 +564,7 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
         w->name = NULL;
         goto fail;
     }
+    w->me = info;
     /* Pick up my own unfinished business: whatever this name still holds
      * was interrupted by a crash of the previous holder. Only when that
      * holder is provably gone: one merely silent for longer than its lease
@@ -669,7 +673,8 @@ typedef struct outcome {
 static int finish(tq_worker *w, const outcome *o)
 {
     int64_t ran = o->ran_us > 0 ? o->ran_us : 1;
-    w->avg_run_us = w->avg_run_us ? (w->avg_run_us * 7 + ran) / 8 : ran;
+    if (o->job.started_us) /* a command that could not start says nothing of jobs */
+        w->avg_run_us = w->avg_run_us ? (w->avg_run_us * 7 + ran) / 8 : ran;
     if (o->lost) {
         /* Someone else holds the job now (or it was cancelled): its result
          * must not be recorded. The fence would refuse it anyway. */
@@ -957,20 +962,30 @@ static int same_claim(const tq__ack *a, const tq_job *j)
 
 /*
  * Appends to acks (room for concurrency more) a beat of lease lease_us for
- * every running job whose start the store has not recorded and that has run
- * ACK_DELAY_US (unrecorded_only: a job that ends sooner records its start
- * with its own acknowledgement), or for every running job: each carries how
- * long ago it started, so the store records the start if it has not
- * (engine.h, STARTS). With mu held in callback mode.
+ * every running job (or, unrecorded_only, for every running job whose start
+ * the store has not recorded, once one of those has run ACK_DELAY_US: a
+ * job that ends sooner records its start with its own acknowledgement, and
+ * all go at once so that staggered starts do not make an exchange each).
+ * Each carries how long ago it started, so the store records the start if
+ * it has not (engine.h, STARTS). With mu held in callback mode.
  */
 static size_t running_beats(tq_worker *w, tq__ack *acks, int unrecorded_only)
 {
     size_t n = 0;
-    const int64_t now = tq__mono_us();
+    if (unrecorded_only) {
+        int64_t oldest = INT64_MAX;
+        for (int i = 0; i < w->concurrency; i++) {
+            const slot *s = &w->slots[i];
+            if (s->state == SLOT_RUNNING && !s->lost && !s->start_recorded &&
+                s->started < oldest)
+                oldest = s->started;
+        }
+        if (oldest == INT64_MAX || tq__mono_us() - oldest < ACK_DELAY_US)
+            return 0;
+    }
     for (int i = 0; i < w->concurrency; i++) {
         const slot *s = &w->slots[i];
-        if (s->state != SLOT_RUNNING || s->lost ||
-            (unrecorded_only && (s->start_recorded || now - s->started < ACK_DELAY_US)))
+        if (s->state != SLOT_RUNNING || s->lost || (unrecorded_only && s->start_recorded))
             continue;
         acks[n++] = (tq__ack){.id = s->job.id,
                               .claim = s->job.claim,
@@ -1081,6 +1096,9 @@ static int exchange(tq_worker *w, const tq__claim *claims, size_t nclaims, size_
         for (size_t i = 0; i < nclaims; i++)
             if (claims[i].max && claims[i].lease_us < w->beat_lease_us)
                 w->beat_lease_us = claims[i].lease_us;
+        for (size_t i = nacks; i < nacks + nbeats; i++)
+            if (acks[i].delay_us < w->beat_lease_us)
+                w->beat_lease_us = acks[i].delay_us;
         w->counters.claimed += (int64_t)n;
         tq__jobs_sort(jobs, n, nclaims ? claims[0].order : TQ_FIFO);
         rc = take_jobs(w, qi, jobs, n);
@@ -1161,7 +1179,17 @@ static int heartbeat(tq_worker *w)
                   (long long)acks[k].id);
     }
     free(acks);
-    return rc ? rc : w->db->engine->worker_beat(w->db, w->name);
+    if (!rc && !w->name_taken &&
+        (rc = w->db->engine->worker_beat(w->db, &w->me)) == TQ_EINUSE) {
+        /* Our registration lapsed (the worker stalled or was cut off past
+         * its lease) and another process took the name: two workers must
+         * not share one, so this one stops as on SIGTERM and says so. */
+        logf_(w, TQ_LOG_ERROR, "%s: stopping", tq_errmsg(w->db));
+        w->name_taken = 1;
+        w->stop_requested = 1;
+        rc = 0;
+    }
+    return rc;
 }
 
 /* Timeouts and the stop deadline: signal children whose time is up. */
@@ -1407,6 +1435,7 @@ int tq_worker_run(tq_worker *w)
             break;
         if (w->disconnected)
             continue;
+        unrecorded = unrecorded_count(w, &unrecorded_since); /* as the exchange left it */
 
         now = tq__mono_us();
         /* The jobs' leases, and the worker's own registration. */
@@ -1497,5 +1526,10 @@ int tq_worker_run(tq_worker *w)
         memcpy(db->errmsg, keep, sizeof keep);
     }
     sigaction(SIGPIPE, &old_pipe, NULL);
+    if (!rc && w->name_taken)
+        rc = tq__seterr(db, TQ_EINUSE,
+                        "worker name '%s' was registered by another process while this "
+                        "one ran; stopped",
+                        w->name);
     return rc;
 }

@@ -303,6 +303,8 @@ static int model_ack(model *m, int w, const vack *a, int64_t now_tick)
         r->state = TQ_DONE;
         break;
     case TQ__ACK_FAIL:
+        if (a->started_us == 0 && !r->started)
+            r->unknown++; /* a claim ended unstarted */
         r->attempts += inc;
         r->state = r->attempts >= m->max_attempts ? TQ_DEAD : TQ_READY;
         if (r->state == TQ_READY)
@@ -604,6 +606,11 @@ static void start_held(model *m, int w)
         snprintf(why, sizeof why, "not run: its %d attempt(s) were used up", j.max);
         push_ack(v, &j, TQ__ACK_FAIL, 0, why, 0);
         note("%s: job %lld out of attempts, ends unrun", v->name, (long long)j.id);
+        return;
+    }
+    if (rnd(10) == 0) { /* its command could not be started */
+        push_ack(v, &j, TQ__ACK_FAIL, 0, "cannot start the handler", 0);
+        note("%s: job %lld could not start", v->name, (long long)j.id);
         return;
     }
     j.attempts++;

@@ -868,15 +868,18 @@ static void worker_resumes_own_jobs(void **state)
     _Atomic int runs = 0;
     set_queue(state, "default", TQ_SET_LEASE, TQ_FIFO, 3600000000LL, 0, 0, 0);
     int64_t id = enq(state, "default", "x");
-    /* A worker named "crashy" claimed the job, then died without a trace. */
-    tq_job *j = claim1(state, "default", "crashy");
-    tq_job_free(j);
     tq_worker_opts o = TQ_WORKER_OPTS_INIT;
     o.name = "crashy";
     o.handler = ok_handler;
     o.handler_ud = &runs;
     o.drain = 1;
+    /* A worker named "crashy" claimed the job and stopped without
+     * acknowledging it (say its store connection was gone). */
     tq_worker *w;
+    OK(tq_worker_new(&w, DB, &o));
+    tq_job *j = claim1(state, "default", "crashy");
+    tq_job_free(j);
+    tq_worker_free(w);             /* marks the name stopped */
     OK(tq_worker_new(&w, DB, &o)); /* puts it back at once, not after the hour */
     assert_int_equal(state_of(state, id), TQ_READY);
     OK(tq_worker_run(w));
@@ -886,6 +889,17 @@ static void worker_resumes_own_jobs(void **state)
     assert_int_equal(g->attempts, 2);
     tq_job_free(g);
     assert_int_equal(atomic_load(&runs), 1);
+
+    /* A name no worker registered says nothing of whoever claimed under it
+     * through the API, which may still be running the job: it stays. */
+    int64_t other = enq(state, "default", "y");
+    j = claim1(state, "default", "ghost");
+    tq_job_free(j);
+    o.name = "ghost";
+    o.drain = 0;
+    OK(tq_worker_new(&w, DB, &o));
+    assert_int_equal(state_of(state, other), TQ_RUNNING);
+    tq_worker_free(w);
 }
 
 static void worker_stop_from_thread(void **state)

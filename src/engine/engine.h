@@ -73,6 +73,14 @@ typedef enum tq__ack_kind {
  * twice counts once. On a running row, started_at IS NOT NULL means "this
  * claim's attempt is charged": release gives it back, and the rescues give
  * back nothing for a claim that never started (the job keeps its place).
+ *
+ * A crash within ACK_DELAY_US of a held job's start loses the record of
+ * it: the rescue cannot tell a run that started from one that did not.
+ * So that a job that kills its worker at once cannot loop uncharged, each
+ * claim that ends (rescued, or failed because its command could not start)
+ * with no start recorded adds one to the row's unknown_starts, a recorded
+ * start resets it, and a hold of a row with unknown_starts >= 2 is charged
+ * like a start: at most three such claims per attempt.
  */
 typedef struct tq__ack {
     int64_t id;
@@ -158,8 +166,11 @@ struct tq__engine {
      */
     int (*worker_register)(tq *db, const tq_worker_info *w, const tq_worker_info *expect,
                            tq_worker_info *holder);
-    int (*worker_beat)(tq *db, const char *name);
-    int (*worker_stop)(tq *db, const char *name);
+    /* Refresh the registration's heartbeat, or mark it stopped: only while
+     * the name is still registered to me (same pid, host and host_id);
+     * TQ_EINUSE when another process has registered it since. */
+    int (*worker_beat)(tq *db, const tq_worker_info *me);
+    int (*worker_stop)(tq *db, const tq_worker_info *me);
     int (*worker_list)(tq *db, tq_worker_info **out, size_t *out_n);
 
     /* TQ__CAP_NOTIFY only (NULL otherwise): start listening for enqueues;

@@ -326,7 +326,10 @@ static const char *const sql[S_COUNT] = {
     [S_PLAN_CLAIM] = "SELECT set_config('enable_nestloop', 'on', true)",
     /* clang-format off */
     /* A failure, one statement per job for its error text: $1 id, $2
-     * worker, $3 claim, $4 backoff, $5 error, $6 started_us. */
+     * worker, $3 claim, $4 backoff, $5 error, $6 started_us. A failure of a
+     * claim that never started (its command could not be started) charges
+     * nothing, but counts like a rescue of one (engine.h, STARTS), so that
+     * a job no worker can start still ends. */
     [S_FAIL] =
         "UPDATE TQ.jobs j SET"
         "  state = CASE WHEN " OUT_OF_ATTEMPTS(STARTED("$6")) " THEN 'dead'"
@@ -336,7 +339,12 @@ static const char *const sql[S_COUNT] = {
         "           ELSE now() + " DUR("$4") " END,"
         "  last_error = $5,"
         "  lease_until = NULL,"
-        RECORD_START("$6")
+        "  attempts = j.attempts + " STARTED("$6") ","
+        "  started_at = COALESCE(j.started_at,"
+        "                        CASE WHEN $6::int8 > 0 THEN now() - " DUR("$6") " END),"
+        "  unknown_starts = CASE WHEN $6::int8 > 0 THEN 0"
+        "                   WHEN j.started_at IS NULL THEN j.unknown_starts + 1"
+        "                   ELSE j.unknown_starts END"
         FENCE,
     /*
      * A group of done (kept), release and beat acks in one statement: $1
@@ -497,9 +505,12 @@ static const char *const sql[S_COUNT] = {
         "  stopped_at = NULL, lease_us = $4, host_id = $5"
         " WHERE name = $1",
     /* clang-format on */
-    [S_WORKER_BEAT] = "UPDATE TQ.workers SET heartbeat_at = now() WHERE name = $1",
+    /* Only the registration that is mine (engine.h). */
+    [S_WORKER_BEAT] = "UPDATE TQ.workers SET heartbeat_at = now() WHERE name = $1"
+                      " AND pid = $2 AND host = $3 AND coalesce(host_id, '') = $4",
     [S_WORKER_STOP] = "UPDATE TQ.workers SET stopped_at = now(), heartbeat_at = now()"
-                      " WHERE name = $1",
+                      " WHERE name = $1"
+                      " AND pid = $2 AND host = $3 AND coalesce(host_id, '') = $4",
     /* clang-format off */
     [S_WORKER_LIST] =
         "SELECT name, host, pid, " US("started_at") ", " US("heartbeat_at") ","
@@ -1731,18 +1742,30 @@ fail:
     return rc;
 }
 
-static int pg_worker_beat(tq *db, const char *name)
+static int worker_touch(tq *db, enum stmt_id id, const tq_worker_info *me)
 {
     params p = {0};
-    p_text(&p, name);
-    return run_count(db, S_WORKER_BEAT, &p, NULL, "updating the worker");
+    int64_t n = 0;
+    p_text(&p, me->name);
+    p_i64(&p, me->pid);
+    p_text(&p, me->host);
+    p_text(&p, me->host_id);
+    int rc = run_count(db, id, &p, &n, "updating the worker");
+    if (!rc && n == 0)
+        rc = tq__seterr(db, TQ_EINUSE,
+                        "worker name '%s' has been registered by another process",
+                        me->name);
+    return rc;
 }
 
-static int pg_worker_stop(tq *db, const char *name)
+static int pg_worker_beat(tq *db, const tq_worker_info *me)
 {
-    params p = {0};
-    p_text(&p, name);
-    return run_count(db, S_WORKER_STOP, &p, NULL, "updating the worker");
+    return worker_touch(db, S_WORKER_BEAT, me);
+}
+
+static int pg_worker_stop(tq *db, const tq_worker_info *me)
+{
+    return worker_touch(db, S_WORKER_STOP, me);
 }
 
 static int pg_worker_list(tq *db, tq_worker_info **out, size_t *out_n)

@@ -359,6 +359,9 @@ static const char *const sql[S_COUNT] = {
         RECORD_START
         FENCE,
     [S_DONE_DELETE] = "DELETE FROM tq_jobs" FENCE,
+    /* A failure of a claim that never started (its command could not be
+     * started) charges nothing, but counts like a rescue of one (engine.h,
+     * STARTS), so that a job no worker can start still ends. */
     [S_FAIL] =
         "UPDATE tq_jobs SET"
         "  state = CASE WHEN " OUT_OF_ATTEMPTS(STARTED) " THEN 'dead' ELSE 'ready' END,"
@@ -366,7 +369,11 @@ static const char *const sql[S_COUNT] = {
         "  run_at = CASE WHEN " OUT_OF_ATTEMPTS(STARTED) " THEN run_at ELSE ?4 + ?6 END,"
         "  last_error = ?7,"
         "  lease_until = NULL,"
-        RECORD_START
+        "  attempts = attempts + " STARTED ","
+        "  started_at = COALESCE(started_at, CASE WHEN ?5 > 0 THEN ?4 - ?5 END),"
+        "  unknown_starts = CASE WHEN ?5 > 0 THEN 0"
+        "                   WHEN started_at IS NULL THEN unknown_starts + 1"
+        "                   ELSE unknown_starts END"
         FENCE,
     /* The run's attempt back, if the store charged it (a start it never
      * heard of charged nothing). */
@@ -452,9 +459,12 @@ static const char *const sql[S_COUNT] = {
                      " pid = excluded.pid, started_at = excluded.started_at,"
                      " heartbeat_at = excluded.heartbeat_at, stopped_at = NULL,"
                      " lease_us = excluded.lease_us, host_id = excluded.host_id",
-    [S_WORKER_BEAT] = "UPDATE tq_workers SET heartbeat_at = ?2 WHERE name = ?1",
+    /* Only the registration that is mine (engine.h). */
+    [S_WORKER_BEAT] = "UPDATE tq_workers SET heartbeat_at = ?2 WHERE name = ?1"
+                      " AND pid = ?3 AND host = ?4 AND coalesce(host_id, '') = ?5",
     [S_WORKER_STOP] = "UPDATE tq_workers SET stopped_at = ?2, heartbeat_at = ?2"
-                      " WHERE name = ?1",
+                      " WHERE name = ?1"
+                      " AND pid = ?3 AND host = ?4 AND coalesce(host_id, '') = ?5",
     [S_WORKER_LIST] = "SELECT name, host, pid, started_at, heartbeat_at,"
                       " coalesce(stopped_at, 0), lease_us, coalesce(host_id, '')"
                       " FROM tq_workers ORDER BY name",
@@ -1405,7 +1415,7 @@ fail:
     return rc;
 }
 
-static int worker_touch(tq *db, enum stmt_id id, const char *name)
+static int worker_touch(tq *db, enum stmt_id id, const tq_worker_info *me)
 {
     int rc;
     sqlite3_stmt *s;
@@ -1413,24 +1423,33 @@ static int worker_touch(tq *db, enum stmt_id id, const char *name)
         return rc;
     if (!(s = stmt(db, id, &rc)))
         goto fail;
-    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 1, me->name, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, tq__now_us());
+    sqlite3_bind_int64(s, 3, me->pid);
+    sqlite3_bind_text(s, 4, me->host, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 5, me->host_id, -1, SQLITE_STATIC);
     if ((rc = run(db, s, "updating the worker")))
         goto fail;
+    if (sqlite3_changes(C(db)->h) == 0) {
+        rc = tq__seterr(db, TQ_EINUSE,
+                        "worker name '%s' has been registered by another process",
+                        me->name);
+        goto fail;
+    }
     return commit(db);
 fail:
     rollback(db);
     return rc;
 }
 
-static int sqlite_worker_beat(tq *db, const char *name)
+static int sqlite_worker_beat(tq *db, const tq_worker_info *me)
 {
-    return worker_touch(db, S_WORKER_BEAT, name);
+    return worker_touch(db, S_WORKER_BEAT, me);
 }
 
-static int sqlite_worker_stop(tq *db, const char *name)
+static int sqlite_worker_stop(tq *db, const tq_worker_info *me)
 {
-    return worker_touch(db, S_WORKER_STOP, name);
+    return worker_touch(db, S_WORKER_STOP, me);
 }
 
 static int sqlite_worker_list(tq *db, tq_worker_info **out, size_t *out_n)

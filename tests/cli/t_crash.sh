@@ -8,6 +8,8 @@ id=$("$TQ" enqueue --queue c job)
 bg "$TQ" work --queue c --name app1 -- "$T/h.sh"
 w=$BG
 wait_for 10 test -s "$T/runs"
+# Killed once the store has recorded the start (within ~10 ms of it).
+wait_for 10 sh -c "[ \$('$TQ' show $id --json | jq .attempts) = 1 ]"
 expect_eq "$(job "$id" state)" running "before the crash"
 kill -9 "$w"
 wait_rc "$w"

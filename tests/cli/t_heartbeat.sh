@@ -31,4 +31,25 @@ expect_eq "$RC" 0 "worker exit after the cancel"
 [ $(($(date +%s) - start)) -lt 15 ] || fail "the cancelled handler kept running"
 grep -q "lease lost" "$T/C.log" || fail "no lost-lease line: $(cat "$T/C.log")"
 expect_eq "$(job "$c" state)" cancelled "state after cancel"
+
+# A queue's lease shortened while a worker runs: the worker paces its
+# heartbeats by the lease each claim and beat actually granted, not by the
+# lease it saw at start, so a healthy job is not taken by another worker.
+"$TQ" queue lq --lease 30s >/dev/null
+handler sleepy.sh 'echo "$TQ_ATTEMPT" >> "'"$T"'/lq.runs"; sleep 8'
+bg "$TQ" work --queue lq --name LA --poll 100ms -- "$T/sleepy.sh" 2>"$T/LA.log"
+a=$BG
+sleep 1 # A has read the 30 s lease
+"$TQ" queue lq --lease 3s >/dev/null
+sleep 1.5 # and its settings since
+id=$("$TQ" enqueue --queue lq job)
+wait_for 10 test -s "$T/lq.runs"
+bg "$TQ" work --queue lq --name LB --poll 100ms -- "$T/sleepy.sh" 2>"$T/LB.log"
+b=$BG
+wait_for 20 sh -c "[ \"\$('$TQ' show $id --json | jq -r .state)\" = done ]"
+kill -TERM "$a" "$b"
+wait_rc "$a"
+wait_rc "$b"
+expect_eq "$(lines "$T/lq.runs")" 1 "runs of a job under a shortened lease"
+expect_eq "$(job "$id" worker)" LA "worker of that job"
 echo ok

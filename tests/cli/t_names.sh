@@ -19,4 +19,26 @@ for i in $(seq 1 30); do
     kill -TERM "$a" "$b" 2>/dev/null || true
     wait "$a" "$b" 2>/dev/null || true
 done
+
+# A worker frozen past its lease loses its name to a new one; when it wakes,
+# its heartbeat finds the name taken: it stops, says so and exits 1, and
+# the new holder keeps the name (its registration is not marked stopped).
+"$TQ" queue fz --lease 2s >/dev/null
+bg "$TQ" work --queue fz --name frozen -- true 2>"$T/old.log"
+old=$BG
+wait_for 10 sh -c "'$TQ' workers --json | jq -e '.[] | select(.name == \"frozen\" and .status == \"alive\")'"
+kill -STOP "$old"
+sleep 3
+bg "$TQ" work --queue fz --name frozen --quiet -- true 2>"$T/new.log"
+new=$BG
+wait_for 10 sh -c "'$TQ' workers --json | jq -e '.[] | select(.name == \"frozen\" and .status == \"alive\")'"
+kill -CONT "$old"
+wait_rc "$old"
+expect_eq "$RC" 1 "exit of the worker whose name was taken"
+grep -q "registered by another process" "$T/old.log" || fail "no message: $(cat "$T/old.log")"
+kill -0 "$new" || fail "the new holder stopped"
+expect_eq "$("$TQ" workers --json | jq -r '.[] | select(.name == "frozen") | .status')" alive "the name's status"
+kill -TERM "$new"
+wait_rc "$new"
+expect_eq "$RC" 0 "exit of the new holder"
 echo ok

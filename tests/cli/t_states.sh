@@ -148,9 +148,9 @@ expect_eq "$(job "$id" attempts)" 1 "its attempts"
 
 # 9. A poison job that kills its worker (here: kill -9 of the handler's
 # parent) before its start can be recorded still spends its attempts and
-# ends dead: a start claim charges it up front, and so does any claim of a
-# job rescued twice with no start recorded. Two workers restarted in
-# loops, as a supervisor would, under their names.
+# ends dead: a claim of a job rescued twice with no start recorded is
+# charged up front. Two workers restarted in loops, as a supervisor would,
+# under their names.
 "$TQ" queue pb --max-attempts 2 >/dev/null
 handler pb.sh 'if [ "$(cat)" = poison ]; then echo "$TQ_CLAIM" >> "'"$T"'/pb.runs"; kill -9 $PPID; sleep 1; fi'
 { seq 1 300; echo poison; seq 301 600; } | "$TQ" enqueue --lines --queue pb >/dev/null
