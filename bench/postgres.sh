@@ -17,7 +17,7 @@ trap 'bash "$here/../tests/pg/cluster.sh" stop "$dir/pg"; rm -rf "$dir"' EXIT
 bash "$here/../tests/pg/cluster.sh" start "$dir/pg" >/dev/null
 url="postgresql:///postgres?host=$dir/pg&user=tq"
 
-printf '| workers | tq jobs/s | reference 1/claim | tq / ref 1 | reference 100/claim | tq / ref 100 | tq enqueue jobs/s | tq claim-to-done p50 / p99 | tq enqueue-to-start p50 / p99 (idle) | lost | duplicates |\n'
+printf '| workers | tq jobs/s | reference 1/claim | tq / ref 1 | reference 100/claim | tq / ref 100 | tq enqueue jobs/s | tq start-to-done p50 / p99 | tq enqueue-to-start p50 / p99 (idle) | lost | duplicates |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
 for w in 1 4 16; do
     r=$("$build/tq" bench --db "$url&tq_schema=b$w" --jobs "$jobs" --workers "$w" \

@@ -190,7 +190,7 @@ plot "$dir/chart.dat" using 2:xtic(1) title "tq", '' using 3 title "reference, 1
 EOF
 
 echo
-echo "| engine | jobs | workers | tq jobs/s | ref 1/claim | ref 100/claim | tq / ref 1 | tq / ref 100 | enqueue (bulk) | claim-to-done p50 / p99 | worker peak RSS |"
+echo "| engine | jobs | workers | tq jobs/s | ref 1/claim | ref 100/claim | tq / ref 1 | tq / ref 100 | enqueue (bulk) | start-to-done p50 / p99 | worker peak RSS |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 awk -F, 'NR > 1 { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %sus / %sus | %s KiB |\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 }' "$csv"
 echo

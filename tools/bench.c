@@ -737,7 +737,7 @@ int cmd_bench(int argc, char **argv)
                 printf(" %.0f", round_rate[k]);
             printf("\n");
         }
-        printf("  claim-to-done latency  p50 %s  p99 %s\n",
+        printf("  start-to-done latency  p50 %s  p99 %s\n",
                tq_duration_format(a, sizeof a, p50),
                tq_duration_format(b, sizeof b, p99));
         printf("  busy retries %lld\n", (long long)busy);
