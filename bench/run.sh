@@ -79,7 +79,7 @@ bench() { # URL ARGS...: tq bench's JSON, then the store is dropped
 ratio() { jq -n "($1) / ($2) * 100 | round / 100"; }
 
 csv=$out/results.csv
-echo "engine,jobs,workers,tq_per_s,ref1_per_s,ref100_per_s,tq_vs_ref1,tq_vs_ref100,enqueue_bulk_per_s,claim_to_done_p50_us,claim_to_done_p99_us,worker_peak_rss_kb" >"$csv"
+echo "engine,jobs,workers,tq_per_s,ref1_per_s,ref100_per_s,tq_vs_ref1,tq_vs_ref100,enqueue_bulk_per_s,start_to_done_p50_us,start_to_done_p99_us,worker_peak_rss_kb" >"$csv"
 for engine in sqlite postgres; do
     for n in $sizes; do
         for w in 1 4 16; do

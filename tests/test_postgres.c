@@ -541,6 +541,36 @@ static void plain_inserts_check_queue_names(void **state)
     tq_close(db);
 }
 
+/* A keyed enqueue whose kept row vanishes between the insert that found
+ * the key taken and the look-up of the kept id (a delete-done
+ * acknowledgement or a prune committing in between) inserts again instead
+ * of reporting a duplicate with id 0. The test makes that happen every
+ * time: a statement trigger, fired by the conflicting INSERT, deletes the
+ * kept row. */
+static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
+{
+    (void)state;
+    tq *db = store("vanish");
+    int64_t kept = 0, id = 0;
+    assert_int_equal(tq_job_enqueue(&kept, db, "q", "old", 3,
+                                    &(tq_enqueue_opts){.version = 1, .key = "k"}),
+                     0);
+    PGconn *c = pg();
+    exec(c, "CREATE FUNCTION vanish.drop_old() RETURNS trigger LANGUAGE plpgsql AS $f$"
+            " BEGIN DELETE FROM vanish.jobs WHERE payload = 'old'; RETURN NULL; END $f$;"
+            "CREATE TRIGGER drop_old AFTER INSERT ON vanish.jobs"
+            "  FOR EACH STATEMENT EXECUTE FUNCTION vanish.drop_old()");
+    int rc = tq_job_enqueue(&id, db, "q", "new", 3,
+                            &(tq_enqueue_opts){.version = 1, .key = "k"});
+    if (rc != 0)
+        fail_msg("enqueue -> %d (%s), id %lld", rc, tq_errmsg(db), (long long)id);
+    assert_true(id > kept);
+    expect_row(c, "SELECT count(*), min(convert_from(payload, 'UTF8')) FROM vanish.jobs",
+               2, (const char *[]){"1", "new"});
+    PQfinish(c);
+    tq_close(db);
+}
+
 /* A store made by schema version 1 (regex CHECK on jobs.queue, default
  * table settings, descending LIFO index, jobs_running on state) is brought to the current
  * version by tq init, keeping its jobs. */
@@ -646,6 +676,7 @@ int main(void)
         cmocka_unit_test(claims_never_exceed_limit),
         cmocka_unit_test(concurrent_init),
         cmocka_unit_test(plain_inserts_check_queue_names),
+        cmocka_unit_test(keyed_enqueue_when_the_kept_row_vanishes),
         cmocka_unit_test(version_1_store_migrates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
