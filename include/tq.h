@@ -356,12 +356,13 @@ enum { TQ_LOG_ERROR = 0, TQ_LOG_WARN, TQ_LOG_INFO, TQ_LOG_DEBUG };
 
 #define TQ_WORKER_OPTS_VERSION 2
 #define TQ_PREFETCH_DEFAULT    2048
+#define TQ_CONCURRENCY_MAX     1024 /* most slots of one worker */
 typedef struct tq_worker_opts {
     int version;
     const char *const *queues; /* names; NULL or nqueues 0: {"default"} */
     size_t nqueues;
     const char *name;    /* NULL: "host:pid" */
-    int concurrency;     /* jobs at once; 0: 1 */
+    int concurrency;     /* jobs at once, 1 to TQ_CONCURRENCY_MAX; 0: 1 */
     int drain;           /* return once nothing in the queues is ready or running */
     int64_t timeout_us;  /* per job (commands only); 0: none */
     int64_t grace_us;    /* on stop, and from SIGTERM to SIGKILL; 0: 10 s */

@@ -173,7 +173,8 @@ static int check_enqueue(tq *db, const char *queue, const tq_enqueue_opts *o)
     if (o->run_at < 0 || o->run_at > 253402300799LL * 1000000)
         return tq__seterr(db, TQ_EINVAL, "run-at time out of range");
     if (o->max_attempts < 0 || o->max_attempts > 1000)
-        return tq__seterr(db, TQ_EINVAL, "max attempts must be between 1 and 1000");
+        return tq__seterr(db, TQ_EINVAL,
+                          "max attempts must be between 1 and 1000 (0: the queue's)");
     if (o->priority < -1000000 || o->priority > 1000000)
         return tq__seterr(db, TQ_EINVAL, "priority must be between -1000000 and 1000000");
     return 0;

@@ -25,37 +25,59 @@ void tq__url_free(tq__url *u)
     memset(u, 0, sizeof *u);
 }
 
+/* Whether p starts a password=... parameter: at the start, or after '?',
+ * '&' or (in a libpq keyword/value string) a space. */
+static int at_password(const char *url, const char *p)
+{
+    return (p == url || p[-1] == '?' || p[-1] == '&' || p[-1] == ' ') &&
+           strncmp(p, "password=", 9) == 0;
+}
+
 void tq__url_redact(char *buf, size_t len, const char *url)
 {
-    /* scheme://user:password@host -> scheme://user:***@host */
+    /* scheme://user:password@host -> scheme://user:***@host, and every
+     * password=... parameter -> password=***. Written out one piece at a
+     * time, each cut to what buf has room for. */
     const char *scheme = strstr(url, "://");
     const char *at = scheme ? strchr(scheme + 3, '@') : NULL;
     const char *colon = NULL;
-    if (at) {
-        for (const char *p = scheme + 3; p < at; p++)
-            if (*p == ':') {
+    if (at)
+        for (const char *p = scheme + 3; p < at && !colon; p++)
+            if (*p == ':')
                 colon = p;
-                break;
-            }
+    size_t o = 0;
+    if (len == 0)
+        return;
+    for (const char *p = url; *p && o + 1 < len;) {
+        const char *put = NULL;
+        if (p == colon) {
+            put = ":***";
+            p = at;
+        } else if (at_password(url, p)) {
+            put = "password=***";
+            for (p += 9; *p && *p != '&' && *p != ' ';)
+                p++;
+        }
+        if (put) {
+            for (; *put && o + 1 < len; put++)
+                buf[o++] = *put;
+            continue;
+        }
+        buf[o++] = *p++;
     }
-    if (colon)
-        snprintf(buf, len, "%.*s:***%s", (int)(colon - url), url, at);
-    else
-        snprintf(buf, len, "%s", url);
-    /* A password=... parameter is hidden as well. */
-    char *pw = strstr(buf, "password=");
-    if (pw) {
-        char *end = pw + 9;
-        while (*end && *end != '&')
-            end++;
-        memmove(pw + 12, end, strlen(end) + 1);
-        memcpy(pw + 9, "***", 3);
-    }
+    buf[o] = '\0';
 }
 
+/* q: the parameters after '?', split in place at each '&' (no tokenizer
+ * state: two threads may open stores at once). */
 static int parse_sqlite_params(tq__url *u, tq *db, char *q)
 {
-    for (char *tok = strtok(q, "&"); tok; tok = strtok(NULL, "&")) {
+    for (char *tok = q, *next; tok; tok = next) {
+        next = strchr(tok, '&');
+        if (next)
+            *next++ = '\0';
+        if (!*tok)
+            continue; /* "a=1&&b=2", or a trailing '&' */
         char *eq = strchr(tok, '=');
         if (!eq)
             return tq__seterr(db, TQ_EINVAL,

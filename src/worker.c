@@ -458,8 +458,10 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     char path[CMD_PATH_MAX] = "", why[256];
     if (o->argv && tq__command_path(path, sizeof path, o->argv[0], why, sizeof why))
         return tq__seterr(db, TQ_EINVAL, "%s", why);
-    if (o->concurrency < 0 || o->concurrency > 1024)
-        return tq__seterr(db, TQ_EINVAL, "concurrency must be between 1 and 1024");
+    if (o->concurrency < 0 || o->concurrency > TQ_CONCURRENCY_MAX)
+        return tq__seterr(db, TQ_EINVAL,
+                          "concurrency must be between 1 and %d (0 means 1)",
+                          TQ_CONCURRENCY_MAX);
     if (o->timeout_us < 0 || o->grace_us < 0 || o->poll_max_us < 0)
         return tq__seterr(db, TQ_EINVAL, "durations cannot be negative");
     const int prefetch = o->version >= 2 ? o->prefetch : 0;
@@ -1221,7 +1223,7 @@ static void enforce_deadlines(tq_worker *w, int64_t now, int64_t stop_at)
 /* Sleeps until something happens or timeout_us passes. */
 static void wait_events(tq_worker *w, int64_t timeout_us)
 {
-    struct pollfd fds[2 + 3 * 1024]; /* wake, notify, 3 per slot */
+    struct pollfd fds[2 + 3 * TQ_CONCURRENCY_MAX]; /* wake, notify, 3 per slot */
     nfds_t n = 0;
     int need_reap_poll = 0;
     fds[n++] = (struct pollfd){w->wake[0], POLLIN, 0};
@@ -1327,6 +1329,46 @@ static size_t unrecorded_count(tq_worker *w, int64_t *since)
     if (w->handler)
         pthread_mutex_unlock(&w->mu);
     return n;
+}
+
+/*
+ * Leaving with an error: the handlers are killed, and their jobs, the held
+ * ones and the acknowledgements not yet sent go to the store in one last
+ * exchange if it can still be reached, so that nothing waits for a lease
+ * to expire; what could not be sent is said in the log. Callback handlers
+ * cannot be killed: their results come back by lease. db's message (the
+ * error being returned) is kept.
+ */
+static void give_back(tq_worker *w)
+{
+    tq *db = w->db;
+    char keep[sizeof db->errmsg];
+    memcpy(keep, db->errmsg, sizeof keep);
+    int rc = 0, claimed;
+    for (int i = 0; i < w->concurrency && w->argv; i++) {
+        slot *s = &w->slots[i];
+        if (s->state != SLOT_RUNNING)
+            continue;
+        tq__child_kill(&s->child, SIGKILL);
+        while (!tq__child_reap(&s->child))
+            usleep(1000);
+        s->release = 1;
+        if (!rc)
+            rc = finish_slot(w, s, 0, "the worker stopped on an error");
+    }
+    if (!rc)
+        rc = release_held(w, SIZE_MAX);
+    size_t n = w->nacks;
+    if (!rc && n && !w->disconnected)
+        rc = exchange(w, NULL, 0, 0, &claimed);
+    if (w->nacks)
+        logf_(w, TQ_LOG_WARN,
+              "%zu job(s) could not be given back (%s); they come back when their "
+              "leases expire",
+              w->nacks, w->disconnected ? "no connection to the store" : tq_errmsg(db));
+    else if (n)
+        logf_(w, TQ_LOG_INFO, "gave back %zu job(s) before stopping", n);
+    memcpy(db->errmsg, keep, sizeof keep);
 }
 
 int tq_worker_run(tq_worker *w)
@@ -1510,21 +1552,8 @@ int tq_worker_run(tq_worker *w)
         wait_events(w, timeout);
     }
 
-    /* Leaving with an error: give back what we can, so nothing waits for a
-     * lease to expire. */
-    if (rc) {
-        char keep[sizeof db->errmsg];
-        memcpy(keep, db->errmsg, sizeof keep);
-        for (int i = 0; i < w->concurrency; i++) {
-            slot *s = &w->slots[i];
-            if (s->state == SLOT_RUNNING && w->argv) {
-                tq__child_kill(&s->child, SIGKILL);
-                while (!tq__child_reap(&s->child))
-                    usleep(1000);
-            }
-        }
-        memcpy(db->errmsg, keep, sizeof keep);
-    }
+    if (rc)
+        give_back(w);
     sigaction(SIGPIPE, &old_pipe, NULL);
     if (!rc && w->name_taken)
         rc = tq__seterr(db, TQ_EINUSE,

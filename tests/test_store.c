@@ -931,6 +931,26 @@ static void worker_bad_options(void **state)
     o.concurrency = -1;
     assert_int_equal(tq_worker_new(&w, DB, &o), TQ_EINVAL);
     assert_null(w);
+    /* The message says what is accepted, 0 included. */
+    o.concurrency = TQ_CONCURRENCY_MAX + 1;
+    assert_int_equal(tq_worker_new(&w, DB, &o), TQ_EINVAL);
+    assert_string_equal(tq_errmsg(DB),
+                        "concurrency must be between 1 and 1024 (0 means 1)");
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    eo.max_attempts = -1;
+    int64_t id;
+    assert_int_equal(tq_job_enqueue(&id, DB, "q", "x", 1, &eo), TQ_EINVAL);
+    assert_non_null(strstr(tq_errmsg(DB), "(0: the queue's)"));
+    o.concurrency = 0;
+    const char *const dir[] = {"/tmp", NULL};
+    o.handler = NULL;
+    o.argv = dir; /* a directory is no handler */
+    assert_int_equal(tq_worker_new(&w, DB, &o), TQ_EINVAL);
+    assert_non_null(strstr(tq_errmsg(DB), "is a directory"));
+    const char *const missing[] = {"tq-no-such-command", NULL};
+    o.argv = missing;
+    assert_int_equal(tq_worker_new(&w, DB, &o), TQ_EINVAL);
+    assert_non_null(strstr(tq_errmsg(DB), "not found in PATH"));
     tq_worker_info *v;
     size_t n;
     OK(tq_worker_list(&v, &n, DB));

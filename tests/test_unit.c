@@ -225,6 +225,21 @@ static void redaction(void **state)
     assert_non_null(strstr(b, "sslmode=require"));
     tq__url_redact(b, sizeof b, "jobs.db");
     assert_string_equal(b, "jobs.db");
+    /* A password shorter than its mask, in a buffer that is exactly full:
+     * the mask never writes past the end (it used to move the tail right
+     * past it; AddressSanitizer watches this one). */
+    static const char short_pw[] = "postgres://h/q?password=a&sslmode=require&x=yyyyyy";
+    char *exact = malloc(sizeof short_pw);
+    assert_non_null(exact);
+    tq__url_redact(exact, sizeof short_pw, short_pw);
+    assert_int_equal(strlen(exact), sizeof short_pw - 1);
+    assert_string_equal(exact, "postgres://h/q?password=***&sslmode=require&x=yyyy");
+    free(exact);
+    /* Every password parameter, and both forms at once. */
+    tq__url_redact(b, sizeof b, "postgres://u:pw@h/q?password=one&password=two");
+    assert_string_equal(b, "postgres://u:***@h/q?password=***&password=***");
+    tq__url_redact(b, 4, "postgres://u:pw@h");
+    assert_string_equal(b, "pos");
 }
 
 static void percentiles(void **state)

@@ -194,7 +194,7 @@ static int measure_latency(const char *url, int nworkers, int njobs, int64_t *p5
             pids[started++] = p;
     }
     int64_t *delays = calloc((size_t)njobs, sizeof *delays);
-    int rc = tq_open(&db, url, NULL);
+    int rc = delays ? tq_open(&db, url, NULL) : TQ_ENOMEM;
     struct timespec idle = {0, 20000000}, tick = {0, 200000};
     nanosleep(&(struct timespec){0, 300000000}, NULL); /* let them register */
     for (int i = 0; i < njobs && !rc; i++) {
@@ -216,7 +216,10 @@ static int measure_latency(const char *url, int nworkers, int njobs, int64_t *p5
             delays[i] = atomic_load(&lat->started[i]) - enq;
     }
     if (rc) {
-        cli_fail("bench", db, rc);
+        if (delays)
+            cli_fail("bench", db, rc);
+        else
+            cli_error("bench", "out of memory");
         ex = EXIT_RUNTIME;
     }
     tq_close(db);
@@ -231,11 +234,11 @@ static int measure_latency(const char *url, int nworkers, int njobs, int64_t *p5
     }
     /* A start stamped before the enqueue returned is a negative delay:
      * count it as zero. */
-    for (int i = 0; i < njobs; i++)
+    for (int i = 0; i < njobs && delays; i++)
         if (delays[i] < 0)
             delays[i] = 0;
-    *p50 = tq_percentile(delays, (size_t)njobs, 0.50);
-    *p99 = tq_percentile(delays, (size_t)njobs, 0.99);
+    *p50 = delays ? tq_percentile(delays, (size_t)njobs, 0.50) : 0;
+    *p99 = delays ? tq_percentile(delays, (size_t)njobs, 0.99) : 0;
     free(delays);
     munmap(lat, size);
     return ex;
@@ -455,7 +458,7 @@ int cmd_bench(int argc, char **argv)
                 return EXIT_USAGE;
             break;
         case 'c':
-            if (cli_int("bench", "--concurrency", optarg, 1, 1024, &conc))
+            if (cli_int("bench", "--concurrency", optarg, 1, TQ_CONCURRENCY_MAX, &conc))
                 return EXIT_USAGE;
             break;
         case 'f':
@@ -557,6 +560,13 @@ int cmd_bench(int argc, char **argv)
     const size_t batch = (size_t)ebatch;
     tq_payload items[BATCH_MAX];
     char *payload = malloc((size_t)psize + 1);
+    if (!payload) {
+        cli_error("bench", "out of memory for a %lld-byte payload", (long long)psize);
+        tq_close(db);
+        munmap(sh, shsize);
+        ex = EXIT_RUNTIME;
+        goto cleanup;
+    }
     memset(payload, 'x', (size_t)psize);
     for (int i = 0; i < BATCH_MAX; i++)
         items[i] = (tq_payload){payload, (size_t)psize};

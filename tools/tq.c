@@ -758,7 +758,7 @@ static int cmd_work(int argc, char **argv)
             queues[nq++] = optarg;
             break;
         case 'c':
-            if (cli_int("work", "--concurrency", optarg, 1, 1024, &n))
+            if (cli_int("work", "--concurrency", optarg, 1, TQ_CONCURRENCY_MAX, &n))
                 return EXIT_USAGE;
             wo.concurrency = (int)n;
             break;

@@ -44,6 +44,33 @@ expect_eq "$(sql "SELECT count(*) FROM $JOBS WHERE queue = 'h' AND state = 'read
 expect_eq "$(cut -d" " -f1 "$T/held.runs" | sort | uniq -d | wc -l)" 0 "jobs run twice"
 expect_eq "$(wc -l < "$T/held.runs")" "$(jq .counts.done <<<"$s")" "runs = done"
 
+# A worker that stops on an error gives back what it holds while the store
+# can still be reached: its running job (handler killed) and the jobs it
+# held go back to ready at once, unspent, instead of waiting for a lease.
+# The error here: the queues table is renamed under the running worker, so
+# its next reading of the settings fails.
+"$TQ" queue e --lease 1h >/dev/null
+handler long.sh 'echo start >> "'"$T"'/long"; sleep 60'
+e1=$("$TQ" enqueue --queue e one)
+bg "$TQ" work --queue e --poll 100ms -- "$T/long.sh" 2>"$T/e.log"
+w=$BG
+wait_for 10 test -s "$T/long"
+if [ "$ENGINE" = postgres ]; then
+    sql "ALTER TABLE $SCHEMA.queues RENAME TO queues_away"
+else
+    sql "ALTER TABLE tq_queues RENAME TO tq_queues_away"
+fi
+wait_rc "$w"
+expect_eq "$RC" 1 "exit of a worker whose store lost a table"
+if [ "$ENGINE" = postgres ]; then
+    sql "ALTER TABLE $SCHEMA.queues_away RENAME TO queues"
+else
+    sql "ALTER TABLE tq_queues_away RENAME TO tq_queues"
+fi
+grep -q "gave back 1 job" "$T/e.log" || fail "no give-back line: $(cat "$T/e.log")"
+expect_eq "$(job "$e1" state)" ready "the running job after the error"
+expect_eq "$(job "$e1" attempts)" 0 "its attempts"
+
 # The handler's whole process group is gone (a killed child may linger a
 # moment as a zombie).
 while read -r p; do wait_for 5 sh -c "! kill -0 -- -$p"; done <"$T/handler.pids"
