@@ -350,7 +350,7 @@ static int end_unrunnable(tq *db, const char *worker, tq_job *jobs, size_t *n)
         tq__ack a = {
             .id = jobs[i].id, .claim = jobs[i].claim, .kind = TQ__ACK_FAIL, .error = why};
         if (!rc)
-            rc = db->engine->exchange(db, worker, &a, 1, NULL, 0, NULL, NULL);
+            rc = db->engine->exchange(db, worker, &a, 1, NULL, NULL, NULL);
         tq__job_clear(&jobs[i]);
     }
     *n = kept;
@@ -374,7 +374,7 @@ int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
     tq__claim c = {queue, q.order, q.lease_us, q.max_attempts, max, 1};
     tq_job *jobs = NULL;
     size_t n = 0;
-    if ((rc = db->engine->exchange(db, worker, NULL, 0, &c, 1, &jobs, &n)))
+    if ((rc = db->engine->exchange(db, worker, NULL, 0, &c, &jobs, &n)))
         return rc;
     tq__jobs_sort(jobs, n, q.order);
     if ((rc = end_unrunnable(db, worker, jobs, &n)) || n == 0) {
@@ -392,7 +392,7 @@ static int ack_one(tq *db, const tq_job *job, tq__ack *a)
     tq__clearerr(db);
     if (!job || !job->worker)
         return tq__seterr(db, TQ_EINVAL, "not a claimed job");
-    int rc = db->engine->exchange(db, job->worker, a, 1, NULL, 0, NULL, NULL);
+    int rc = db->engine->exchange(db, job->worker, a, 1, NULL, NULL, NULL);
     if (rc)
         return rc;
     if (a->result)

@@ -216,8 +216,8 @@ static held_job pop_held(tq_worker *w)
 /*
  * A job starts in slot s (the caller holds mu in callback mode): the run's
  * attempt is the store's count plus this one, unless the claim recorded the
- * start already (a start claim: started_at set, attempt charged). An
- * unrecorded start goes to the store with the next exchange.
+ * start already (started_at set, attempt charged: a hold charged up front,
+ * engine.h). An unrecorded start goes to the store with a later exchange.
  */
 static void mark_start(tq_worker *w, slot *s)
 {
@@ -1048,10 +1048,9 @@ static void starts_recorded(tq_worker *w, const tq__ack *beats, size_t n)
 }
 
 /* Sends the pending acks, the starts the store has not recorded yet, and
- * the claims (nclaims may be 0). On failure the acks stay pending for the
- * next pass. */
-static int exchange(tq_worker *w, const tq__claim *claims, size_t nclaims, size_t qi,
-                    int *claimed)
+ * the claim (may be NULL). On failure the acks stay pending for the next
+ * pass. */
+static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claimed)
 {
     tq__ack stack[64], *acks = stack;
     tq_job *jobs = NULL;
@@ -1068,14 +1067,14 @@ static int exchange(tq_worker *w, const tq__claim *claims, size_t nclaims, size_
         nbeats = running_beats(w, acks + nacks, 1);
     if (w->handler)
         pthread_mutex_unlock(&w->mu);
-    if (nacks + nbeats == 0 && nclaims == 0) { /* nothing to send after all */
+    if (nacks + nbeats == 0 && !claim) { /* nothing to send after all */
         starts_recorded(w, NULL, 0);
         if (acks != stack)
             free(acks);
         return 0;
     }
-    int rc = w->db->engine->exchange(w->db, w->name, acks, nacks + nbeats, claims,
-                                     nclaims, &jobs, &n);
+    int rc =
+        w->db->engine->exchange(w->db, w->name, acks, nacks + nbeats, claim, &jobs, &n);
     if (!rc) {
         for (size_t i = 0; i < nacks; i++) {
             if (acks[i].result == TQ_ELOST) {
@@ -1095,14 +1094,13 @@ static int exchange(tq_worker *w, const tq__claim *claims, size_t nclaims, size_
         }
         w->nacks = 0;
         starts_recorded(w, acks + nacks, nbeats); /* also dates the next beats */
-        for (size_t i = 0; i < nclaims; i++)
-            if (claims[i].max && claims[i].lease_us < w->beat_lease_us)
-                w->beat_lease_us = claims[i].lease_us;
+        if (claim && claim->max && claim->lease_us < w->beat_lease_us)
+            w->beat_lease_us = claim->lease_us;
         for (size_t i = nacks; i < nacks + nbeats; i++)
             if (acks[i].delay_us < w->beat_lease_us)
                 w->beat_lease_us = acks[i].delay_us;
         w->counters.claimed += (int64_t)n;
-        tq__jobs_sort(jobs, n, nclaims ? claims[0].order : TQ_FIFO);
+        tq__jobs_sort(jobs, n, claim ? claim->order : TQ_FIFO);
         rc = take_jobs(w, qi, jobs, n);
         tq_job_array_free(jobs, n);
         *claimed = (int)n;
@@ -1138,8 +1136,7 @@ static int heartbeat(tq_worker *w)
         pthread_mutex_unlock(&w->mu);
     if (!acks)
         return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
-    int rc =
-        n ? w->db->engine->exchange(w->db, w->name, acks, n, NULL, 0, NULL, NULL) : 0;
+    int rc = n ? w->db->engine->exchange(w->db, w->name, acks, n, NULL, NULL, NULL) : 0;
     if (!rc) {
         w->beat_lease_us = INT64_MAX;
         for (size_t k = 0; k < n; k++)
@@ -1360,7 +1357,7 @@ static void give_back(tq_worker *w)
         rc = release_held(w, SIZE_MAX);
     size_t n = w->nacks;
     if (!rc && n && !w->disconnected)
-        rc = exchange(w, NULL, 0, 0, &claimed);
+        rc = exchange(w, NULL, 0, &claimed);
     if (w->nacks)
         logf_(w, TQ_LOG_WARN,
               "%zu job(s) could not be given back (%s); they come back when their "
@@ -1450,7 +1447,7 @@ int tq_worker_run(tq_worker *w)
                  * recorded once it happened. */
                 tq__claim c = {w->queues[qi],   q->order, q->lease_us,
                                q->max_attempts, room,     0};
-                rc = exchange(w, &c, 1, qi, &claimed);
+                rc = exchange(w, &c, qi, &claimed);
                 sent = tried = 1;
                 any_claimed += claimed;
                 free_slots = w->concurrency - running_count(w);
@@ -1472,7 +1469,7 @@ int tq_worker_run(tq_worker *w)
               (stopping || w->nacks >= ACK_BATCH || now - w->acks_since >= ACK_DELAY_US ||
                (running == 0 && nheld == 0))) ||
              (unrecorded && now - unrecorded_since >= ACK_DELAY_US)))
-            rc = exchange(w, NULL, 0, 0, &claimed);
+            rc = exchange(w, NULL, 0, &claimed);
         if ((rc = ride_out(w, rc)))
             break;
         if (w->disconnected)

@@ -79,7 +79,7 @@ static size_t claim(tq *db, const char *queue, size_t max, tq_job **out)
 {
     tq__claim c = {queue, TQ_FIFO, 30000000, 3, max, 1};
     size_t n = 0;
-    OK(db, db->engine->exchange(db, "w", NULL, 0, &c, 1, out, &n));
+    OK(db, db->engine->exchange(db, "w", NULL, 0, &c, out, &n));
     tq__jobs_sort(*out, n, TQ_FIFO);
     return n;
 }
@@ -141,7 +141,7 @@ static void mixed_batch(void **state)
     tq__claim c = {"q", TQ_FIFO, 30000000, 3, 10, 1};
     tq_job *again = NULL;
     size_t n = 0;
-    OK(db, db->engine->exchange(db, "w", a, 10, &c, 1, &again, &n));
+    OK(db, db->engine->exchange(db, "w", a, 10, &c, &again, &n));
     tq__jobs_sort(again, n, TQ_FIFO);
     const int expect[10] = {0, 0, TQ_ELOST, 0, 0, 0, TQ_ELOST, 0, 0, TQ_ELOST};
     for (int i = 0; i < 10; i++)
@@ -186,7 +186,7 @@ static void thousand_in_one(void **state)
     tq__ack *a = calloc(N, sizeof *a);
     for (int i = 0; i < N; i++)
         a[i] = ack(&jobs[i], i % 10 == 9 ? TQ__ACK_RELEASE : TQ__ACK_DONE);
-    OK(db, db->engine->exchange(db, "w", a, N, NULL, 0, NULL, NULL));
+    OK(db, db->engine->exchange(db, "w", a, N, NULL, NULL, NULL));
     for (int i = 0; i < N; i++)
         assert_int_equal(a[i].result, 0);
     tq_stats st;
@@ -195,7 +195,7 @@ static void thousand_in_one(void **state)
     assert_int_equal(st.count[TQ_READY], N / 10);
     assert_int_equal(st.count[TQ_RUNNING], 0);
     /* Acking them again changes nothing: every one is fenced out. */
-    OK(db, db->engine->exchange(db, "w", a, N, NULL, 0, NULL, NULL));
+    OK(db, db->engine->exchange(db, "w", a, N, NULL, NULL, NULL));
     for (int i = 0; i < N; i++)
         assert_int_equal(a[i].result, TQ_ELOST);
     free(a);

@@ -456,11 +456,12 @@ static void push_ack(vworker *v, const vjob *j, tq__ack_kind kind, int started,
 
 /*
  * One exchange, as worker.c sends it: the pending acknowledgements, a beat
- * for every running job whose start the store has not recorded, then the
- * claims (nstart started, nhold held). Checks every result against the
- * model and files the claimed jobs.
+ * for every running job whose start the store has not recorded, then a
+ * claim of up to n jobs, held as worker.c claims them or started as
+ * tq_job_claim does (start). Checks every result against the model and
+ * files the claimed jobs.
  */
-static void exchange(store *s, model *m, int w, int nstart, int nhold)
+static void exchange(store *s, model *m, int w, int n_claim, int start)
 {
     vworker *v = &m->w[w];
     tq__ack acks[MAX_PENDING + MAX_HELD];
@@ -493,15 +494,13 @@ static void exchange(store *s, model *m, int w, int nstart, int nhold)
                             .result = -1};
         want[n++] = model_ack(m, w, &b, now_tick);
     }
-    mrow *claimed[2 * MAX_JOBS];
-    int nc = model_claim(m, w, nstart, 1, claimed);
-    nc += model_claim(m, w, nhold, 0, claimed + nc);
-    tq__claim c[2] = {{QUEUE, TQ_FIFO, 3600000000LL, m->max_attempts, (size_t)nstart, 1},
-                      {QUEUE, TQ_FIFO, 3600000000LL, m->max_attempts, (size_t)nhold, 0}};
+    mrow *claimed[MAX_JOBS];
+    int nc = model_claim(m, w, n_claim, start, claimed);
+    tq__claim c = {QUEUE, TQ_FIFO, 3600000000LL, m->max_attempts, (size_t)n_claim, start};
     tq_job *jobs = NULL;
     size_t got = 0;
     ok(s,
-       s->db->engine->exchange(s->db, v->name, acks, (size_t)n, c, nstart + nhold ? 2 : 0,
+       s->db->engine->exchange(s->db, v->name, acks, (size_t)n, n_claim ? &c : NULL,
                                &jobs, &got),
        "exchange");
     for (int i = 0; i < n; i++) {
@@ -547,7 +546,8 @@ static void exchange(store *s, model *m, int w, int nstart, int nhold)
         }
     }
     tq_job_array_free(jobs, got);
-    note("%s exchange: %d acks/beats, claims %d+%d -> %d", v->name, n, nstart, nhold, nc);
+    note("%s exchange: %d acks/beats, claims %d%s -> %d", v->name, n, n_claim,
+         start ? " started" : "", nc);
 }
 
 /* Heartbeats of everything a worker holds, as worker.c sends them: running
@@ -573,8 +573,7 @@ static void heartbeat(store *s, model *m, int w)
         want[n++] = model_ack(m, w, &b, now_tick);
     }
     if (n)
-        ok(s,
-           s->db->engine->exchange(s->db, v->name, acks, (size_t)n, NULL, 0, NULL, NULL),
+        ok(s, s->db->engine->exchange(s->db, v->name, acks, (size_t)n, NULL, NULL, NULL),
            "heartbeat");
     for (int i = 0; i < n; i++)
         CHECK_EQ(acks[i].result, want[i], "heartbeat result");
@@ -820,7 +819,7 @@ static void step(store *s, model *m)
     if (op < 14)
         enqueue(s, m);
     else if (op < 30)
-        exchange(s, m, w, (int)rnd(3), (int)rnd(4));
+        exchange(s, m, w, 1 + (int)rnd(4), rnd(4) == 0);
     else if (op < 42)
         start_held(m, w);
     else if (op < 56)
@@ -872,7 +871,7 @@ static void settle(store *s, model *m)
     int ready = 0;
     for (int i = 0; i < m->nrows; i++)
         ready += m->rows[i].exists && m->rows[i].state == TQ_READY;
-    exchange(s, m, 0, 0, MAX_HELD);
+    exchange(s, m, 0, MAX_HELD, 0);
     CHECK_EQ(m->w[0].nheld + m->w[0].nrunning, ready < MAX_HELD ? ready : MAX_HELD,
              "ready jobs claimable");
     compare(s, m);

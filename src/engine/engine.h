@@ -129,12 +129,12 @@ struct tq__engine {
 
     /*
      * The hot path: in one transaction, apply the fenced acks (may be none)
-     * and then the claims (nclaims may be 0), each of up to claims[i].max
-     * jobs of a queue that is not paused. Claimed jobs are returned in the
-     * queue's order, those of claims[0] first.
+     * and then claim up to claim->max jobs of a queue that is not paused
+     * (claim may be NULL). Claimed jobs come back in any order: the layer
+     * above sorts them (tq__jobs_sort).
      */
     int (*exchange)(tq *db, const char *worker, tq__ack *acks, size_t nacks,
-                    const tq__claim *claims, size_t nclaims, tq_job **out, size_t *out_n);
+                    const tq__claim *claim, tq_job **out, size_t *out_n);
 
     /* Running jobs back to ready, or dead when out of attempts (a claim
      * that never started goes back to ready unspent): those held by worker

@@ -1297,17 +1297,15 @@ static void mark_applied(const PGresult *r, tq__ack *acks, const size_t *idx, si
 }
 
 static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
-                       const tq__claim *claims, size_t nclaims, tq_job **out,
-                       size_t *out_n)
+                       const tq__claim *claim, tq_job **out, size_t *out_n)
 {
     static const enum stmt_id claim_ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
     PGconn *pg = C(db)->pg;
     tq_job *jobs = NULL;
     size_t njobs = 0, nmany = 0, ndel = 0, nfail = 0, nother = 0;
     char *arrays[10] = {0};
-    int do_claim = 0, rc = 0;
-    for (size_t i = 0; i < nclaims; i++)
-        do_claim |= claims[i].max > 0;
+    const int do_claim = claim && claim->max > 0;
+    int rc = 0;
     if (out) {
         *out = NULL;
         *out_n = 0;
@@ -1315,10 +1313,10 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
 
     /* idx: the "many" group from the front, the delete group at the back. */
     size_t *idx = malloc((nacks + 1) * sizeof *idx);
-    /* At most: BEGIN, three settings, two groups, the claims, COMMIT, and
+    /* At most: BEGIN, three settings, two groups, the claim, COMMIT, and
      * one statement per failure. */
-    pipeline pl = {db, 0, malloc((nacks + nclaims + 8) * sizeof *pl.what),
-                   malloc((nacks + nclaims + 8) * sizeof *pl.ack)};
+    pipeline pl = {db, 0, malloc((nacks + 8) * sizeof *pl.what),
+                   malloc((nacks + 8) * sizeof *pl.ack)};
     if (!idx || !pl.what || !pl.ack) {
         rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
         goto done;
@@ -1344,10 +1342,8 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
          ((rc = prepare(db, S_PLAN_GROUP, "exchanging with the store")) ||
           (rc = prepare(db, S_PLAN_CLAIM, "exchanging with the store")))))
         goto done;
-    for (size_t i = 0; i < nclaims; i++)
-        if (claims[i].max > 0 &&
-            (rc = prepare(db, claim_ids[claims[i].order], "claiming jobs")))
-            goto done;
+    if (do_claim && (rc = prepare(db, claim_ids[claim->order], "claiming jobs")))
+        goto done;
 
     if (!PQenterPipelineMode(pg)) {
         rc = fail_res(db, NULL, "starting a pipeline");
@@ -1374,18 +1370,15 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
     }
     if (!rc && do_claim && (nmany || ndel))
         rc = pipe_send(&pl, S_PLAN_CLAIM, &none, 0);
-    for (size_t i = 0; i < nclaims && !rc; i++) {
-        const tq__claim *c = &claims[i];
-        if (c->max == 0)
-            continue;
+    if (!rc && do_claim) {
         params p = {0};
-        p_text(&p, c->queue);
-        p_i64(&p, (int64_t)c->max);
+        p_text(&p, claim->queue);
+        p_i64(&p, (int64_t)claim->max);
         p_text(&p, worker);
-        p_i64(&p, c->lease_us);
-        p_i64(&p, c->max_attempts);
-        p_text(&p, c->start ? "true" : "false");
-        rc = pipe_send(&pl, claim_ids[c->order], &p, i);
+        p_i64(&p, claim->lease_us);
+        p_i64(&p, claim->max_attempts);
+        p_text(&p, claim->start ? "true" : "false");
+        rc = pipe_send(&pl, claim_ids[claim->order], &p, 0);
     }
     if (!rc)
         rc = pipe_sql(&pl, "COMMIT");
@@ -1422,8 +1415,7 @@ sync:
                 strtoll(PQcmdTuples(r), NULL, 10) == 1 ? 0 : TQ_ELOST;
             PQclear(r);
         } else {
-            rc = read_jobs(db, r, &tq__claimed_cols, claims[pl.ack[q]].queue, worker,
-                           &jobs, &njobs);
+            rc = read_jobs(db, r, &tq__claimed_cols, claim->queue, worker, &jobs, &njobs);
         }
         if ((r = PQgetResult(pg))) { /* not the end of that statement */
             PQclear(r);

@@ -1076,8 +1076,7 @@ static int claim_jobs(tq *db, const char *worker, const tq__claim *c, int64_t no
 }
 
 static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
-                           const tq__claim *claims, size_t nclaims, tq_job **out,
-                           size_t *out_n)
+                           const tq__claim *claim, tq_job **out, size_t *out_n)
 {
     int rc;
     tq_job *jobs = NULL;
@@ -1093,10 +1092,9 @@ static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nac
     for (size_t i = 0; i < nacks; i++)
         if ((rc = apply_ack(db, worker, &acks[i], now)))
             goto fail;
-    for (size_t i = 0; i < nclaims; i++)
-        if (claims[i].max > 0 &&
-            (rc = claim_jobs(db, worker, &claims[i], now, &jobs, &njobs)))
-            goto fail;
+    if (claim && claim->max > 0 &&
+        (rc = claim_jobs(db, worker, claim, now, &jobs, &njobs)))
+        goto fail;
     if ((rc = commit(db)))
         goto fail;
     if (out) {

@@ -102,6 +102,24 @@ wait_rc() {
     set -e
 }
 
+# freeze PID: SIGSTOP a worker at a moment it holds no SQLite write
+# transaction: one frozen inside BEGIN IMMEDIATE would keep every other
+# process of the store waiting for the lock (a PostgreSQL worker holds row
+# locks only inside single statements).
+freeze() {
+    local i
+    for i in $(seq 1 100); do
+        kill -STOP "$1"
+        if [ "$ENGINE" = postgres ] ||
+            sqlite3 "$TQ_DB" ".timeout 0" "BEGIN IMMEDIATE; ROLLBACK;" 2>/dev/null; then
+            return 0
+        fi
+        kill -CONT "$1"
+        sleep 0.02
+    done
+    fail "could not freeze $1 outside a write transaction"
+}
+
 job() { # ID FIELD: one field of `tq show ID --json`
     "$TQ" show "$1" --json | jq -r ".$2"
 }

@@ -12,7 +12,7 @@ wait_for 10 test -s "$T/runs"
 # Frozen once the store has recorded the start (within ~10 ms of it): a
 # worker lost sooner is not charged for a start it could not report.
 wait_for 10 sh -c "[ \$('$TQ' show $id --json | jq .attempts) = 1 ]"
-kill -STOP "$a"
+freeze "$a"
 # B starts while A is frozen; after A's lease expires, B takes the job.
 "$TQ" work --queue l --name B --drain --poll 100ms -- "$T/h.sh" 2>"$T/B.log"
 expect_eq "$(job "$id" state)" done "after B"

@@ -23,15 +23,21 @@ done
 # A worker frozen past its lease loses its name to a new one; when it wakes,
 # its heartbeat finds the name taken: it stops, says so and exits 1, and
 # the new holder keeps the name (its registration is not marked stopped).
-"$TQ" queue fz --lease 2s >/dev/null
+"$TQ" queue fz --lease 3s >/dev/null
+alive() { # NAME PID: the registered worker NAME is alive and is PID
+    "$TQ" workers --json >"$T/workers.log" &&
+        jq -e --arg n "$1" --argjson p "$2" \
+            '.[] | select(.name == $n and .status == "alive" and .pid == $p)' \
+            "$T/workers.log" >/dev/null
+}
 bg "$TQ" work --queue fz --name frozen -- true 2>"$T/old.log"
 old=$BG
-wait_for 10 sh -c "'$TQ' workers --json | jq -e '.[] | select(.name == \"frozen\" and .status == \"alive\")'"
-kill -STOP "$old"
-sleep 3
+wait_for 20 alive frozen "$old"
+freeze "$old"
+sleep 4 # past its 3 s lease
 bg "$TQ" work --queue fz --name frozen --quiet -- true 2>"$T/new.log"
 new=$BG
-wait_for 10 sh -c "'$TQ' workers --json | jq -e '.[] | select(.name == \"frozen\" and .status == \"alive\")'"
+wait_for 20 alive frozen "$new"
 kill -CONT "$old"
 wait_rc "$old"
 expect_eq "$RC" 1 "exit of the worker whose name was taken"
