@@ -6,7 +6,7 @@ JOBS ?= 2
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 
-.PHONY: all deps build demo bench bench-quick test test-plain test-asan test-model format clean
+.PHONY: all deps build demo bench bench-quick test test-plain test-asan test-model fuzz format clean
 
 all: build
 
@@ -55,9 +55,29 @@ test-model: build
 	    TQ_MODEL_SEEDS=$(MODEL_SEEDS) TQ_MODEL_STEPS=$(MODEL_STEPS) $(BUILD)/tests/test_model; \
 	rc=$$?; bash tests/pg/cluster.sh stop $$dir/pg; rm -rf $$dir; exit $$rc
 
+# libFuzzer over every parser of outside input (tests/fuzz), FUZZ_SECONDS
+# each, starting from the committed corpus. New inputs go to
+# build-fuzz/corpus/NAME; a crash is saved in build-fuzz/ as crash-*: copy
+# it into tests/fuzz/corpus/NAME/ once fixed, and `make test` replays it.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = url duration time name lines
+fuzz:
+	@scripts/deps.sh clang libclang-rt-14-dev
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DTQ_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@cd $(FUZZ_BUILD) && for t in $(FUZZ_TARGETS); do \
+	    mkdir -p corpus/$$t && \
+	    echo "fuzz_$$t: $(FUZZ_SECONDS) s" && \
+	    tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	        -print_final_stats=1 corpus/$$t ../tests/fuzz/corpus/$$t 2>fuzz_$$t.log; \
+	    rc=$$?; grep -E "stat::number_of_executed_units|stat::new_units_added" fuzz_$$t.log; \
+	    if [ $$rc != 0 ]; then tail -40 fuzz_$$t.log; exit $$rc; fi; \
+	done
+
 format:
 	clang-format -i include/*.h src/*.c src/*.h src/engine/*.c src/engine/*.h \
-	    tools/*.c tools/*.h tests/*.c examples/*.c bench/*.c 2>/dev/null || true
+	    tools/*.c tools/*.h tests/*.c tests/fuzz/*.c tests/fuzz/*.h examples/*.c bench/*.c 2>/dev/null || true
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

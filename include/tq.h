@@ -426,8 +426,9 @@ void tq_worker_free(tq_worker *w);
 int tq_duration_parse(int64_t *out_us, const char *text);
 /* Formats a duration compactly ("1.5s", "250ms"); returns buf. */
 char *tq_duration_format(char *buf, size_t len, int64_t us);
-/* Parses "YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM]" (no zone: local time) or
- * "@SECONDS". Returns 0 or TQ_EINVAL. */
+/* Parses "YYYY-MM-DDTHH:MM[:SS[.FRACTION]][Z|+HH:MM]" (no zone: local
+ * time; the form tq_time_format prints) or "@SECONDS", from 1970 to the end
+ * of 9999. Returns 0 or TQ_EINVAL. */
 int tq_time_parse(int64_t *out_us, const char *text);
 /* Formats as "YYYY-MM-DDTHH:MM:SS.mmmZ"; returns buf. */
 char *tq_time_format(char *buf, size_t len, int64_t us);

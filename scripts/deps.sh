@@ -4,6 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libsqlite3-dev sqlite3 libjansson-dev
       libcmocka-dev jq libpq-dev postgresql faketime)
+# Extra packages a target needs (make fuzz: clang), given as arguments.
+pkgs+=("$@")
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

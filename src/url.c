@@ -68,10 +68,18 @@ void tq__url_redact(char *buf, size_t len, const char *url)
     buf[o] = '\0';
 }
 
+/* text as a message may show it: passwords hidden, cut to fit buf. */
+static const char *shown(char *buf, size_t len, const char *text)
+{
+    tq__url_redact(buf, len, text);
+    return buf;
+}
+
 /* q: the parameters after '?', split in place at each '&' (no tokenizer
  * state: two threads may open stores at once). */
 static int parse_sqlite_params(tq__url *u, tq *db, char *q)
 {
+    char red[256];
     for (char *tok = q, *next; tok; tok = next) {
         next = strchr(tok, '&');
         if (next)
@@ -81,7 +89,8 @@ static int parse_sqlite_params(tq__url *u, tq *db, char *q)
         char *eq = strchr(tok, '=');
         if (!eq)
             return tq__seterr(db, TQ_EINVAL,
-                              "bad store URL parameter '%s': expected NAME=VALUE", tok);
+                              "bad store URL parameter '%s': expected NAME=VALUE",
+                              shown(red, sizeof red, tok));
         *eq = '\0';
         const char *v = eq + 1;
         if (strcmp(tok, "synchronous") == 0) {
@@ -91,19 +100,21 @@ static int parse_sqlite_params(tq__url *u, tq *db, char *q)
                 u->sync_normal = 0;
             else
                 return tq__seterr(db, TQ_EINVAL,
-                                  "bad synchronous value '%s': use full or normal", v);
+                                  "bad synchronous value '%s': use full or normal",
+                                  shown(red, sizeof red, v));
         } else if (strcmp(tok, "busy_timeout") == 0) {
             char *end;
             long ms = strtol(v, &end, 10);
             if (*v == '\0' || *end || ms < 0 || ms > 3600000)
                 return tq__seterr(db, TQ_EINVAL,
-                                  "bad busy_timeout '%s': milliseconds, 0 to 3600000", v);
+                                  "bad busy_timeout '%s': milliseconds, 0 to 3600000",
+                                  shown(red, sizeof red, v));
             u->busy_timeout_ms = (int)ms;
         } else {
             return tq__seterr(db, TQ_EINVAL,
                               "unknown store URL parameter '%s' (known: "
                               "synchronous, busy_timeout)",
-                              tok);
+                              shown(red, sizeof red, tok));
         }
     }
     return 0;
@@ -122,7 +133,7 @@ static int parse_postgres(tq__url *u, tq *db, const char *url)
         char *end = p + 10;
         while (*end && *end != '&')
             end++;
-        char name[80];
+        char name[80], red[128];
         size_t n = (size_t)(end - (p + 10));
         if (n == 0 || n > 48) /* the channel tq_<schema> must fit in 63 */
             return tq__seterr(db, TQ_EINVAL,
@@ -134,7 +145,7 @@ static int parse_postgres(tq__url *u, tq *db, const char *url)
                 return tq__seterr(db, TQ_EINVAL,
                                   "bad tq_schema '%s': lower-case letters, "
                                   "digits and '_'",
-                                  name);
+                                  shown(red, sizeof red, name));
         free(u->schema);
         u->schema = tq__strdup(name);
         if (!u->schema)
@@ -183,7 +194,10 @@ int tq__url_parse(tq__url *u, tq *db, const char *url)
         if (rc)
             return rc;
     }
-    if (!*u->path)
-        return tq__seterr(db, TQ_EINVAL, "store URL '%s' has no file path", url);
+    if (!*u->path) {
+        char red[256];
+        return tq__seterr(db, TQ_EINVAL, "store URL '%s' has no file path",
+                          shown(red, sizeof red, url));
+    }
     return 0;
 }

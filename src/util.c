@@ -158,18 +158,21 @@ int tq_duration_parse(int64_t *out_us, const char *text)
     while (*p) {
         if (!isdigit((unsigned char)*p))
             return TQ_EINVAL;
-        /* DIGITS[.DIGITS]: no sign, exponent or hex, which strtod allows. */
-        double v = 0, scale = 1;
-        int digits = 0;
-        for (; isdigit((unsigned char)*p); p++, digits++)
-            v = v * 10 + (*p - '0');
+        /* DIGITS[.DIGITS]: no sign, exponent or hex, which strtod allows.
+         * The whole part is counted exactly; the fraction is cut to 1 us. */
+        int64_t whole = 0;
+        double frac = 0, scale = 1;
+        for (; isdigit((unsigned char)*p); p++)
+            if (__builtin_mul_overflow(whole, 10, &whole) ||
+                __builtin_add_overflow(whole, *p - '0', &whole))
+                return TQ_EINVAL;
         if (*p == '.') {
             p++;
-            for (; isdigit((unsigned char)*p); p++, digits++)
-                v += (*p - '0') * (scale /= 10);
+            if (!isdigit((unsigned char)*p))
+                return TQ_EINVAL;
+            for (; isdigit((unsigned char)*p); p++)
+                frac += (*p - '0') * (scale /= 10);
         }
-        if (!digits || v > 1e18)
-            return TQ_EINVAL;
         int64_t mult = 0;
         if (!*p) {
             if (parts > 0)
@@ -188,10 +191,11 @@ int tq_duration_parse(int64_t *out_us, const char *text)
             if (!mult)
                 return TQ_EINVAL;
         }
-        double us = v * (double)mult;
-        if (us > 9.2e18 - (double)total)
+        int64_t us;
+        if (__builtin_mul_overflow(whole, mult, &us) ||
+            __builtin_add_overflow(us, (int64_t)(frac * (double)mult), &us) ||
+            __builtin_add_overflow(total, us, &total))
             return TQ_EINVAL;
-        total += (int64_t)us;
         parts++;
     }
     *out_us = total;
@@ -219,6 +223,8 @@ char *tq_duration_format(char *buf, size_t len, int64_t us)
 
 /* ---- absolute times ---------------------------------------------------- */
 
+#define TIME_MAX_S 253402300799LL /* 9999-12-31T23:59:59Z */
+
 int tq_time_parse(int64_t *out_us, const char *text)
 {
     struct tm tm;
@@ -231,7 +237,7 @@ int tq_time_parse(int64_t *out_us, const char *text)
         char *end;
         errno = 0;
         long long s = strtoll(text + 1, &end, 10);
-        if (errno || end == text + 1 || *end || s < 0 || s > 253402300799LL)
+        if (errno || end == text + 1 || *end || s < 0 || s > TIME_MAX_S)
             return TQ_EINVAL;
         *out_us = (int64_t)s * 1000000;
         return 0;
@@ -241,11 +247,20 @@ int tq_time_parse(int64_t *out_us, const char *text)
                &tm.tm_hour, &tm.tm_min, &n) != 5)
         return TQ_EINVAL;
     const char *p = text + n;
+    int64_t frac_us = 0;
     if (*p == ':') {
         int m = 0;
-        if (sscanf(p, ":%2d%n", &sec, &m) != 1)
+        if (sscanf(p, ":%2d%n", &sec, &m) != 1 || m != 3)
             return TQ_EINVAL;
         p += m;
+        /* .FRACTION of a second, as tq prints times; cut to 1 us. */
+        if (*p == '.') {
+            int64_t scale = 100000;
+            if (!isdigit((unsigned char)*++p))
+                return TQ_EINVAL;
+            for (; isdigit((unsigned char)*p); p++, scale /= 10)
+                frac_us += (*p - '0') * scale;
+        }
     }
     if (strlen(p) >= sizeof tail)
         return TQ_EINVAL;
@@ -265,27 +280,35 @@ int tq_time_parse(int64_t *out_us, const char *text)
     } else {
         int hh, mm, k = 0;
         if ((tail[0] != '+' && tail[0] != '-') ||
-            sscanf(tail + 1, "%2d:%2d%n", &hh, &mm, &k) != 2 || tail[1 + k] || hh > 23 ||
-            mm > 59)
+            sscanf(tail + 1, "%2d:%2d%n", &hh, &mm, &k) != 2 || k != 5 || tail[1 + k] ||
+            hh > 23 || mm > 59)
             return TQ_EINVAL;
         t = timegm(&tm);
         int off = (hh * 60 + mm) * 60;
         t += tail[0] == '+' ? -off : off;
     }
-    if (t == (time_t)-1)
+    /* The same range as @SECONDS: from 1970 to the end of 9999, in UTC. */
+    if (t == (time_t)-1 || t < 0 || t > TIME_MAX_S)
         return TQ_EINVAL;
-    *out_us = (int64_t)t * 1000000;
+    *out_us = (int64_t)t * 1000000 + frac_us;
     return 0;
 }
 
 char *tq_time_format(char *buf, size_t len, int64_t us)
 {
-    time_t t = (time_t)(us / 1000000);
+    /* Rounded down, also before 1970: -1 us is 23:59:59.999 of 1969-12-31. */
+    int64_t sub = us % 1000000;
+    if (sub < 0)
+        sub += 1000000;
+    time_t t = (time_t)((us - sub) / 1000000);
     struct tm tm;
-    gmtime_r(&t, &tm);
-    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-             (int)(us % 1000000 / 1000));
+    if (!gmtime_r(&t, &tm)) {
+        snprintf(buf, len, "@%lld.%06lld", (long long)t, (long long)sub);
+        return buf;
+    }
+    snprintf(buf, len, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ",
+             (long long)tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+             tm.tm_min, tm.tm_sec, (int)(sub / 1000));
     return buf;
 }
 

@@ -89,6 +89,9 @@ typedef struct cb_result {
 typedef struct held_job {
     tq_job job;
     size_t qi;
+    /* Monotonic time by which its lease has surely run out: when the
+     * exchange that granted or renewed it was sent, plus the lease. */
+    int64_t lease_end;
 } held_job;
 
 typedef struct pending_ack {
@@ -121,6 +124,10 @@ struct tq_worker {
      * concurrency), oldest at held_head. */
     held_job *held;
     size_t held_head, nheld, cap_held, prefetch;
+    /* Held jobs whose leases ran too short to start them (pop_startable),
+     * until the loop gives them back: room for cap_held. */
+    held_job *short_held;
+    size_t nshort;
     /* Running jobs whose start the store has not recorded yet (guarded by
      * mu in callback mode), and since when there have been some. */
     size_t unrecorded;
@@ -129,6 +136,7 @@ struct tq_worker {
      * claim or a beat) paces the next, so that a queue's lease shortened
      * meanwhile cannot outrun it. */
     int64_t beat_lease_us, last_beat;
+    int beat_failed;    /* the last heartbeat did not go through */
     int64_t avg_run_us; /* moving mean of recent run times; 0: none yet */
     size_t next_queue;  /* round robin start for claims */
 
@@ -213,6 +221,33 @@ static held_job pop_held(tq_worker *w)
     return h;
 }
 
+static void wake_loop_locked(tq_worker *w);
+
+/*
+ * The next held job to start (the caller holds mu in callback mode), or 0
+ * when none is left. A job starts only while at least a third of its lease
+ * is surely left: then the worker has that long to report the start before
+ * the store may give the job to another worker. Jobs whose leases ran
+ * shorter (heartbeats failed: the store was unreachable) are set aside for
+ * the loop to give back (give_back_short); the release is fenced, so it
+ * changes nothing if they were taken meanwhile.
+ */
+static int pop_startable(tq_worker *w, held_job *out)
+{
+    int64_t now = tq__mono_us();
+    while (w->nheld) {
+        held_job h = pop_held(w);
+        if (h.lease_end - now >= w->qinfo[h.qi].lease_us / 3) {
+            *out = h;
+            return 1;
+        }
+        w->short_held[w->nshort++] = h;
+        if (w->handler)
+            wake_loop_locked(w);
+    }
+    return 0;
+}
+
 /*
  * A job starts in slot s (the caller holds mu in callback mode): the run's
  * attempt is the store's count plus this one, unless the claim recorded the
@@ -274,11 +309,11 @@ static void *thread_main(void *arg)
     char err[512];
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (!w->threads_quit && w->nheld == 0)
+        held_job h;
+        while (!w->threads_quit && !pop_startable(w, &h))
             pthread_cond_wait(&w->cv, &w->mu);
         if (w->threads_quit)
             break;
-        held_job h = pop_held(w);
         s->job = h.job;
         s->qi = h.qi;
         s->lost = 0;
@@ -385,6 +420,9 @@ void tq_worker_free(tq_worker *w)
     for (size_t i = 0; i < w->nheld; i++)
         tq__job_clear(&w->held[(w->held_head + i) % w->cap_held].job);
     free(w->held);
+    for (size_t i = 0; i < w->nshort; i++)
+        tq__job_clear(&w->short_held[i].job);
+    free(w->short_held);
     for (size_t i = 0; i < w->nresults; i++)
         free(w->results[i].error);
     free(w->results);
@@ -509,6 +547,7 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
                                  : (size_t)prefetch;
     w->cap_held = w->prefetch + (size_t)w->concurrency;
     w->held = calloc(w->cap_held, sizeof *w->held);
+    w->short_held = calloc(w->cap_held, sizeof *w->short_held);
     w->low_water = 1;
     w->beat_lease_us = INT64_MAX;
     if (o->argv) {
@@ -518,7 +557,7 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
         w->argv = dup_strv(o->argv, n);
         memcpy(w->path, path, sizeof path);
     }
-    if (!w->name || !w->queues || !w->qinfo || !w->slots || !w->held ||
+    if (!w->name || !w->queues || !w->qinfo || !w->slots || !w->held || !w->short_held ||
         (o->argv && !w->argv)) {
         rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
         goto fail;
@@ -879,10 +918,9 @@ static int start_held(tq_worker *w)
     if (w->handler)
         return 0; /* the threads take them */
     int rc = 0, free_slots = w->concurrency - running_count(w);
-    while (!rc && w->nheld && free_slots-- > 0) {
-        held_job h = pop_held(w);
+    held_job h;
+    while (!rc && free_slots-- > 0 && pop_startable(w, &h))
         rc = start_job(w, h.qi, &h.job);
-    }
     return rc;
 }
 
@@ -892,14 +930,14 @@ static int start_held(tq_worker *w)
  * of attempts is ended as failed without running (tq__job_out_of_attempts).
  * The claims asked for no more than the ring has room for.
  */
-static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n)
+static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t sent)
 {
     int rc = 0;
     size_t taken = 0;
     if (w->handler)
         pthread_mutex_lock(&w->mu);
     for (size_t i = 0; i < n && !rc; i++) {
-        held_job h = {jobs[i], qi};
+        held_job h = {jobs[i], qi, sent + w->qinfo[qi].lease_us};
         memset(&jobs[i], 0, sizeof jobs[i]); /* now ours */
         if (tq__job_out_of_attempts(&h.job)) {
             char why[96];
@@ -1073,6 +1111,7 @@ static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claime
             free(acks);
         return 0;
     }
+    const int64_t sent = tq__mono_us();
     int rc =
         w->db->engine->exchange(w->db, w->name, acks, nacks + nbeats, claim, &jobs, &n);
     if (!rc) {
@@ -1101,7 +1140,7 @@ static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claime
                 w->beat_lease_us = acks[i].delay_us;
         w->counters.claimed += (int64_t)n;
         tq__jobs_sort(jobs, n, claim ? claim->order : TQ_FIFO);
-        rc = take_jobs(w, qi, jobs, n);
+        rc = take_jobs(w, qi, jobs, n, sent);
         tq_job_array_free(jobs, n);
         *claimed = (int)n;
     }
@@ -1136,8 +1175,19 @@ static int heartbeat(tq_worker *w)
         pthread_mutex_unlock(&w->mu);
     if (!acks)
         return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
+    const int64_t sent = tq__mono_us();
     int rc = n ? w->db->engine->exchange(w->db, w->name, acks, n, NULL, NULL, NULL) : 0;
     if (!rc) {
+        /* Every held job now was held when the beat was taken (only this
+         * thread adds any); the lost ones are dropped below. */
+        if (w->handler)
+            pthread_mutex_lock(&w->mu);
+        for (size_t i = 0; i < w->nheld; i++) {
+            held_job *h = held_at(w, i);
+            h->lease_end = sent + w->qinfo[h->qi].lease_us;
+        }
+        if (w->handler)
+            pthread_mutex_unlock(&w->mu);
         w->beat_lease_us = INT64_MAX;
         for (size_t k = 0; k < n; k++)
             if (acks[k].delay_us < w->beat_lease_us)
@@ -1281,6 +1331,29 @@ static int ride_out(tq_worker *w, int rc)
     return rc;
 }
 
+/* Gives back the held jobs pop_startable set aside, and says so. */
+static int give_back_short(tq_worker *w)
+{
+    int rc = 0;
+    if (w->handler)
+        pthread_mutex_lock(&w->mu);
+    size_t n = w->nshort;
+    for (size_t i = 0; i < n; i++) {
+        if (!rc)
+            rc = add_held_ack(w, &w->short_held[i], TQ__ACK_RELEASE, NULL);
+        tq__job_clear(&w->short_held[i].job);
+    }
+    w->nshort = 0;
+    if (w->handler)
+        pthread_mutex_unlock(&w->mu);
+    if (n)
+        logf_(w, TQ_LOG_WARN,
+              "%zu held job(s) given back unstarted: less than a third of their "
+              "lease was surely left (heartbeats could not reach the store)",
+              n);
+    return rc;
+}
+
 /* One reconnection attempt when due; returns 1 once connected again. */
 static int try_reconnect(tq_worker *w, int64_t now)
 {
@@ -1288,15 +1361,25 @@ static int try_reconnect(tq_worker *w, int64_t now)
     if (now < w->reconnect_at)
         return 0;
     if (db->engine->reconnect(db) != 0) {
+        /* Doubling, up to a tenth of the shortest lease: back within that
+         * of the store's return, while the jobs' leases still hold. */
+        int64_t most = RECONNECT_MAX_US;
+        for (size_t i = 0; i < w->nqueues; i++)
+            if (w->qinfo[i].lease_us / 10 < most)
+                most = w->qinfo[i].lease_us / 10;
+        if (most < RECONNECT_MIN_US)
+            most = RECONNECT_MIN_US;
         w->reconnect_backoff =
             w->reconnect_backoff ? w->reconnect_backoff * 2 : RECONNECT_MIN_US;
-        if (w->reconnect_backoff > RECONNECT_MAX_US)
-            w->reconnect_backoff = RECONNECT_MAX_US;
+        if (w->reconnect_backoff > most)
+            w->reconnect_backoff = most;
         w->reconnect_at = now + w->reconnect_backoff;
         logf_(w, TQ_LOG_DEBUG, "%s", tq_errmsg(db));
         return 0;
     }
     w->disconnected = 0;
+    w->beat_failed = 1; /* beat at once; no rescue before that beat */
+    w->last_beat = 0;
     if ((db->engine->caps & TQ__CAP_NOTIFY) && db->engine->listen(db))
         logf_(w, TQ_LOG_WARN, "cannot listen for new jobs, polling only: %s",
               tq_errmsg(db));
@@ -1392,7 +1475,7 @@ int tq_worker_run(tq_worker *w)
             if ((rc = release_held(w, SIZE_MAX)))
                 break;
         }
-        if ((rc = collect(w)) || (rc = start_held(w)))
+        if ((rc = collect(w)) || (rc = start_held(w)) || (rc = give_back_short(w)))
             break;
         int free_slots = w->concurrency - running_count(w);
 
@@ -1414,16 +1497,6 @@ int tq_worker_run(tq_worker *w)
                 break;
             last_refresh = now;
         }
-        if (!w->disconnected && !stopping && now - last_rescue >= RESCUE_EVERY_US) {
-            int64_t n = 0;
-            if ((rc = ride_out(w, db->engine->rescue(db, NULL, &n))))
-                break;
-            if (n)
-                logf_(w, TQ_LOG_WARN, "rescued %lld job(s) whose lease expired",
-                      (long long)n);
-            last_rescue = now;
-        }
-
         /*
          * Claim when a slot is free (nothing is held then) or the held jobs
          * have run below half their target: enough to fill the slots and the
@@ -1481,9 +1554,32 @@ int tq_worker_run(tq_worker *w)
         const int64_t beat_every =
             (w->beat_lease_us < w->lease_us ? w->beat_lease_us : w->lease_us) / 3;
         if (now - w->last_beat >= beat_every) {
-            if ((rc = ride_out(w, heartbeat(w))))
+            int hb = heartbeat(w);
+            if ((rc = ride_out(w, hb)))
                 break;
-            w->last_beat = now;
+            /* A beat that did not go through is tried again soon. */
+            w->beat_failed = hb != 0;
+            w->last_beat = hb ? now - beat_every + RECONNECT_MIN_US : now;
+        }
+        /* Rescue expired leases, but only once this worker's own leases are
+         * renewed and the results of jobs that ended before that renewal
+         * are in: after the store was out of reach, its own jobs' leases
+         * may have run out while it ran them, and a rescue first would take
+         * them back from under it. */
+        if (!w->disconnected && !stopping && now - last_rescue >= RESCUE_EVERY_US &&
+            !w->beat_failed) {
+            if ((rc = collect(w)))
+                break;
+        }
+        if (!w->disconnected && !stopping && now - last_rescue >= RESCUE_EVERY_US &&
+            !w->beat_failed && w->nacks == 0) {
+            int64_t n = 0;
+            if ((rc = ride_out(w, db->engine->rescue(db, NULL, &n))))
+                break;
+            if (n)
+                logf_(w, TQ_LOG_WARN, "rescued %lld job(s) whose lease expired",
+                      (long long)n);
+            last_rescue = now;
         }
         enforce_deadlines(w, now, stopping ? stop_at : 0);
 

@@ -25,6 +25,9 @@
 
 #include "tq.h"
 
+#include <libpq-fe.h>
+#include <sqlite3.h>
+
 /* ---- fixtures ------------------------------------------------------------ */
 
 static char tmpdir[64];
@@ -827,6 +830,145 @@ static void worker_pool_callbacks(void **state)
     tq_job_free(j);
 }
 
+/* A worker that cannot reach the store starts a held job only while a
+ * third of its lease is surely left: the store is locked by another connection for longer
+ * than the lease while slow jobs are held. The one started early in the lock runs; the
+ * rest go back unstarted, and run once, after the lock. */
+#define HOLD_QUICK 40
+#define HOLD_SLOW  4
+typedef struct hold_ctx {
+    int64_t first;
+    _Atomic int runs[HOLD_QUICK + HOLD_SLOW];
+    _Atomic int64_t slow_started[HOLD_SLOW];
+} hold_ctx;
+
+static int hold_handler(void *ud, const tq_job *job, char *err, size_t errlen)
+{
+    hold_ctx *c = ud;
+    (void)err, (void)errlen;
+    int64_t i = job->id - c->first;
+    if (i < 0 || i >= HOLD_QUICK + HOLD_SLOW)
+        return 1;
+    atomic_fetch_add(&c->runs[i], 1);
+    if (i >= HOLD_QUICK) {
+        atomic_store(&c->slow_started[i - HOLD_QUICK], wall_us());
+        sleep_ms(1500);
+    }
+    return 0;
+}
+
+typedef struct locker {
+    const char *url;
+    int ms;
+    int64_t from, to; /* wall clock of the lock */
+    int ok;
+} locker;
+
+/* Holds the store's jobs table locked for l->ms from another connection,
+ * as any other program could. */
+static void *lock_store(void *arg)
+{
+    locker *l = arg;
+    const char *schema = strstr(l->url, "tq_schema=");
+    if (schema) {
+        char conninfo[512], sql[160];
+        snprintf(conninfo, sizeof conninfo, "%s", getenv("TQ_TEST_PG_URL"));
+        snprintf(sql, sizeof sql, "BEGIN; LOCK TABLE %s.jobs IN ACCESS EXCLUSIVE MODE",
+                 schema + 10);
+        PGconn *pg = PQconnectdb(conninfo);
+        PGresult *r = PQexec(pg, sql);
+        l->ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+        PQclear(r);
+        l->from = wall_us();
+        sleep_ms(l->ms);
+        l->to = wall_us();
+        PQclear(PQexec(pg, "COMMIT"));
+        PQfinish(pg);
+    } else {
+        sqlite3 *db = NULL;
+        l->ok = sqlite3_open(l->url, &db) == SQLITE_OK &&
+                sqlite3_busy_timeout(db, 5000) == 0 &&
+                sqlite3_exec(db, "BEGIN EXCLUSIVE", NULL, NULL, NULL) == SQLITE_OK;
+        l->from = wall_us();
+        sleep_ms(l->ms);
+        l->to = wall_us();
+        sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+        sqlite3_close(db);
+    }
+    return NULL;
+}
+
+typedef struct run_args {
+    tq_worker *w;
+    int rc;
+} run_args;
+
+static void *run_worker(void *arg)
+{
+    run_args *a = arg;
+    a->rc = tq_worker_run(a->w);
+    return NULL;
+}
+
+static void worker_starts_only_young_holds(void **state)
+{
+    static hold_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    fx *f = *state;
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_LEASE | TQ_SET_BACKOFF;
+    qo.lease_us = 3000000;
+    qo.backoff_base_us = 0;
+    OK(tq_queue_set(DB, "held", &qo));
+    tq_payload items[HOLD_QUICK + HOLD_SLOW];
+    int64_t ids[HOLD_QUICK + HOLD_SLOW];
+    for (int i = 0; i < HOLD_QUICK + HOLD_SLOW; i++)
+        items[i] = (tq_payload){"p", 1};
+    OK(tq_job_enqueue_batch(ids, DB, "held", items, HOLD_QUICK + HOLD_SLOW, NULL));
+    ctx.first = ids[0];
+
+    const char *queues[] = {"held"};
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    o.queues = queues;
+    o.nqueues = 1;
+    o.concurrency = 1;
+    o.prefetch = 8;
+    o.drain = 1;
+    o.name = "held-worker";
+    o.handler = hold_handler;
+    o.handler_ud = &ctx;
+    run_args a = {0};
+    OK(tq_worker_new(&a.w, DB, &o));
+    pthread_t wt, lt;
+    assert_int_equal(pthread_create(&wt, NULL, run_worker, &a), 0);
+    /* The first slow job runs, and the others are held by now. */
+    for (int i = 0; i < 1000 && !atomic_load(&ctx.slow_started[0]); i++)
+        sleep_ms(5);
+    assert_true(atomic_load(&ctx.slow_started[0]) > 0);
+    locker l = {f->url, 4500, 0, 0, 0};
+    assert_int_equal(pthread_create(&lt, NULL, lock_store, &l), 0);
+    pthread_join(lt, NULL);
+    pthread_join(wt, NULL);
+    assert_true(l.ok);
+    OK(a.rc);
+    tq_worker_counters k;
+    tq_worker_counters_get(&k, a.w);
+    tq_worker_free(a.w);
+
+    int inside = 0;
+    for (int i = 0; i < HOLD_SLOW; i++) {
+        int64_t t = atomic_load(&ctx.slow_started[i]);
+        inside += t > l.from && t < l.to;
+    }
+    for (int i = 0; i < HOLD_QUICK + HOLD_SLOW; i++)
+        assert_int_equal(atomic_load(&ctx.runs[i]), 1);
+    assert_int_equal(inside, 1); /* the second slow job; the rest waited */
+    assert_true(k.released >= 2);
+    tq_stats st;
+    OK(tq_stats_get(&st, DB, "held"));
+    assert_int_equal(st.count[TQ_DONE], HOLD_QUICK + HOLD_SLOW);
+}
+
 static int ok_handler(void *ud, const tq_job *job, char *err, size_t errlen)
 {
     (void)job, (void)err, (void)errlen;
@@ -990,6 +1132,7 @@ int main(void)
         T(open_errors),
         T(init_is_idempotent),
         T(worker_pool_callbacks),
+        T(worker_starts_only_young_holds),
         T(worker_name_in_use),
         T(worker_resumes_own_jobs),
         T(worker_stop_from_thread),

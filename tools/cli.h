@@ -8,6 +8,7 @@
 #include "tq.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 /* Exit codes: 0 success, 1 a failure at run time, 2 bad usage or input. */
 enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
@@ -27,6 +28,19 @@ const char *cli_url(const char *given);
 int cli_int(const char *cmd, const char *opt, const char *text, long long min,
             long long max, long long *out);
 int cli_duration(const char *cmd, const char *opt, const char *text, int64_t *out);
+
+/* The input of --lines (lines.c): one payload per line, "\n" or "\r\n"
+ * ending each, empty lines skipped. Start with {.in = stream}. */
+typedef struct cli_lines {
+    FILE *in;
+    char *buf;
+    size_t cap;
+    size_t lineno; /* of the line last returned, empty lines counted */
+} cli_lines;
+/* 1 with the next payload in *line and *len (valid until the next call),
+ * 0 at the end of the input, -1 on a read error (errno says which). */
+int cli_lines_next(cli_lines *r, char **line, size_t *len);
+void cli_lines_free(cli_lines *r);
 
 int cmd_bench(int argc, char **argv);
 

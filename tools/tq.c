@@ -449,41 +449,40 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo)
     enum { BATCH = 1000 };
     tq_payload items[BATCH];
     char *lines[BATCH];
-    size_t n = 0, total = 0, lineno = 0;
+    size_t n = 0, total = 0;
     int64_t first = 0, last = 0, ids[BATCH];
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
+    cli_lines in = {.in = stdin};
     int ex = 0, tty = isatty(2);
 
     for (;;) {
-        len = getline(&line, &cap, stdin);
-        if (len > 0) {
-            lineno++;
-            if (line[len - 1] == '\n')
-                line[--len] = '\0';
-            if (len > 0 && line[len - 1] == '\r')
-                line[--len] = '\0';
-            if (len == 0)
-                continue; /* empty lines are skipped */
-            if ((size_t)len > TQ_PAYLOAD_MAX_DEFAULT) {
+        char *line;
+        size_t len;
+        int more = cli_lines_next(&in, &line, &len);
+        if (more < 0) {
+            cli_error("enqueue", "reading stdin: %s; %zu jobs were enqueued before it",
+                      strerror(errno), total);
+            ex = EXIT_RUNTIME;
+            break;
+        }
+        if (more) {
+            if (len > TQ_PAYLOAD_MAX_DEFAULT) {
                 cli_error("enqueue",
                           "line %zu is over the payload limit of %d bytes; "
                           "%zu jobs were enqueued before it",
-                          lineno, TQ_PAYLOAD_MAX_DEFAULT, total);
+                          in.lineno, TQ_PAYLOAD_MAX_DEFAULT, total);
                 ex = EXIT_USAGE;
                 break;
             }
-            if (!(lines[n] = malloc((size_t)len + 1))) {
+            if (!(lines[n] = malloc(len + 1))) {
                 ex = EXIT_RUNTIME;
                 break;
             }
-            memcpy(lines[n], line, (size_t)len + 1);
+            memcpy(lines[n], line, len + 1);
             items[n].data = lines[n];
-            items[n].len = (size_t)len;
+            items[n].len = len;
             n++;
         }
-        if (n == BATCH || (len < 0 && n > 0)) {
+        if (n == BATCH || (!more && n > 0)) {
             int rc = tq_job_enqueue_batch(ids, db, queue, items, n, eo);
             for (size_t i = 0; i < n; i++)
                 free(lines[i]);
@@ -502,12 +501,12 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo)
             if (tty)
                 fprintf(stderr, "\renqueued %zu jobs", total);
         }
-        if (len < 0)
+        if (!more)
             break;
     }
     for (size_t i = 0; i < n; i++)
         free(lines[i]);
-    free(line);
+    cli_lines_free(&in);
     if (tty && total)
         fputc('\n', stderr);
     if (!ex) {
@@ -564,7 +563,7 @@ static int cmd_enqueue(int argc, char **argv)
             if (tq_time_parse(&eo.run_at, optarg)) {
                 cli_error("enqueue",
                           "invalid time '%s' for --at: use YYYY-MM-DDTHH:MM[:SS][Z] "
-                          "or @UNIXSECONDS",
+                          "or @UNIXSECONDS, from 1970 to 9999",
                           optarg);
                 return EXIT_USAGE;
             }

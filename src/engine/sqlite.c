@@ -1114,13 +1114,19 @@ fail:
 
 static int sqlite_rescue(tq *db, const char *worker, int64_t *count)
 {
+    /* The time is taken before the wait for the lock: a rescue decided
+     * while the leases still held must not take them once the lock came,
+     * perhaps seconds later (the caller may hold those very jobs, their
+     * results waiting behind this statement). PostgreSQL's now() is the
+     * transaction's start, the same. */
+    const int64_t now = tq__now_us();
     int rc;
     sqlite3_stmt *s;
     if ((rc = begin(db)))
         return rc;
     if (!(s = stmt(db, worker ? S_RESCUE_WORKER : S_RESCUE_EXPIRED, &rc)))
         goto fail;
-    sqlite3_bind_int64(s, 1, tq__now_us());
+    sqlite3_bind_int64(s, 1, now);
     if (worker)
         sqlite3_bind_text(s, 2, worker, -1, SQLITE_STATIC);
     if ((rc = run(db, s, "rescuing jobs")))
