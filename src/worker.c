@@ -89,9 +89,10 @@ typedef struct cb_result {
 typedef struct held_job {
     tq_job job;
     size_t qi;
-    /* Monotonic time by which its lease has surely run out: when the
-     * exchange that granted or renewed it was sent, plus the lease. */
-    int64_t lease_end;
+    /* The lease the store last granted it, and the monotonic time by which
+     * that has surely run out: when the exchange that granted or renewed it
+     * was sent, plus the lease. */
+    int64_t lease_us, lease_end;
 } held_job;
 
 typedef struct pending_ack {
@@ -236,12 +237,14 @@ static int pop_startable(tq_worker *w, held_job *out)
 {
     int64_t now = tq__mono_us();
     while (w->nheld) {
-        held_job h = pop_held(w);
-        if (h.lease_end - now >= w->qinfo[h.qi].lease_us / 3) {
-            *out = h;
+        const held_job *h = held_at(w, 0);
+        if (h->lease_end - now >= h->lease_us / 3) {
+            *out = pop_held(w);
             return 1;
         }
-        w->short_held[w->nshort++] = h;
+        if (w->nshort == w->cap_held)
+            return 0; /* full: it waits in the ring until the loop empties it */
+        w->short_held[w->nshort++] = pop_held(w);
         if (w->handler)
             wake_loop_locked(w);
     }
@@ -930,14 +933,15 @@ static int start_held(tq_worker *w)
  * of attempts is ended as failed without running (tq__job_out_of_attempts).
  * The claims asked for no more than the ring has room for.
  */
-static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t sent)
+static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t sent,
+                     int64_t lease_us)
 {
     int rc = 0;
     size_t taken = 0;
     if (w->handler)
         pthread_mutex_lock(&w->mu);
     for (size_t i = 0; i < n && !rc; i++) {
-        held_job h = {jobs[i], qi, sent + w->qinfo[qi].lease_us};
+        held_job h = {jobs[i], qi, lease_us, sent + lease_us};
         memset(&jobs[i], 0, sizeof jobs[i]); /* now ours */
         if (tq__job_out_of_attempts(&h.job)) {
             char why[96];
@@ -1140,7 +1144,7 @@ static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claime
                 w->beat_lease_us = acks[i].delay_us;
         w->counters.claimed += (int64_t)n;
         tq__jobs_sort(jobs, n, claim ? claim->order : TQ_FIFO);
-        rc = take_jobs(w, qi, jobs, n, sent);
+        rc = take_jobs(w, qi, jobs, n, sent, claim ? claim->lease_us : 0);
         tq_job_array_free(jobs, n);
         *claimed = (int)n;
     }
@@ -1178,16 +1182,6 @@ static int heartbeat(tq_worker *w)
     const int64_t sent = tq__mono_us();
     int rc = n ? w->db->engine->exchange(w->db, w->name, acks, n, NULL, NULL, NULL) : 0;
     if (!rc) {
-        /* Every held job now was held when the beat was taken (only this
-         * thread adds any); the lost ones are dropped below. */
-        if (w->handler)
-            pthread_mutex_lock(&w->mu);
-        for (size_t i = 0; i < w->nheld; i++) {
-            held_job *h = held_at(w, i);
-            h->lease_end = sent + w->qinfo[h->qi].lease_us;
-        }
-        if (w->handler)
-            pthread_mutex_unlock(&w->mu);
         w->beat_lease_us = INT64_MAX;
         for (size_t k = 0; k < n; k++)
             if (acks[k].delay_us < w->beat_lease_us)
@@ -1197,10 +1191,13 @@ static int heartbeat(tq_worker *w)
     for (size_t k = 0; k < n && !rc; k++)
         if (acks[k].result == TQ_ELOST)
             acks[nlost++] = acks[k];
-    if (nlost) {
+    if (!rc) {
+        /* In one critical section: the lost ones are marked or dropped, the
+         * other held jobs dated by this beat (every held job now was held
+         * when the beat was taken: only this thread adds any). */
         if (w->handler)
             pthread_mutex_lock(&w->mu);
-        for (int i = 0; i < w->concurrency; i++) {
+        for (int i = 0; i < w->concurrency && nlost; i++) {
             slot *s = &w->slots[i];
             for (size_t k = 0; k < nlost && s->state == SLOT_RUNNING && !s->lost; k++)
                 if (same_claim(&acks[k], &s->job))
@@ -1213,6 +1210,8 @@ static int heartbeat(tq_worker *w)
             while (k < nlost && !same_claim(&acks[k], &h.job))
                 k++;
             if (k == nlost) {
+                h.lease_us = w->qinfo[h.qi].lease_us; /* as the beat asked */
+                h.lease_end = sent + h.lease_us;
                 *held_at(w, kept++) = h;
                 continue;
             }
@@ -1344,8 +1343,11 @@ static int give_back_short(tq_worker *w)
         tq__job_clear(&w->short_held[i].job);
     }
     w->nshort = 0;
-    if (w->handler)
+    if (w->handler) {
+        if (n && w->nheld)
+            pthread_cond_broadcast(&w->cv); /* some may have waited for room */
         pthread_mutex_unlock(&w->mu);
+    }
     if (n)
         logf_(w, TQ_LOG_WARN,
               "%zu held job(s) given back unstarted: less than a third of their "
@@ -1438,6 +1440,8 @@ static void give_back(tq_worker *w)
     }
     if (!rc)
         rc = release_held(w, SIZE_MAX);
+    if (!rc)
+        rc = give_back_short(w);
     size_t n = w->nacks;
     if (!rc && n && !w->disconnected)
         rc = exchange(w, NULL, 0, &claimed);
@@ -1568,7 +1572,9 @@ int tq_worker_run(tq_worker *w)
          * them back from under it. */
         if (!w->disconnected && !stopping && now - last_rescue >= RESCUE_EVERY_US &&
             !w->beat_failed) {
-            if ((rc = collect(w)))
+            if ((rc = collect(w)) || (rc = give_back_short(w)))
+                break;
+            if (w->nacks && (rc = ride_out(w, exchange(w, NULL, 0, &claimed))))
                 break;
         }
         if (!w->disconnected && !stopping && now - last_rescue >= RESCUE_EVERY_US &&
