@@ -133,7 +133,7 @@ static int parse_postgres(tq__url *u, tq *db, const char *url)
         char *end = p + 10;
         while (*end && *end != '&')
             end++;
-        char name[80], red[128];
+        char name[80];
         size_t n = (size_t)(end - (p + 10));
         if (n == 0 || n > 48) /* the channel tq_<schema> must fit in 63 */
             return tq__seterr(db, TQ_EINVAL,
@@ -142,10 +142,11 @@ static int parse_postgres(tq__url *u, tq *db, const char *url)
         name[n] = '\0';
         for (char *c = name; *c; c++)
             if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
+                /* Not echoed: in a URL whose userinfo runs past the '?',
+                 * the value may hold the password. */
                 return tq__seterr(db, TQ_EINVAL,
-                                  "bad tq_schema '%s': lower-case letters, "
-                                  "digits and '_'",
-                                  shown(red, sizeof red, name));
+                                  "bad tq_schema in store URL: lower-case letters, "
+                                  "digits and '_'");
         free(u->schema);
         u->schema = tq__strdup(name);
         if (!u->schema)
