@@ -48,19 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    (long long)want);
     }
 
-    /* Any value, formatted into a buffer of any size up to 40. */
-    int64_t v = 0;
-    memcpy(&v, data, size < sizeof v ? size : sizeof v);
-    size_t len = size > 8 ? data[8] % 41 : 32;
-    char buf[48];
-    memset(buf, 'x', sizeof buf);
-    if (len > 0) {
-        tq_duration_format(buf, len, v);
-        FUZZ_CHECK(memchr(buf, '\0', len) != NULL, "format of %lld into %zu",
-                   (long long)v, len);
-    }
-    for (size_t i = len; i < sizeof buf; i++)
-        FUZZ_CHECK(buf[i] == 'x', "format of %lld wrote past %zu", (long long)v, len);
+    fuzz_check_format(tq_duration_format, data, size);
     free(s);
     return 0;
 }
