@@ -1,12 +1,14 @@
 # The two commands of the README:
 #   make demo   install what is needed, build, run `tq bench` on SQLite
 #   make test   install what is needed, build with -Werror, run every test,
-#               then again under AddressSanitizer + UndefinedBehaviorSanitizer
+#               then again under AddressSanitizer + UndefinedBehaviorSanitizer,
+#               and the tests that run threads under ThreadSanitizer
 JOBS ?= 2
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps build demo bench bench-quick test test-plain test-asan test-model fuzz format clean
+.PHONY: all deps build demo bench bench-quick test test-plain test-asan test-tsan test-model fuzz format clean
 
 all: build
 
@@ -29,7 +31,7 @@ bench-quick: build
 	@command -v gnuplot >/dev/null || apt-get install -y gnuplot-nox
 	bench/run.sh --quick $(BUILD)
 
-test: test-plain test-asan
+test: test-plain test-asan test-tsan
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -41,6 +43,16 @@ test-asan: deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j $(JOBS)
+
+# ThreadSanitizer over the tests whose workers run callback threads (the
+# worker pool shares its slots with them under a mutex) and the concurrent
+# registrations, on both engines. Command-mode workers run no threads.
+TSAN_TESTS = test_store test_exchange test_postgres
+test-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -DTQ_WERROR=ON -DTQ_TSAN=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	    ctest --output-on-failure -j $(JOBS) -R '^test_(store|exchange|postgres)'
 
 # The state machine against its model (tests/test_model.c) for many more
 # seeds than `make test` runs, on both engines (a throwaway PostgreSQL

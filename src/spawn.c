@@ -7,7 +7,11 @@
  * does not stall the worker. Each child gets its own process group so that
  * a timeout or shutdown can signal everything it started, and it enters
  * that group before any signal sent to the worker's group can reach it
- * (child_exec). The child is started with vfork, as posix_spawn does, so
+ * (child_exec). A handler does not outlive its worker: if the worker dies
+ * (kill -9, a crash), the kernel sends the handler SIGKILL, so a worker
+ * restarted under the same name can put the job back at once without it
+ * still running (what the handler started itself is its own to stop).
+ * The child is started with vfork, as posix_spawn does, so
  * its cost does not grow with the worker's memory; the command's path is
  * resolved once, when the worker starts (tq__command_path).
  */
@@ -21,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -90,12 +95,17 @@ static const int reset_signals[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
  * restored for the handler.
  */
 _Noreturn static void child_exec(const char *path, char *const *argv, char *const *env,
-                                 int in, int er, volatile int *err)
+                                 int in, int er, pid_t worker, volatile int *err)
 {
     struct sigaction ign = {.sa_handler = SIG_IGN}, def = {.sa_handler = SIG_DFL};
     sigset_t none;
     if (setpgid(0, 0) != 0)
         goto fail;
+    /* Dies with the worker; a worker killed before this line is gone. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        goto fail;
+    if (getppid() != worker)
+        _exit(127);
     for (size_t i = 0; i < sizeof reset_signals / sizeof reset_signals[0]; i++) {
         sigaction(reset_signals[i], &ign, NULL);
         sigaction(reset_signals[i], &def, NULL);
@@ -117,11 +127,12 @@ static pid_t spawn(const char *path, char *const *argv, char *const *env, int in
                    volatile int *err, int *fork_errno)
 {
     sigset_t all, old;
+    pid_t self = getpid();
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pid_t pid = vfork();
     if (pid == 0)
-        child_exec(path, argv, env, in, er, err);
+        child_exec(path, argv, env, in, er, self, err);
     *fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return pid;

@@ -1637,7 +1637,9 @@ int tq_worker_run(tq_worker *w)
             sooner(&timeout, w->last_beat + beat_every - now);
         if (running && w->handler) /* results come back without a wake */
             sooner(&timeout, ACK_DELAY_US);
-        for (int i = 0; running && i < w->concurrency; i++) {
+        /* Command mode only: callback slots have no deadlines, and their
+         * threads own them (reading them here would race). */
+        for (int i = 0; running && w->argv && i < w->concurrency; i++) {
             const slot *s = &w->slots[i];
             if (s->state != SLOT_RUNNING)
                 continue;

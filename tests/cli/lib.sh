@@ -143,3 +143,14 @@ handler() { # NAME BODY
     printf '#!/bin/sh\necho $$ >> "%s/handler.pids"\n%s\n' "$T" "$2" >"$T/$1"
     chmod +x "$T/$1"
 }
+
+# history_check QUEUE LOG [--lease MS] [--faulted WORKER]... [--all-done]:
+# the history checker (tests/history.c) over the runs its handlers logged
+# in LOG and the rows of QUEUE; prints its summary, fails the test on any
+# violation.
+history_check() {
+    local queue=$1 log=$2
+    shift 2
+    sql "SELECT id, state, claims FROM $JOBS WHERE queue = '$queue'" | tr '|' ' ' >"$T/history.rows"
+    "$TQ_HISTORY" check "$log" "$T/history.rows" "$@" || fail "the history checker found violations"
+}
