@@ -49,7 +49,8 @@ extern "C" {
     X(ETOOBIG, -10, "payload larger than the store's limit")                             \
     X(EINUSE, -11, "worker name held by a live worker")                                  \
     X(ENOTSUP, -12, "not supported by this engine or build")                             \
-    X(ESYS, -13, "system call failed")
+    X(ESYS, -13, "system call failed")                                                   \
+    X(EFULL, -14, "disk full: the store cannot grow")
 
 enum {
 #define TQ_ERRNO_ENUM(name, code, text) TQ_##name = (code),
@@ -120,6 +121,22 @@ const char *tq_store_name(const tq *db);
 
 /* Creates or upgrades the schema. Idempotent; safe to run concurrently. */
 int tq_init(tq *db);
+
+/* Least privilege on PostgreSQL: what tq_init_grants gives a role. */
+typedef enum tq_grant_kind {
+    TQ_GRANT_PRODUCER, /* enqueue (tq_job_enqueue or a plain INSERT): nothing else */
+    TQ_GRANT_WORKER    /* run tq work: claim, acknowledge, register; no queue
+                          settings, no other job changes, no schema changes */
+} tq_grant_kind;
+typedef struct tq_grant {
+    const char *role; /* an existing role */
+    tq_grant_kind kind;
+} tq_grant;
+/* tq_init, then the n grants, in one transaction: a role that does not
+ * exist (or any other failure) changes nothing. Needs the schema's owner.
+ * TQ_ENOTSUP with grants on SQLite, which has no roles (the file's
+ * permissions decide who may do anything at all). */
+int tq_init_grants(tq *db, const tq_grant *grants, size_t n);
 /* The schema version this library writes. */
 int tq_schema_version(void);
 

@@ -99,8 +99,17 @@ const char *tq_store_name(const tq *db)
 
 int tq_init(tq *db)
 {
+    return tq_init_grants(db, NULL, 0);
+}
+
+int tq_init_grants(tq *db, const tq_grant *grants, size_t n)
+{
     tq__clearerr(db);
-    return db->engine->init(db);
+    for (size_t i = 0; i < n; i++)
+        if (!grants[i].role || !grants[i].role[0] ||
+            (grants[i].kind != TQ_GRANT_PRODUCER && grants[i].kind != TQ_GRANT_WORKER))
+            return tq__seterr(db, TQ_EINVAL, "grant %zu: a role name and a kind", i + 1);
+    return db->engine->init(db, grants, n);
 }
 
 /* ---- queues ------------------------------------------------------------ */

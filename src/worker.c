@@ -138,6 +138,7 @@ struct tq_worker {
      * meanwhile cannot outrun it. */
     int64_t beat_lease_us, last_beat;
     int beat_failed;    /* the last heartbeat did not go through */
+    int store_full;     /* riding out TQ_EFULL: said so once */
     int64_t avg_run_us; /* moving mean of recent run times; 0: none yet */
     size_t next_queue;  /* round robin start for claims */
 
@@ -1118,6 +1119,10 @@ static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claime
     const int64_t sent = tq__mono_us();
     int rc =
         w->db->engine->exchange(w->db, w->name, acks, nacks + nbeats, claim, &jobs, &n);
+    if (!rc && w->store_full) {
+        w->store_full = 0;
+        logf_(w, TQ_LOG_WARN, "the store has room again");
+    }
     if (!rc) {
         for (size_t i = 0; i < nacks; i++) {
             if (acks[i].result == TQ_ELOST) {
@@ -1307,7 +1312,9 @@ static void wait_events(tq_worker *w, int64_t timeout_us)
 
 /*
  * The store errors a worker rides out, returning 0 for them: busy (try
- * again on the next pass) and, for engines that can reconnect, a lost
+ * again on the next pass), a full disk (the same, saying so once until a
+ * write goes through: the handlers' results wait, and are sent once there
+ * is room) and, for engines that can reconnect, a lost
  * connection (one log line, then reconnect with backoff while the running
  * handlers carry on; their acknowledgements wait and are sent, fenced, once
  * connected). Anything else is returned.
@@ -1316,6 +1323,12 @@ static int ride_out(tq_worker *w, int rc)
 {
     if (rc == TQ_EBUSY) {
         logf_(w, TQ_LOG_WARN, "store busy, will retry: %s", tq_errmsg(w->db));
+        return 0;
+    }
+    if (rc == TQ_EFULL) {
+        if (!w->store_full)
+            logf_(w, TQ_LOG_WARN, "%s; will retry until there is room", tq_errmsg(w->db));
+        w->store_full = 1;
         return 0;
     }
     if (rc == TQ_ECONN && w->db->engine->reconnect) {
@@ -1328,6 +1341,29 @@ static int ride_out(tq_worker *w, int rc)
         return 0;
     }
     return rc;
+}
+
+/* How often the leases are renewed: a third of the shortest one held. */
+static int64_t beat_every_us(const tq_worker *w)
+{
+    return (w->beat_lease_us < w->lease_us ? w->beat_lease_us : w->lease_us) / 3;
+}
+
+/*
+ * How long the store may stay silent before the connection counts as lost
+ * (engines with a network connection): a heartbeat period, so that a beat
+ * lost to a hung connection is followed by a new connection and a beat
+ * that still renews the leases, but never under WAIT_LIMIT_MIN_US, so that
+ * a slow statement on a busy server is not taken for a hang.
+ */
+#define WAIT_LIMIT_MIN_US 2000000LL
+static int set_wait_limit(tq_worker *w)
+{
+    if (!w->db->engine->set_wait_limit)
+        return 0;
+    int64_t us = beat_every_us(w);
+    return w->db->engine->set_wait_limit(w->db,
+                                         us > WAIT_LIMIT_MIN_US ? us : WAIT_LIMIT_MIN_US);
 }
 
 /* Gives back the held jobs pop_startable set aside, and says so. */
@@ -1501,6 +1537,10 @@ int tq_worker_run(tq_worker *w)
                 break;
             last_refresh = now;
         }
+        if ((rc = ride_out(w, set_wait_limit(w))))
+            break;
+        if (w->disconnected)
+            continue;
         /*
          * Claim when a slot is free (nothing is held then) or the held jobs
          * have run below half their target: enough to fill the slots and the
@@ -1555,8 +1595,7 @@ int tq_worker_run(tq_worker *w)
 
         now = tq__mono_us();
         /* The jobs' leases, and the worker's own registration. */
-        const int64_t beat_every =
-            (w->beat_lease_us < w->lease_us ? w->beat_lease_us : w->lease_us) / 3;
+        const int64_t beat_every = beat_every_us(w);
         if (now - w->last_beat >= beat_every) {
             int hb = heartbeat(w);
             if ((rc = ride_out(w, hb)))
@@ -1655,6 +1694,13 @@ int tq_worker_run(tq_worker *w)
 
     if (rc)
         give_back(w);
+    if (db->engine->set_wait_limit && !w->disconnected) {
+        /* The handle is the caller's again: no limit, as it came. */
+        char keep[sizeof db->errmsg];
+        memcpy(keep, db->errmsg, sizeof keep);
+        db->engine->set_wait_limit(db, 0);
+        memcpy(db->errmsg, keep, sizeof keep);
+    }
     sigaction(SIGPIPE, &old_pipe, NULL);
     if (!rc && w->name_taken)
         rc = tq__seterr(db, TQ_EINUSE,

@@ -21,6 +21,9 @@ void cli_error(const char *cmd, const char *fmt, ...)
     ;
 /* Reports a library failure on stderr; returns the exit code for it. */
 int cli_fail(const char *cmd, tq *db, int rc);
+/* A library failure's message, and the exit code for it. */
+const char *cli_reason(tq *db, int rc);
+int cli_exit_code(int rc);
 /* The store URL: --db if given, else $TQ_DB, else "tq.db". */
 const char *cli_url(const char *given);
 /* Parses an integer within [min, max]; prints a usage error and returns -1

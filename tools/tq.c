@@ -39,8 +39,17 @@ void cli_error(const char *cmd, const char *fmt, ...)
 
 int cli_fail(const char *cmd, tq *db, int rc)
 {
-    const char *msg = db && *tq_errmsg(db) ? tq_errmsg(db) : tq_strerror(rc);
-    cli_error(cmd, "%s", msg);
+    cli_error(cmd, "%s", cli_reason(db, rc));
+    return cli_exit_code(rc);
+}
+
+const char *cli_reason(tq *db, int rc)
+{
+    return db && *tq_errmsg(db) ? tq_errmsg(db) : tq_strerror(rc);
+}
+
+int cli_exit_code(int rc)
+{
     return rc == TQ_EINVAL || rc == TQ_ETOOBIG ? EXIT_USAGE : EXIT_RUNTIME;
 }
 
@@ -206,35 +215,67 @@ static int show_help(const char *usage, const char *text)
 
 /* ---- tq init ------------------------------------------------------------ */
 
+#define MAX_GRANTS 32
+
 static int cmd_init(int argc, char **argv)
 {
-    static const char usage[] = "tq init [--db URL]";
-    static const struct option lo[] = {COMMON_LONGOPTS, {0}};
+    static const char usage[] =
+        "tq init [--grant-producer ROLE]... [--grant-worker ROLE]... [--db URL]";
+    static const struct option lo[] = {{"grant-producer", required_argument, NULL, 'P'},
+                                       {"grant-worker", required_argument, NULL, 'W'},
+                                       COMMON_LONGOPTS,
+                                       {0}};
     const char *url = NULL;
+    tq_grant grants[MAX_GRANTS];
+    size_t ngrants = 0;
     int c, ex = 0;
     while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
-        if (c == 'D')
+        if (c == 'D') {
             url = optarg;
-        else if (c == 'h')
-            return show_help(usage, "Creates the tq schema in the store, or upgrades it. "
-                                    "Safe to run again.\n");
-        else
+        } else if (c == 'P' || c == 'W') {
+            if (ngrants == MAX_GRANTS) {
+                cli_error("init", "at most %d grants at once", MAX_GRANTS);
+                return EXIT_USAGE;
+            }
+            grants[ngrants++] =
+                (tq_grant){optarg, c == 'W' ? TQ_GRANT_WORKER : TQ_GRANT_PRODUCER};
+        } else if (c == 'h') {
+            return show_help(
+                usage,
+                "Creates the tq schema in the store, or upgrades it. Safe to run again.\n"
+                "PostgreSQL: --grant-producer ROLE lets ROLE enqueue and nothing else;\n"
+                "--grant-worker ROLE lets ROLE run tq work, and not change queue "
+                "settings\n"
+                "or the schema. The schema and the grants are one transaction.\n");
+        } else {
             return bad_option("init", argv, c);
+        }
     }
     if (optind < argc) {
         cli_error("init", "unexpected argument '%s'", argv[optind]);
         return EXIT_USAGE;
     }
     url = cli_url(url);
+    if (ngrants && strncmp(url, "postgres://", 11) != 0 &&
+        strncmp(url, "postgresql://", 13) != 0) {
+        /* Before opening: opening a SQLite store that is not there creates it. */
+        cli_error("init",
+                  "--grant-producer and --grant-worker are for PostgreSQL stores: SQLite "
+                  "has no roles (the file's permissions decide)");
+        return EXIT_USAGE;
+    }
     tq *db = open_store("init", url, 1, &ex);
     if (!db)
         return ex;
-    int rc = tq_init(db);
+    int rc = tq_init_grants(db, grants, ngrants);
     if (rc)
         ex = cli_fail("init", db, rc);
     else
         printf("store ready: %s (%s, schema version %d)\n", tq_store_name(db),
                tq_engine_name(db), tq_schema_version());
+    for (size_t i = 0; !rc && i < ngrants; i++)
+        printf("granted to %s: %s\n", grants[i].role,
+               grants[i].kind == TQ_GRANT_WORKER ? "worker" : "producer");
     tq_close(db);
     return ex;
 }
@@ -487,9 +528,9 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo)
             for (size_t i = 0; i < n; i++)
                 free(lines[i]);
             if (rc) {
-                ex = cli_fail("enqueue", db, rc);
-                fprintf(stderr, "tq enqueue: %zu jobs were enqueued before the failure\n",
-                        total);
+                cli_error("enqueue", "%s; %zu job(s) were enqueued before the failure",
+                          cli_reason(db, rc), total);
+                ex = cli_exit_code(rc);
                 n = 0;
                 break;
             }

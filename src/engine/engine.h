@@ -116,7 +116,9 @@ struct tq__engine {
     int (*open)(tq *db, const tq__url *url, int create);
     void (*close)(tq *db);
     /* Create or upgrade the schema; ESCHEMA if the store is newer. */
-    int (*init)(tq *db);
+    /* Creates or upgrades the schema, and gives the roles their grants
+     * (tq_init_grants), all in one transaction. */
+    int (*init)(tq *db, const tq_grant *grants, size_t n);
 
     int (*queue_set)(tq *db, const char *name, const tq_queue_opts *o);
     int (*queue_get)(tq *db, const char *name, tq_queue_info *out);
@@ -182,6 +184,12 @@ struct tq__engine {
     /* Engines with a network connection (NULL otherwise): connect again
      * after TQ_ECONN; prepared statements and LISTENs are gone. */
     int (*reconnect)(tq *db);
+    /* Engines with a network connection (NULL otherwise): from now on, a
+     * server silent for longer than us while an answer is awaited means the
+     * connection is lost (TQ_ECONN; the connection is dropped, reconnect
+     * makes a new one), and the server ends this session if it leaves a
+     * transaction idle that long. 0: wait as long as it takes. */
+    int (*set_wait_limit)(tq *db, int64_t us);
     int (*notify_fd)(tq *db);
     int (*notify_drain)(tq *db, int *count);
 };

@@ -22,9 +22,12 @@
 #include <libpq-fe.h>
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 /* Timestamps out as int8 microseconds; absolute microseconds in. */
 #define US(col)      "(extract(epoch from " col ") * 1000000)::int8"
@@ -528,6 +531,8 @@ typedef struct conn {
     char *schema;
     char where[256];   /* the redacted URL, for messages */
     uint64_t prepared; /* bit per stmt_id */
+    int64_t wait_us;   /* set_wait_limit; 0: none */
+    int hung;          /* the last wait ran past it; until reconnected */
 } conn;
 
 #define C(db) ((conn *)(db)->conn)
@@ -557,6 +562,8 @@ static int classify(PGconn *pg, const PGresult *r)
         return TQ_EINVAL;
     if (strcmp(st, "53200") == 0)
         return TQ_ENOMEM;
+    if (strcmp(st, "53100") == 0)
+        return TQ_EFULL;
     return TQ_EDB;
 }
 
@@ -565,6 +572,13 @@ static int classify(PGconn *pg, const PGresult *r)
 static int fail_res(tq *db, PGresult *r, const char *what)
 {
     conn *c = C(db);
+    if (c->hung) {
+        PQclear(r);
+        return tq__seterr(
+            db, TQ_ECONN,
+            "%s: no answer from %s within %.1f s; the connection was dropped", what,
+            c->where, (double)c->wait_us / 1e6);
+    }
     int code = classify(c->pg, r);
     const char *msg = r ? PQresultErrorMessage(r) : "";
     if (!msg || !*msg)
@@ -578,10 +592,74 @@ static int fail_res(tq *db, PGresult *r, const char *what)
     else if (code == TQ_ECONN)
         tq__seterr(db, code, "%s: lost the connection to %s: %.*s", what, c->where,
                    (int)n, msg);
+    else if (code == TQ_EFULL)
+        tq__seterr(db, code, "%s: disk full on the server (%.*s)", what, (int)n, msg);
     else
         tq__seterr(db, code, "%s: %.*s", what, (int)n, msg);
     PQclear(r);
     return code;
+}
+
+/* ---- waiting for the server ---------------------------------------------- */
+
+/*
+ * libpq's blocking calls wait forever on a connection that hangs without
+ * closing (a silent network, a stopped proxy), and TCP keepalives do not
+ * help while the peer's kernel still answers. So every wait for a result
+ * goes through get_result: with a wait limit set, a server silent for
+ * longer is taken as gone. The socket is shut down, so that libpq sees the
+ * connection end and no later call on it blocks, and fail_res reports
+ * TQ_ECONN: the worker reconnects, as after any lost connection.
+ */
+static void await_result(tq *db)
+{
+    conn *c = C(db);
+    if (c->wait_us <= 0 || c->hung)
+        return;
+    const int64_t deadline = tq__mono_us() + c->wait_us;
+    while (PQisBusy(c->pg)) {
+        int64_t left = deadline - tq__mono_us();
+        if (left <= 0) {
+            c->hung = 1;
+            shutdown(PQsocket(c->pg), SHUT_RDWR);
+            PQconsumeInput(c->pg);
+            return;
+        }
+        struct pollfd p = {.fd = PQsocket(c->pg), .events = POLLIN};
+        int n = poll(&p, 1, (int)((left + 999) / 1000));
+        if ((n < 0 && errno != EINTR) || (n > 0 && !PQconsumeInput(c->pg)))
+            return; /* the connection failed: PQgetResult says how */
+    }
+}
+
+/* PQgetResult within the wait limit; NULL after a hang, as at the end. */
+static PGresult *get_result(tq *db)
+{
+    await_result(db);
+    return C(db)->hung ? NULL : PQgetResult(C(db)->pg);
+}
+
+/* What PQexec and its kind return, for a command sent with PQsend* (sent:
+ * what that returned): the first error, else the last result. NULL when
+ * sending failed or the server did not answer in time. */
+static PGresult *exec_result(tq *db, int sent)
+{
+    PGresult *keep = NULL, *r;
+    if (!sent)
+        return NULL;
+    while ((r = get_result(db))) {
+        if (keep && PQresultStatus(keep) == PGRES_FATAL_ERROR) {
+            PQclear(r);
+            continue;
+        }
+        PQclear(keep);
+        keep = r;
+    }
+    if (C(db)->hung) {
+        PQclear(keep);
+        return NULL;
+    }
+    return keep;
 }
 
 /* ---- statements -------------------------------------------------------- */
@@ -657,7 +735,7 @@ static int prepare(tq *db, enum stmt_id id, const char *what)
     char *text = with_schema(sql[id], c->schema);
     if (!text)
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
-    PGresult *r = PQprepare(c->pg, name, text, 0, NULL);
+    PGresult *r = exec_result(db, PQsendPrepare(c->pg, name, text, 0, NULL));
     free(text);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         return fail_res(db, r, what);
@@ -673,8 +751,9 @@ static PGresult *run(tq *db, enum stmt_id id, const params *p, int *rc, const ch
     if ((*rc = prepare(db, id, what)))
         return NULL;
     stmt_name(name, id);
-    PGresult *r = PQexecPrepared(c->pg, name, p ? p->n : 0, p ? p->v : NULL,
-                                 p ? p->len : NULL, p ? p->fmt : NULL, 1);
+    PGresult *r =
+        exec_result(db, PQsendQueryPrepared(c->pg, name, p ? p->n : 0, p ? p->v : NULL,
+                                            p ? p->len : NULL, p ? p->fmt : NULL, 1));
     ExecStatusType st = PQresultStatus(r);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         *rc = fail_res(db, r, what);
@@ -700,7 +779,7 @@ static int run_count(tq *db, enum stmt_id id, const params *p, int64_t *changed,
 
 static int simple(tq *db, const char *text, const char *what)
 {
-    PGresult *r = PQexec(C(db)->pg, text);
+    PGresult *r = exec_result(db, PQsendQuery(C(db)->pg, text));
     if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
         return fail_res(db, r, what);
     PQclear(r);
@@ -723,7 +802,7 @@ static void rollback(tq *db)
         return;
     char keep[sizeof db->errmsg];
     memcpy(keep, db->errmsg, sizeof keep);
-    PQclear(PQexec(C(db)->pg, "ROLLBACK"));
+    PQclear(exec_result(db, PQsendQuery(C(db)->pg, "ROLLBACK")));
     memcpy(db->errmsg, keep, sizeof keep);
 }
 
@@ -806,7 +885,19 @@ static int pg_open(tq *db, const tq__url *url, int create)
         pg_close(db);
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
     }
-    c->pg = PQconnectdb(url->conninfo);
+    /*
+     * Bounds on a network that fails silently, each overridden by the same
+     * parameter in the URL (it comes after them): give up connecting after
+     * 10 s; probe an idle connection after 30 s and drop it after 3 probes
+     * 10 s apart go unanswered (a dead host, a dropped route); drop it when
+     * data sent stays unacknowledged for 30 s. A connection that hangs with
+     * its peer's kernel still answering is get_result's business.
+     */
+    static const char *const keys[] = {
+        "connect_timeout",  "keepalives",       "keepalives_idle", "keepalives_interval",
+        "keepalives_count", "tcp_user_timeout", "dbname",          NULL};
+    const char *const vals[] = {"10", "1", "30", "10", "3", "30000", url->conninfo, NULL};
+    c->pg = PQconnectdbParams(keys, vals, 1);
     if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
         const char *m = c->pg ? PQerrorMessage(c->pg) : "out of memory";
         size_t n = strlen(m);
@@ -834,7 +925,8 @@ static int exec_params(tq *db, const char *text, int n, const char *const *value
     char *q = with_schema(text, C(db)->schema);
     if (!q)
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
-    PGresult *r = PQexecParams(C(db)->pg, q, n, NULL, values, NULL, NULL, 0);
+    PGresult *r =
+        exec_result(db, PQsendQueryParams(C(db)->pg, q, n, NULL, values, NULL, NULL, 0));
     free(q);
     ExecStatusType st = PQresultStatus(r);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
@@ -846,7 +938,57 @@ static int exec_params(tq *db, const char *text, int n, const char *const *value
     return 0;
 }
 
-static int pg_init(tq *db)
+/*
+ * The privileges of each tq_grant_kind, as format() templates (%1$I the
+ * schema, %2$I the role): the server quotes both, so a role name is never
+ * spliced into SQL by us. A producer inserts jobs and reads back only what
+ * an enqueue returns or looks up (id, queue, dedup_key: not payloads); the
+ * insert trigger adds new queue names, as the producer. A worker reads the
+ * settings and updates and deletes jobs (claims, acknowledgements, rescues,
+ * finished jobs of delete-done queues), and keeps its registration. Neither
+ * may change queue settings, and only the owner may alter the schema.
+ */
+static const char *const grants_producer[] = {
+    "GRANT USAGE ON SCHEMA %1$I TO %2$I",
+    "GRANT SELECT ON %1$I.meta TO %2$I",
+    "GRANT INSERT ON %1$I.jobs TO %2$I",
+    "GRANT SELECT (id, queue, dedup_key) ON %1$I.jobs TO %2$I",
+    "GRANT INSERT (name) ON %1$I.queues TO %2$I",
+    NULL,
+};
+static const char *const grants_worker[] = {
+    "GRANT USAGE ON SCHEMA %1$I TO %2$I",
+    "GRANT SELECT ON %1$I.meta TO %2$I",
+    "GRANT SELECT, UPDATE, DELETE ON %1$I.jobs TO %2$I",
+    "GRANT SELECT, INSERT (name) ON %1$I.queues TO %2$I",
+    "GRANT SELECT, INSERT, UPDATE ON %1$I.workers TO %2$I",
+    NULL,
+};
+
+static int grant(tq *db, const tq_grant *g)
+{
+    const char *const *t = g->kind == TQ_GRANT_WORKER ? grants_worker : grants_producer;
+    char what[160];
+    snprintf(what, sizeof what, "granting to role '%.100s'", g->role);
+    for (int rc; *t; t++) {
+        PGresult *r;
+        const char *v[] = {*t, C(db)->schema, g->role};
+        if ((rc = exec_params(db, "SELECT format($1::text, $2::text, $3::text)", 3, v, &r,
+                              what)))
+            return rc;
+        char *text = tq__strdup(PQgetvalue(r, 0, 0));
+        PQclear(r);
+        if (!text)
+            return tq__seterr(db, TQ_ENOMEM, "out of memory");
+        rc = simple(db, text, what);
+        free(text);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int pg_init(tq *db, const tq_grant *grants, size_t ngrants)
 {
     conn *c = C(db);
     char text[128], key[96], meta[80], version_text[16];
@@ -902,8 +1044,11 @@ static int pg_init(tq *db)
                  1, v, NULL, "recording the schema version")))
             goto fail;
     }
+    for (size_t i = 0; i < ngrants; i++)
+        if ((rc = grant(db, &grants[i])))
+            goto fail;
     c->prepared = 0; /* plans made against the old schema are stale */
-    PQclear(PQexec(c->pg, "DEALLOCATE ALL"));
+    PQclear(exec_result(db, PQsendQuery(c->pg, "DEALLOCATE ALL")));
     return commit(db);
 fail:
     rollback(db);
@@ -1390,7 +1535,7 @@ sync:
     /* Each statement's result, then NULL; after all of them the Sync. An
      * error aborts the rest: keep the first. */
     for (size_t q = 0; q < pl.n; q++) {
-        PGresult *r = PQgetResult(pg);
+        PGresult *r = get_result(db);
         ExecStatusType st = PQresultStatus(r);
         if (!r) {
             rc = rc ? rc : fail_res(db, NULL, "reading from the store");
@@ -1417,13 +1562,13 @@ sync:
         } else {
             rc = read_jobs(db, r, &tq__claimed_cols, claim->queue, worker, &jobs, &njobs);
         }
-        if ((r = PQgetResult(pg))) { /* not the end of that statement */
+        if ((r = get_result(db))) { /* not the end of that statement */
             PQclear(r);
             rc = rc ? rc : tq__seterr(db, TQ_EDB, "unexpected result from the store");
             goto done;
         }
     }
-    PGresult *r = PQgetResult(pg);
+    PGresult *r = get_result(db);
     if (PQresultStatus(r) != PGRES_PIPELINE_SYNC) {
         if (rc)
             PQclear(r);
@@ -1799,6 +1944,19 @@ static int pg_listen(tq *db)
     return simple(db, text, "listening for new jobs");
 }
 
+/* The server's side of the wait limit: a transaction of this session left
+ * idle for longer (its client frozen, or cut off mid-transaction) ends the
+ * session, so that its row locks do not outlive the client. */
+static int apply_wait_limit(tq *db)
+{
+    char ms[32];
+    snprintf(ms, sizeof ms, "%lld", (long long)(C(db)->wait_us / 1000));
+    const char *v[] = {ms};
+    return exec_params(
+        db, "SELECT set_config('idle_in_transaction_session_timeout', $1, false)", 1, v,
+        NULL, "setting the wait limit");
+}
+
 static int pg_reconnect(tq *db)
 {
     conn *c = C(db);
@@ -1812,8 +1970,19 @@ static int pg_reconnect(tq *db)
                           m);
     }
     c->prepared = 0; /* a new session has no prepared statements */
-    return simple(db, "SET client_min_messages = warning; SET TIME ZONE 'UTC'",
-                  "configuring the session");
+    c->hung = 0;
+    int rc = simple(db, "SET client_min_messages = warning; SET TIME ZONE 'UTC'",
+                    "configuring the session");
+    return rc || !c->wait_us ? rc : apply_wait_limit(db);
+}
+
+static int pg_set_wait_limit(tq *db, int64_t us)
+{
+    conn *c = C(db);
+    if (us == c->wait_us)
+        return 0;
+    c->wait_us = us;
+    return apply_wait_limit(db);
 }
 
 static int pg_notify_fd(tq *db)
@@ -1892,6 +2061,7 @@ const struct tq__engine tq__engine_postgres = {
     .worker_list = pg_worker_list,
     .listen = pg_listen,
     .reconnect = pg_reconnect,
+    .set_wait_limit = pg_set_wait_limit,
     .notify_fd = pg_notify_fd,
     .notify_drain = pg_notify_drain,
 };

@@ -501,6 +501,11 @@ static int fail_rc(tq *db, int src, const char *what)
         return tq__seterr(db, TQ_ENOMEM, "%s: out of memory", what);
     if (prim == SQLITE_TOOBIG)
         return tq__seterr(db, TQ_ETOOBIG, "%s: %s", what, msg);
+    /* SQLite says SQLITE_FULL for a full database or journal file, and an
+     * I/O error for other writes that found no room (the shared memory). */
+    if (prim == SQLITE_FULL ||
+        (prim == SQLITE_IOERR && c && c->h && sqlite3_system_errno(c->h) == ENOSPC))
+        return tq__seterr(db, TQ_EFULL, "%s: disk full (%s)", what, msg);
     if (strstr(msg, "no such table") || strstr(msg, "no such column"))
         return tq__seterr(db, TQ_ESCHEMA,
                           "%s: the store has no tq schema (%s): run tq init", what, msg);
@@ -721,11 +726,17 @@ static int sync_lifo_index(tq *db)
     return exec_id(db, any ? S_LIFO_INDEX : S_LIFO_INDEX_DROP, "keeping the LIFO index");
 }
 
-static int sqlite_init(tq *db)
+static int sqlite_init(tq *db, const tq_grant *grants, size_t n)
 {
     conn *c = C(db);
     char *err = NULL;
     int rc, version = 0;
+
+    if (n)
+        return tq__seterr(db, TQ_ENOTSUP,
+                          "cannot grant to '%s': SQLite has no roles (who may write the "
+                          "file may do everything: use its permissions)",
+                          grants[0].role);
 
     /* WAL is a property of the file; switching needs no other connection
      * to be writing, and is a no-op when it is already on. */

@@ -154,3 +154,25 @@ history_check() {
     sql "SELECT id, state, claims FROM $JOBS WHERE queue = '$queue'" | tr '|' ' ' >"$T/history.rows"
     "$TQ_HISTORY" check "$log" "$T/history.rows" "$@" || fail "the history checker found violations"
 }
+
+# faulty P ERRNO CMD...: runs CMD with each of its writes (pwrite) and
+# syncs (fdatasync, fsync) failing with probability P (0 to 1) and errno
+# ERRNO (5 EIO, 28 ENOSPC), by libfiu's POSIX preload library. This is what
+# fiu-run -x does, written out so that a sanitized tq gets its runtime
+# loaded first (and LeakSanitizer ignores the preload library's own
+# allocation).
+faulty() {
+    local p=$1 e=$2 point enable="" fiu=/usr/lib/fiu asan
+    shift 2
+    [ -e $fiu/fiu_posix_preload.so ] || fail "libfiu is missing: scripts/deps.sh installs fiu-utils"
+    asan=$(ldd "$TQ" | awk '/libasan/ { print $3 }')
+    echo "leak:fiu_run_preload.so" >"$T/lsan.supp"
+    for point in rw/pwrite sync/fdatasync sync/fsync; do
+        enable+="enable_random name=posix/io/$point,probability=$p,failinfo=$e"$'\n'
+    done
+    # (symbolize=0: the suppression matches the module; symbolizing every
+    # exit's stacks to match it would cost a third of a second each.)
+    FIU_ENABLE=$enable FIU_CTRL_FIFO="" ASAN_OPTIONS="${ASAN_OPTIONS:-}:symbolize=0" \
+        LSAN_OPTIONS="suppressions=$T/lsan.supp:print_suppressions=0" \
+        LD_PRELOAD="$asan $fiu/fiu_run_preload.so $fiu/fiu_posix_preload.so" "$@"
+}

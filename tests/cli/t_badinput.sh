@@ -64,6 +64,9 @@ bad 1 "$TQ" --db "$T/no/such/dir/x.db" init
 [ -e "$T/no" ] && fail "init created a directory"
 bad 1 "$TQ" --db "$T/missing.db" enqueue x
 [ -e "$T/missing.db" ] && fail "enqueue created a store"
+bad 2 "$TQ" --db "$T/missing.db" init --grant-worker someone
+[ -e "$T/missing.db" ] && fail "init with grants created a SQLite store"
+bad 2 "$TQ" init --grant-producer
 bad 1 "$TQ" --db "$T/missing.db" stats
 
 # A password in a URL is never echoed.

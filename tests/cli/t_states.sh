@@ -44,6 +44,11 @@ seq 1 3000 | "$TQ" enqueue --lines --queue hc >/dev/null
 bg "$TQ" work --queue hc --name hcw --concurrency 4 --quiet -- "$TQ_RECORD" "$T/hc.runs"
 w=$BG
 wait_for 60 sh -c "[ \$(wc -l < '$T/hc.runs' 2>/dev/null || echo 0) -gt 600 ]"
+# Frozen first, so that every handler it started has written its line
+# before the kill (a handler dies with its worker): the log then names
+# every job that started.
+freeze "$w"
+sleep 0.3
 kill -9 "$w"
 wait_rc "$w"
 "$TQ" work --queue hc --name hcw --concurrency 4 --drain --quiet -- "$TQ_RECORD" "$T/hc.runs"
