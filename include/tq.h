@@ -125,8 +125,9 @@ int tq_init(tq *db);
 /* Least privilege on PostgreSQL: what tq_init_grants gives a role. */
 typedef enum tq_grant_kind {
     TQ_GRANT_PRODUCER, /* enqueue (tq_job_enqueue or a plain INSERT): nothing else */
-    TQ_GRANT_WORKER    /* run tq work: claim, acknowledge, register; no queue
-                          settings, no other job changes, no schema changes */
+    TQ_GRANT_WORKER    /* run tq work: claim, acknowledge, register (it may
+                          update and delete jobs); no enqueue, no queue
+                          settings, no schema changes */
 } tq_grant_kind;
 typedef struct tq_grant {
     const char *role; /* an existing role */

@@ -120,9 +120,22 @@ static int parse_sqlite_params(tq__url *u, tq *db, char *q)
     return 0;
 }
 
+static int is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
 static int parse_postgres(tq__url *u, tq *db, const char *url)
 {
     u->kind = TQ__POSTGRES;
+    /* libpq quotes a bad %-escape in its message, password or not: refuse
+     * it here, without echoing any of it. */
+    for (const char *p = url; (p = strchr(p, '%')); p++)
+        if (!is_hex(p[1]) || !is_hex(p[2]))
+            return tq__seterr(
+                db, TQ_EINVAL,
+                "bad store URL: each '%%' must start a %%XX escape (two hex "
+                "digits)");
     u->conninfo = tq__strdup(url);
     u->schema = tq__strdup("tq");
     if (!u->conninfo || !u->schema)

@@ -137,8 +137,9 @@ struct tq_worker {
      * claim or a beat) paces the next, so that a queue's lease shortened
      * meanwhile cannot outrun it. */
     int64_t beat_lease_us, last_beat;
-    int beat_failed;    /* the last heartbeat did not go through */
-    int store_full;     /* riding out TQ_EFULL: said so once */
+    int beat_failed;                     /* the last heartbeat did not go through */
+    int store_full;                      /* riding out TQ_EFULL: said so once */
+    int64_t full_backoff, full_retry_at; /* and when to write again */
     int64_t avg_run_us; /* moving mean of recent run times; 0: none yet */
     size_t next_queue;  /* round robin start for claims */
 
@@ -408,6 +409,39 @@ static void free_slot(slot *s)
     s->child.in_fd = s->child.err_fd = s->child.pidfd = -1;
 }
 
+/* How often the leases are renewed: a third of the shortest one held. */
+static int64_t beat_every_us(const tq_worker *w)
+{
+    return (w->beat_lease_us < w->lease_us ? w->beat_lease_us : w->lease_us) / 3;
+}
+
+/*
+ * How long the store may stay silent before the connection counts as lost
+ * (engines with a network connection): a heartbeat period, so that a beat
+ * lost to a hung connection is followed by a new connection and a beat
+ * that still renews the leases, but never under WAIT_LIMIT_MIN_US, so that
+ * a slow statement on a busy server is not taken for a hang.
+ */
+#define WAIT_LIMIT_MIN_US 2000000LL
+static int set_wait_limit(tq_worker *w)
+{
+    if (!w->db->engine->set_wait_limit)
+        return 0;
+    int64_t us = beat_every_us(w);
+    return w->db->engine->set_wait_limit(w->db,
+                                         us > WAIT_LIMIT_MIN_US ? us : WAIT_LIMIT_MIN_US);
+}
+
+/* After any write that went through: a full disk has room again. */
+static void store_wrote(tq_worker *w)
+{
+    if (!w->store_full)
+        return;
+    w->store_full = 0;
+    w->full_backoff = 0;
+    logf_(w, TQ_LOG_WARN, "the store has room again");
+}
+
 void tq_worker_free(tq_worker *w)
 {
     if (!w)
@@ -416,6 +450,13 @@ void tq_worker_free(tq_worker *w)
         stop_threads(w);
     if (w->name && w->db && w->db->conn && !w->name_taken)
         w->db->engine->worker_stop(w->db, &w->me);
+    if (w->db && w->db->conn && w->db->engine->set_wait_limit) {
+        /* The handle is the caller's again: no limit, as it came. */
+        char keep[sizeof w->db->errmsg];
+        memcpy(keep, w->db->errmsg, sizeof keep);
+        w->db->engine->set_wait_limit(w->db, 0);
+        memcpy(w->db->errmsg, keep, sizeof keep);
+    }
     if (w->slots)
         for (int i = 0; i < w->concurrency; i++)
             free_slot(&w->slots[i]);
@@ -578,6 +619,9 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     for (size_t i = 0; i < nqueues; i++)
         if (w->qinfo[i].lease_us > w->lease_us)
             w->lease_us = w->qinfo[i].lease_us;
+    /* Every later wait for the store is bounded, registering included. */
+    if ((rc = set_wait_limit(w)))
+        goto fail;
 
     tq_worker_info info;
     memset(&info, 0, sizeof info);
@@ -1119,10 +1163,8 @@ static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claime
     const int64_t sent = tq__mono_us();
     int rc =
         w->db->engine->exchange(w->db, w->name, acks, nacks + nbeats, claim, &jobs, &n);
-    if (!rc && w->store_full) {
-        w->store_full = 0;
-        logf_(w, TQ_LOG_WARN, "the store has room again");
-    }
+    if (!rc)
+        store_wrote(w);
     if (!rc) {
         for (size_t i = 0; i < nacks; i++) {
             if (acks[i].result == TQ_ELOST) {
@@ -1186,6 +1228,8 @@ static int heartbeat(tq_worker *w)
         return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
     const int64_t sent = tq__mono_us();
     int rc = n ? w->db->engine->exchange(w->db, w->name, acks, n, NULL, NULL, NULL) : 0;
+    if (n && !rc)
+        store_wrote(w);
     if (!rc) {
         w->beat_lease_us = INT64_MAX;
         for (size_t k = 0; k < n; k++)
@@ -1307,8 +1351,9 @@ static void wait_events(tq_worker *w, int64_t timeout_us)
     }
 }
 
-#define RECONNECT_MIN_US 100000LL
-#define RECONNECT_MAX_US 10000000LL
+#define RECONNECT_MIN_US  100000LL
+#define RECONNECT_MAX_US  10000000LL
+#define FULL_RETRY_MAX_US 5000000LL
 
 /*
  * The store errors a worker rides out, returning 0 for them: busy (try
@@ -1329,6 +1374,11 @@ static int ride_out(tq_worker *w, int rc)
         if (!w->store_full)
             logf_(w, TQ_LOG_WARN, "%s; will retry until there is room", tq_errmsg(w->db));
         w->store_full = 1;
+        /* Not at once: 100 ms, doubling up to 5 s. */
+        w->full_backoff = w->full_backoff ? w->full_backoff * 2 : RECONNECT_MIN_US;
+        if (w->full_backoff > FULL_RETRY_MAX_US)
+            w->full_backoff = FULL_RETRY_MAX_US;
+        w->full_retry_at = tq__mono_us() + w->full_backoff;
         return 0;
     }
     if (rc == TQ_ECONN && w->db->engine->reconnect) {
@@ -1341,29 +1391,6 @@ static int ride_out(tq_worker *w, int rc)
         return 0;
     }
     return rc;
-}
-
-/* How often the leases are renewed: a third of the shortest one held. */
-static int64_t beat_every_us(const tq_worker *w)
-{
-    return (w->beat_lease_us < w->lease_us ? w->beat_lease_us : w->lease_us) / 3;
-}
-
-/*
- * How long the store may stay silent before the connection counts as lost
- * (engines with a network connection): a heartbeat period, so that a beat
- * lost to a hung connection is followed by a new connection and a beat
- * that still renews the leases, but never under WAIT_LIMIT_MIN_US, so that
- * a slow statement on a busy server is not taken for a hang.
- */
-#define WAIT_LIMIT_MIN_US 2000000LL
-static int set_wait_limit(tq_worker *w)
-{
-    if (!w->db->engine->set_wait_limit)
-        return 0;
-    int64_t us = beat_every_us(w);
-    return w->db->engine->set_wait_limit(w->db,
-                                         us > WAIT_LIMIT_MIN_US ? us : WAIT_LIMIT_MIN_US);
 }
 
 /* Gives back the held jobs pop_startable set aside, and says so. */
@@ -1532,6 +1559,25 @@ int tq_worker_run(tq_worker *w)
             continue;
         }
 
+        if (w->store_full && now < w->full_retry_at) {
+            /* A full disk: write nothing until the next try; meanwhile keep
+             * the handlers serviced, and stop when asked once the grace
+             * time is over, leaving what could not be saved to the leases. */
+            enforce_deadlines(w, now, stopping ? stop_at : 0);
+            if (stopping && now >= stop_at && running_count(w) == 0) {
+                logf_(
+                    w, TQ_LOG_WARN,
+                    "stopping with %zu result(s) unsaved (the disk is full); those jobs "
+                    "come back when their leases expire",
+                    w->nacks);
+                break;
+            }
+            int64_t t = w->full_retry_at - now;
+            if (stopping)
+                sooner(&t, stop_at - now);
+            wait_events(w, t);
+            continue;
+        }
         if (!stopping && now - last_refresh >= REFRESH_EVERY_US) {
             if ((rc = ride_out(w, refresh_queues(w))) || (rc = release_paused(w)))
                 break;
@@ -1694,13 +1740,6 @@ int tq_worker_run(tq_worker *w)
 
     if (rc)
         give_back(w);
-    if (db->engine->set_wait_limit && !w->disconnected) {
-        /* The handle is the caller's again: no limit, as it came. */
-        char keep[sizeof db->errmsg];
-        memcpy(keep, db->errmsg, sizeof keep);
-        db->engine->set_wait_limit(db, 0);
-        memcpy(db->errmsg, keep, sizeof keep);
-    }
     sigaction(SIGPIPE, &old_pipe, NULL);
     if (!rc && w->name_taken)
         rc = tq__seterr(db, TQ_EINUSE,

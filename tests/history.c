@@ -152,10 +152,11 @@ static int faulted(const char *worker)
     return 0;
 }
 
-static int killed(const char *worker)
+/* Whether r's worker was killed after r started. */
+static int killed_after(const run *r)
 {
     for (int i = 0; i < ck.nkills; i++)
-        if (strcmp(ck.kills[i].worker, worker) == 0)
+        if (ck.kills[i].at >= r->start && strcmp(ck.kills[i].worker, r->worker) == 0)
             return 1;
     return 0;
 }
@@ -311,7 +312,7 @@ static int check_pair(const run *a, const run *b)
         violation("job %lld: attempt went down from %d (claim %lld) to %d (claim %lld)",
                   a->job, a->attempt, a->claim, b->attempt, b->claim);
     else if (b->attempt == a->attempt && a->finish && !faulted(a->worker) &&
-             !killed(a->worker))
+             !killed_after(a))
         violation("job %lld: claim %lld reran attempt %d after it finished on %s", b->job,
                   b->claim, b->attempt, a->worker);
     return overlap;

@@ -533,6 +533,10 @@ typedef struct conn {
     uint64_t prepared; /* bit per stmt_id */
     int64_t wait_us;   /* set_wait_limit; 0: none */
     int hung;          /* the last wait ran past it; until reconnected */
+    /* With a wait limit: this session's backend, to end it from the next
+     * session after a hang (its half-sent transaction may hold locks). */
+    int backend_pid;
+    char backend_start[64];
 } conn;
 
 #define C(db) ((conn *)(db)->conn)
@@ -616,8 +620,11 @@ static void await_result(tq *db)
     conn *c = C(db);
     if (c->wait_us <= 0 || c->hung)
         return;
-    const int64_t deadline = tq__mono_us() + c->wait_us;
-    while (PQisBusy(c->pg)) {
+    /* Silence, not the whole answer, is timed: the deadline moves on with
+     * every arrival. PQconsumeInput before each poll also takes what TLS
+     * has already buffered, which the socket would not show. */
+    int64_t deadline = tq__mono_us() + c->wait_us;
+    while (PQconsumeInput(c->pg) && PQisBusy(c->pg)) {
         int64_t left = deadline - tq__mono_us();
         if (left <= 0) {
             c->hung = 1;
@@ -627,9 +634,13 @@ static void await_result(tq *db)
         }
         struct pollfd p = {.fd = PQsocket(c->pg), .events = POLLIN};
         int n = poll(&p, 1, (int)((left + 999) / 1000));
-        if ((n < 0 && errno != EINTR) || (n > 0 && !PQconsumeInput(c->pg)))
-            return; /* the connection failed: PQgetResult says how */
+        if (n < 0 && errno != EINTR)
+            return; /* PQgetResult says what failed */
+        if (n > 0)
+            deadline = tq__mono_us() + c->wait_us;
     }
+    /* A result is complete, or PQconsumeInput failed (the connection is
+     * gone: PQgetResult says so). */
 }
 
 /* PQgetResult within the wait limit; NULL after a hang, as at the end. */
@@ -893,10 +904,19 @@ static int pg_open(tq *db, const tq__url *url, int create)
      * data sent stays unacknowledged for 30 s. A connection that hangs with
      * its peer's kernel still answering is get_result's business.
      */
-    static const char *const keys[] = {
-        "connect_timeout",  "keepalives",       "keepalives_idle", "keepalives_interval",
-        "keepalives_count", "tcp_user_timeout", "dbname",          NULL};
-    const char *const vals[] = {"10", "1", "30", "10", "3", "30000", url->conninfo, NULL};
+    const char *keys[] = {"keepalives",
+                          "keepalives_idle",
+                          "keepalives_interval",
+                          "keepalives_count",
+                          "tcp_user_timeout",
+                          "connect_timeout",
+                          "dbname",
+                          NULL};
+    const char *vals[] = {"1", "30", "10", "3", "30000", "10", url->conninfo, NULL};
+    if (getenv("PGCONNECT_TIMEOUT")) { /* the environment's wins too */
+        keys[5] = "dbname", vals[5] = url->conninfo;
+        keys[6] = vals[6] = NULL;
+    }
     c->pg = PQconnectdbParams(keys, vals, 1);
     if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
         const char *m = c->pg ? PQerrorMessage(c->pg) : "out of memory";
@@ -945,8 +965,10 @@ static int exec_params(tq *db, const char *text, int n, const char *const *value
  * an enqueue returns or looks up (id, queue, dedup_key: not payloads); the
  * insert trigger adds new queue names, as the producer. A worker reads the
  * settings and updates and deletes jobs (claims, acknowledgements, rescues,
- * finished jobs of delete-done queues), and keeps its registration. Neither
- * may change queue settings, and only the owner may alter the schema.
+ * finished jobs of delete-done queues), and keeps its registration: the
+ * table cannot tell a claim from any other UPDATE of a job, so a worker
+ * role can change jobs at will (not enqueue them). Neither may change
+ * queue settings, and only the owner may alter the schema.
  */
 static const char *const grants_producer[] = {
     "GRANT USAGE ON SCHEMA %1$I TO %2$I",
@@ -960,7 +982,7 @@ static const char *const grants_worker[] = {
     "GRANT USAGE ON SCHEMA %1$I TO %2$I",
     "GRANT SELECT ON %1$I.meta TO %2$I",
     "GRANT SELECT, UPDATE, DELETE ON %1$I.jobs TO %2$I",
-    "GRANT SELECT, INSERT (name) ON %1$I.queues TO %2$I",
+    "GRANT SELECT ON %1$I.queues TO %2$I",
     "GRANT SELECT, INSERT, UPDATE ON %1$I.workers TO %2$I",
     NULL,
 };
@@ -1944,22 +1966,61 @@ static int pg_listen(tq *db)
     return simple(db, text, "listening for new jobs");
 }
 
-/* The server's side of the wait limit: a transaction of this session left
- * idle for longer (its client frozen, or cut off mid-transaction) ends the
- * session, so that its row locks do not outlive the client. */
-static int apply_wait_limit(tq *db)
+/*
+ * The server's side of a wait limit of us (0: none, the session's default
+ * again): a transaction of this session left idle for longer (its client
+ * frozen, or cut off between requests) ends the session, so that its row
+ * locks do not outlive the client. The server arms that timeout only once
+ * it has answered a whole request, so a pipeline cut off halfway is ended
+ * from the next session instead (pg_reconnect), which needs this session's
+ * identity: its backend's pid and start.
+ */
+static int apply_wait_limit(tq *db, int64_t us)
 {
+    conn *c = C(db);
+    PGresult *r;
     char ms[32];
-    snprintf(ms, sizeof ms, "%lld", (long long)(C(db)->wait_us / 1000));
+    snprintf(ms, sizeof ms, "%lld", (long long)(us / 1000));
     const char *v[] = {ms};
-    return exec_params(
-        db, "SELECT set_config('idle_in_transaction_session_timeout', $1, false)", 1, v,
-        NULL, "setting the wait limit");
+    if (!us)
+        return simple(db, "RESET idle_in_transaction_session_timeout",
+                      "resetting the wait limit");
+    int rc = exec_params(
+        db,
+        "SELECT set_config('idle_in_transaction_session_timeout', $1, false),"
+        " backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid()",
+        1, v, &r, "setting the wait limit");
+    if (rc)
+        return rc;
+    c->backend_pid = PQbackendPID(c->pg);
+    snprintf(c->backend_start, sizeof c->backend_start, "%s",
+             PQntuples(r) ? PQgetvalue(r, 0, 1) : "");
+    PQclear(r);
+    return 0;
+}
+
+/* From a new session: ends the one a hang left behind, if it is still
+ * there (same pid and start). Best effort: its locks go with it. */
+static void end_old_session(tq *db, int pid, const char *start)
+{
+    char p[16];
+    snprintf(p, sizeof p, "%d", pid);
+    const char *v[] = {p, start};
+    char keep[sizeof db->errmsg];
+    memcpy(keep, db->errmsg, sizeof keep);
+    exec_params(db,
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE pid = $1::int AND backend_start::text = $2",
+                2, v, NULL, "ending the session left behind");
+    memcpy(db->errmsg, keep, sizeof keep);
 }
 
 static int pg_reconnect(tq *db)
 {
     conn *c = C(db);
+    int old_pid = c->hung ? c->backend_pid : 0;
+    char old_start[sizeof c->backend_start];
+    memcpy(old_start, c->backend_start, sizeof old_start);
     PQreset(c->pg);
     if (PQstatus(c->pg) != CONNECTION_OK) {
         const char *m = PQerrorMessage(c->pg);
@@ -1973,16 +2034,28 @@ static int pg_reconnect(tq *db)
     c->hung = 0;
     int rc = simple(db, "SET client_min_messages = warning; SET TIME ZONE 'UTC'",
                     "configuring the session");
-    return rc || !c->wait_us ? rc : apply_wait_limit(db);
+    if (!rc && c->wait_us)
+        rc = apply_wait_limit(db, c->wait_us);
+    if (!rc && old_pid && old_start[0])
+        end_old_session(db, old_pid, old_start);
+    return rc;
 }
 
 static int pg_set_wait_limit(tq *db, int64_t us)
 {
     conn *c = C(db);
-    if (us == c->wait_us)
+    int64_t was = c->wait_us;
+    if (us == was)
         return 0;
+    if (c->hung) { /* the next session gets it (pg_reconnect) */
+        c->wait_us = us;
+        return 0;
+    }
+    /* The change itself waits no longer than the larger limit allows. */
+    c->wait_us = was && us ? (was > us ? was : us) : (was ? was : us);
+    int rc = apply_wait_limit(db, us);
     c->wait_us = us;
-    return apply_wait_limit(db);
+    return rc;
 }
 
 static int pg_notify_fd(tq *db)

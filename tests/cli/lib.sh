@@ -49,6 +49,8 @@ cleanup() {
     if [ "$ENGINE" = postgres ]; then
         sql "DROP SCHEMA IF EXISTS $SCHEMA CASCADE" >/dev/null 2>&1 || true
     fi
+    # A test's own last step (say, unmounting), once its processes are gone.
+    if declare -F cleanup_hook >/dev/null; then cleanup_hook || true; fi
     rm -rf "$T"
 }
 trap cleanup EXIT
@@ -94,12 +96,17 @@ wait_for() {
     done
 }
 
-# Waits for a background PID and returns its exit code in $RC.
+# Waits for a background PID and returns its exit code in $RC. The PID is
+# forgotten: once reaped it may name someone else's process.
 wait_rc() {
     set +e
     wait "$1"
     RC=$?
     set -e
+    local i
+    for i in "${!BG_PIDS[@]}"; do
+        [ "${BG_PIDS[$i]}" != "$1" ] || unset 'BG_PIDS[i]'
+    done
 }
 
 # freeze PID: SIGSTOP a worker at a moment it holds no SQLite write

@@ -72,6 +72,9 @@ bad 1 "$TQ" --db "$T/missing.db" stats
 # A password in a URL is never echoed.
 expect_exit 2 "$TQ" --db 'mysql://u:hunter2@h/db' stats
 grep -q hunter2 "$T/err" && fail "password in message"
+# (libpq would quote a bad %-escape, password and all.)
+bad 2 "$TQ" --db 'postgresql://u:hunter2%zz@/postgres' stats
+grep -q hunter2 "$T/err" && fail "password in message: $(cat "$T/err")"
 if [ "$ENGINE" = postgres ]; then
     # A store URL with a password: in errors and in normal output, hidden.
     rest=${TQ_TEST_PG_URL#postgresql:///postgres} # ?host=...&user=...

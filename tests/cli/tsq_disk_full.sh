@@ -1,16 +1,18 @@
 # Disk full (SQLite): the store lives on a 2 MiB tmpfs that a ballast file
 # fills up. An enqueue then fails cleanly, saying "disk full", one line and
-# exit 1; the store stays readable and intact; the worker running meanwhile
-# rides it out (saying so once), and work resumes when space comes back.
-# Without the right to mount (or with TQ_TEST_NO_MOUNT set), ENOSPC is
-# injected with libfiu instead.
+# exit 1; the store stays readable and intact; the workers running then say
+# so once and wait: one stopped meanwhile (SIGTERM) leaves after its grace
+# time with its results unsaved (their jobs come back by lease), the other
+# carries on when space comes back; every job ends done, and the history
+# checker passes. Without the right to mount (or with TQ_TEST_NO_MOUNT set),
+# ENOSPC is injected into the enqueues with libfiu instead (the workers are
+# then not tested).
 . "$(dirname "$0")/lib.sh"
 [ "$ENGINE" = sqlite ] || fail "this test is for the SQLite engine"
-Q=d
 mkdir "$T/tiny"
 if [ -z "${TQ_TEST_NO_MOUNT:-}" ] && mount -t tmpfs -o size=2m tmpfs "$T/tiny" 2>/dev/null; then
     mounted=1
-    trap 'umount "$T/tiny" 2>/dev/null || true; cleanup' EXIT
+    cleanup_hook() { umount "$T/tiny"; }
     export TQ_DB="$T/tiny/store.db"
     # All but 256 KiB: a few enqueues go through before one finds no room.
     fill() {
@@ -19,7 +21,7 @@ if [ -z "${TQ_TEST_NO_MOUNT:-}" ] && mount -t tmpfs -o size=2m tmpfs "$T/tiny" 2
         fallocate -l $((avail - 262144)) "$T/tiny/ballast"
     }
     unfill() { rm -f "$T/tiny/ballast"; }
-    enqueue() { "$TQ" enqueue --queue $Q -; }
+    enqueue() { "$TQ" enqueue --queue "$1" -; }
 else
     mounted=0
     echo "no tmpfs mount here: injecting ENOSPC with libfiu"
@@ -28,30 +30,39 @@ else
     unfill() { full=0; }
     enqueue() {
         if [ $full = 1 ]; then
-            faulty 1 28 "$TQ" enqueue --queue $Q -
+            faulty 1 28 "$TQ" enqueue --queue "$1" -
         else
-            "$TQ" enqueue --queue $Q -
+            "$TQ" enqueue --queue "$1" -
         fi
     }
 fi
 "$TQ" init >/dev/null
-"$TQ" queue $Q --lease 30s >/dev/null
-# Jobs of 0.2 to 0.5 s, so that results come back while the disk is full.
-bg "$TQ" work --queue $Q --name dw --concurrency 2 --quiet -- \
-    "$TQ_HISTORY" run "$T/runs" dw 200-500 2>"$T/dw.log"
-w=$BG
-# Filled only once the worker has the store open: in WAL mode the first
-# connection creates the shared-memory file, which needs room (while one
-# is open, others read without writing anything).
-wait_for 30 sh -c "'$TQ' workers --json | jq -e '.[] | select(.name == \"dw\" and .status == \"alive\")' >/dev/null"
+"$TQ" queue d --lease 30s >/dev/null
+"$TQ" queue t --lease 3s >/dev/null
+# Two workers, each with its own queue, with jobs of 0.3 to 0.6 s (d) and
+# 1.5 to 2.5 s (t), so that their results come back while the disk is full
+# (the WAL only grows here: a 2 MiB disk never reaches a checkpoint, so
+# every commit needs room).
+bg "$TQ" work --queue d --name dw --concurrency 2 --quiet -- \
+    "$TQ_HISTORY" run "$T/runs.d" dw 300-600 2>"$T/dw.log"
+dw=$BG
+bg "$TQ" work --queue t --name tw --concurrency 2 --grace 1s --quiet -- \
+    "$TQ_HISTORY" run "$T/runs.t" tw 1500-2500 2>"$T/tw.log"
+tw=$BG
+for q in d t; do
+    wait_for 30 sh -c "'$TQ' workers --json | jq -e '.[] | select(.name == \"${q}w\" and .status == \"alive\")' >/dev/null"
+done
+ids=()
+for q in d t d t d t d t; do
+    ids+=("$(echo "job for $q" | enqueue $q)")
+done
 
 # Fill the disk, then enqueue 32 KiB payloads until one fails.
 fill
-ids=()
 failed=0
 for i in $(seq 1 200); do
     set +e
-    head -c 24000 /dev/urandom | base64 -w0 | enqueue >"$T/out" 2>"$T/err"
+    head -c 24000 /dev/urandom | base64 -w0 | enqueue d >"$T/out" 2>"$T/err"
     rc=$?
     set -e
     if [ $rc = 0 ]; then
@@ -68,18 +79,32 @@ expect_eq "$failed" 1 "an enqueue failed on the full disk"
 echo "full after ${#ids[@]} enqueue(s): $(cat "$T/err")"
 
 # Still readable and intact while full.
-"$TQ" stats --queue $Q --json >/dev/null || fail "stats on a full disk"
+"$TQ" stats --json >/dev/null || fail "stats on a full disk"
 expect_eq "$(sqlite3 "$TQ_DB" "PRAGMA integrity_check")" ok "integrity_check while full"
+
+if [ $mounted = 1 ]; then
+    # Both workers hit the full disk with their results, and say so once.
+    for q in d t; do
+        wait_for 30 grep -q "disk full" "$T/${q}w.log"
+    done
+    # One stopped while full leaves after its grace time.
+    kill -TERM "$tw"
+    wait_for 30 sh -c "! kill -0 $tw 2>/dev/null"
+    wait_rc "$tw"
+    expect_eq "$RC" 0 "exit of the worker stopped on a full disk"
+    grep -q "stopping with [0-9]* result(s) unsaved (the disk is full)" "$T/tw.log" ||
+        fail "no word of the unsaved results: $(cat "$T/tw.log")"
+fi
 
 # Room again: everything acknowledged runs, new work is taken.
 unfill
-id=$(echo after | enqueue) || fail "enqueue once there is room: $(cat "$T/err")"
-ids+=("$id")
-wait_for 60 sh -c "[ \$('$TQ' stats --queue $Q --json | jq '.counts.ready + .counts.running') = 0 ]"
-kill -TERM "$w"
-wait_rc "$w"
+ids+=("$(echo after | enqueue d)")
+"$TQ" work --queue t --name t2 --drain --quiet -- "$TQ_HISTORY" run "$T/runs.t" t2
+wait_for 60 sh -c "[ \$('$TQ' stats --json | jq '.counts.ready + .counts.running') = 0 ]"
+kill -TERM "$dw"
+wait_rc "$dw"
 expect_eq "$RC" 0 "worker exit"
-if grep -q "disk full" "$T/dw.log"; then
+if [ $mounted = 1 ]; then
     expect_eq "$(grep -c "disk full" "$T/dw.log")" 1 "worker lines about the full disk"
     grep -q "the store has room again" "$T/dw.log" || fail "no recovery line: $(cat "$T/dw.log")"
 fi
@@ -87,5 +112,6 @@ expect_eq "$(sqlite3 "$TQ_DB" "PRAGMA integrity_check")" ok "integrity_check aft
 for id in "${ids[@]}"; do
     expect_eq "$(job "$id" state)" done "job $id"
 done
-history_check $Q "$T/runs" --all-done
-echo "ok (tmpfs: $mounted; worker: $(grep -c "disk full" "$T/dw.log") disk-full line)"
+history_check d "$T/runs.d" --all-done
+history_check t "$T/runs.t" --all-done --faulted tw --lease 3000
+echo "ok (tmpfs: $mounted)"
