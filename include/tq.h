@@ -275,7 +275,8 @@ int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
  * under the same claim (job->claim) by job->worker, else TQ_ELOST. */
 int tq_job_complete(tq *db, const tq_job *job);
 /* Failure: back to ready after the queue's backoff, or dead when attempts
- * are used up. error (may be NULL) becomes last_error. */
+ * are used up. error (may be NULL) becomes last_error, as valid UTF-8: a
+ * byte that is not part of a valid character is written as \xNN. */
 int tq_job_fail(tq *db, const tq_job *job, const char *error);
 /* Extends the lease by the queue's lease length from now. */
 int tq_job_heartbeat(tq *db, const tq_job *job);

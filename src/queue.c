@@ -442,12 +442,17 @@ int tq_job_fail(tq *db, const tq_job *job, const char *error)
         return rc;
     int64_t delay =
         tq__backoff_us(q.backoff_base_us, q.backoff_cap_us, job->attempts, tq__random());
+    char *text = error ? tq__utf8_clean(error) : NULL; /* as the worker keeps it */
+    if (error && !text)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
     tq__ack a = {.id = job->id,
                  .claim = job->claim,
                  .kind = TQ__ACK_FAIL,
                  .delay_us = delay,
-                 .error = error};
-    return ack_one(db, job, &a);
+                 .error = text};
+    rc = ack_one(db, job, &a);
+    free(text);
+    return rc;
 }
 
 int tq_job_heartbeat(tq *db, const tq_job *job)

@@ -324,16 +324,24 @@ void tq__child_describe(const tq__child *c, char *buf, size_t len)
                  strsignal(WTERMSIG(c->status)));
     else
         snprintf(why, sizeof why, "ended with status %d", c->status);
-    /* The tail starts at a line boundary when one is near. */
+    /* The last TQ__TAIL_MAX bytes: they may start inside a line, or inside
+     * a character. */
     size_t from = c->tail_len > TQ__TAIL_MAX ? c->tail_len - TQ__TAIL_MAX : 0;
     const char *t = c->tail + from;
     size_t tl = c->tail_len - from;
     while (tl > 0 && (t[tl - 1] == '\n' || t[tl - 1] == '\r'))
         tl--;
-    if (tl)
-        snprintf(buf, len, "%s: %.*s", why, (int)tl, t);
-    else
-        snprintf(buf, len, "%s", why);
+    size_t o = (size_t)snprintf(buf, len, tl ? "%s: " : "%s", why);
+    /* A NUL in the output would end the text early: written as \x00
+     * (the worker makes the rest valid UTF-8). */
+    for (size_t i = 0; i < tl && o + 5 < len; i++) {
+        if (t[i])
+            buf[o++] = t[i];
+        else
+            o += (size_t)snprintf(buf + o, len - o, "\\x00");
+    }
+    if (o < len)
+        buf[o] = '\0';
 }
 
 void tq__child_close(tq__child *c)

@@ -44,6 +44,16 @@ int64_t tq__mono_us(void);
 char *tq__strdup(const char *s);
 void *tq__memdup(const void *p, size_t len, size_t extra);
 
+/* The length of the valid UTF-8 sequence at s (1 to 4), or 0 when s does
+ * not start one (a stray byte, an overlong form, a surrogate, beyond
+ * U+10FFFF, or cut short by the end at n). */
+size_t tq__utf8_seq(const unsigned char *s, size_t n);
+/* A copy of s that is valid UTF-8 (what PostgreSQL's text requires): each
+ * byte that does not belong to a valid sequence, a character cut at either
+ * end included, is written as the four characters \xNN. NULL when out of
+ * memory. */
+char *tq__utf8_clean(const char *s);
+
 /*
  * Backoff before retry number `attempt` (1 = first retry after the first
  * failure): min(cap, base * 2^(attempt-1)), with "equal jitter": half fixed,

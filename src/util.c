@@ -75,6 +75,55 @@ int64_t tq__mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+size_t tq__utf8_seq(const unsigned char *s, size_t n)
+{
+    if (n == 0)
+        return 0;
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    /* The ranges of the second byte that keep a lead byte valid (Unicode,
+     * table 3-7); every later byte is 80..BF. */
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2;
+    else if (c >= 0xE0 && c <= 0xEF)
+        len = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4)
+        len = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else
+        return 0;
+    if (n < len || s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF)
+            return 0;
+    return len;
+}
+
+char *tq__utf8_clean(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s), bad = 0;
+    for (size_t i = 0, k; i < n; i += k ? k : 1)
+        if (!(k = tq__utf8_seq(p + i, n - i)))
+            bad++;
+    char *out = malloc(n + 3 * bad + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0, k; i < n; i += k ? k : 1) {
+        if ((k = tq__utf8_seq(p + i, n - i))) {
+            memcpy(o, p + i, k);
+            o += k;
+        } else {
+            o += sprintf(o, "\\x%02x", p[i]);
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 char *tq__strdup(const char *s)
 {
     return s ? tq__memdup(s, strlen(s) + 1, 0) : NULL;
@@ -297,10 +346,12 @@ int tq_time_parse(int64_t *out_us, const char *text)
 char *tq_time_format(char *buf, size_t len, int64_t us)
 {
     /* Rounded down, also before 1970: -1 us is 23:59:59.999 of 1969-12-31. */
-    int64_t sub = us % 1000000;
-    if (sub < 0)
+    int64_t sec = us / 1000000, sub = us % 1000000;
+    if (sub < 0) { /* (us - sub) would overflow near INT64_MIN: make fuzz */
         sub += 1000000;
-    time_t t = (time_t)((us - sub) / 1000000);
+        sec--;
+    }
+    time_t t = (time_t)sec;
     struct tm tm;
     if (!gmtime_r(&t, &tm)) {
         snprintf(buf, len, "@%lld.%06lld", (long long)t, (long long)sub);

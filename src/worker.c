@@ -734,7 +734,9 @@ static int add_ack(tq_worker *w, const ack_of *j, tq__ack_kind kind, const char 
         const tq_queue_info *q = &w->qinfo[j->qi];
         p->ack.delay_us = tq__backoff_us(q->backoff_base_us, q->backoff_cap_us,
                                          j->attempt, tq__random());
-        if (error && !(p->error = tq__strdup(error)))
+        /* Handlers write what they like: kept as valid UTF-8, which
+         * PostgreSQL's text insists on (and JSON output too). */
+        if (error && !(p->error = tq__utf8_clean(error)))
             return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
         p->ack.error = p->error;
     }

@@ -280,6 +280,34 @@ static void job_sort(void **state)
     assert_int_equal(j[3].id, 1);
 }
 
+/* Error text is kept as valid UTF-8: valid text unchanged, every other
+ * byte (a stray one, a character cut short, an overlong form, a surrogate,
+ * beyond U+10FFFF) as \xNN. */
+static void utf8_clean(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"plain", "plain"},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+         "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+        {"\xa9 from yes \xc3", "\\xa9 from yes \\xc3"}, /* cut at both ends */
+        {"\xc0\xaf", "\\xc0\\xaf"},                     /* overlong '/' */
+        {"\xed\xa0\x80", "\\xed\\xa0\\x80"},            /* a surrogate */
+        {"\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"},   /* beyond U+10FFFF */
+        {"\xe2\x82x", "\\xe2\\x82x"},                   /* cut short, then text */
+        {"\xff\xfe", "\\xff\\xfe"},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *got = tq__utf8_clean(cases[i].in);
+        assert_non_null(got);
+        assert_string_equal(got, cases[i].out);
+        free(got);
+    }
+}
+
 static void errors(void **state)
 {
     (void)state;
@@ -296,19 +324,13 @@ static void errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(durations_parse),
-        cmocka_unit_test(durations_reject),
-        cmocka_unit_test(durations_format),
-        cmocka_unit_test(times_parse),
-        cmocka_unit_test(backoff_bounds),
-        cmocka_unit_test(random_range),
-        cmocka_unit_test(names),
-        cmocka_unit_test(states_orders),
-        cmocka_unit_test(urls),
-        cmocka_unit_test(redaction),
-        cmocka_unit_test(percentiles),
-        cmocka_unit_test(job_sort),
-        cmocka_unit_test(errors),
+        cmocka_unit_test(utf8_clean),       cmocka_unit_test(durations_parse),
+        cmocka_unit_test(durations_reject), cmocka_unit_test(durations_format),
+        cmocka_unit_test(times_parse),      cmocka_unit_test(backoff_bounds),
+        cmocka_unit_test(random_range),     cmocka_unit_test(names),
+        cmocka_unit_test(states_orders),    cmocka_unit_test(urls),
+        cmocka_unit_test(redaction),        cmocka_unit_test(percentiles),
+        cmocka_unit_test(job_sort),         cmocka_unit_test(errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
