@@ -271,6 +271,17 @@ int tq_job_get(tq_job **out, tq *db, int64_t id);
 int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
                  const char *worker, size_t max);
 
+/* A malloc'd copy of s that is valid UTF-8: each byte that is not part of
+ * a valid character is written as the four characters \xNN (what tq does
+ * with handler output it keeps). For printing or encoding text read from
+ * the store, which plain SQL may have filled with anything. NULL when out of
+ * memory. */
+char *tq_utf8_clean(const char *s);
+/* The same, for a terminal or a log line: also control characters (C0, DEL
+ * and C1, such as the one-byte CSI) escaped, as \e, \n, \r, \t or \xNN,
+ * so text a handler wrote can neither move the cursor nor fake a line. */
+char *tq_text_printable(const char *s);
+
 /* Fenced acknowledgements: each applies only if the job is still running
  * under the same claim (job->claim) by job->worker, else TQ_ELOST. */
 int tq_job_complete(tq *db, const tq_job *job);

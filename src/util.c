@@ -102,6 +102,42 @@ size_t tq__utf8_seq(const unsigned char *s, size_t n)
     return len;
 }
 
+char *tq_utf8_clean(const char *s)
+{
+    return tq__utf8_clean(s);
+}
+
+char *tq_text_printable(const char *s)
+{
+    char *clean = tq__utf8_clean(s);
+    if (!clean)
+        return NULL;
+    /* At most 4 characters for each byte: "\xNN". */
+    char *out = malloc(4 * strlen(clean) + 1), *o = out;
+    if (!out) {
+        free(clean);
+        return NULL;
+    }
+    for (const unsigned char *p = (const unsigned char *)clean; *p; p++) {
+        const char *named = *p == 0x1b   ? "\\e"
+                            : *p == '\n' ? "\\n"
+                            : *p == '\r' ? "\\r"
+                            : *p == '\t' ? "\\t"
+                                         : NULL;
+        if (named)
+            o += sprintf(o, "%s", named);
+        else if (*p < 0x20 || *p == 0x7f)
+            o += sprintf(o, "\\x%02x", *p);
+        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* U+0080..U+009F */
+            o += sprintf(o, "\\xc2\\x%02x", *++p);
+        else
+            *o++ = (char)*p;
+    }
+    *o = '\0';
+    free(clean);
+    return out;
+}
+
 char *tq__utf8_clean(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;

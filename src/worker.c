@@ -780,8 +780,12 @@ static int finish(tq_worker *w, const outcome *o)
         return add_ack(w, &o->job, TQ__ACK_DONE, NULL);
     if (o->release)
         return add_ack(w, &o->job, TQ__ACK_RELEASE, NULL);
-    logf_(w, TQ_LOG_INFO, "job %lld attempt %d failed: %.300s", (long long)o->job.id,
-          o->job.attempt, o->error);
+    if (w->log) { /* the handler's text, escaped: one line */
+        char *text = tq_text_printable(o->error ? o->error : "");
+        logf_(w, TQ_LOG_INFO, "job %lld attempt %d failed: %.300s", (long long)o->job.id,
+              o->job.attempt, text ? text : "(out of memory)");
+        free(text);
+    }
     return add_ack(w, &o->job, TQ__ACK_FAIL, o->error);
 }
 

@@ -308,6 +308,27 @@ static void utf8_clean(void **state)
     }
 }
 
+/* For terminals and logs: control characters escaped as well. */
+static void text_printable(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"plain caf\xc3\xa9", "plain caf\xc3\xa9"},
+        {"\033[2J\033]0;pwned\007\n fake", "\\e[2J\\e]0;pwned\\x07\\n fake"},
+        {"a\tb\rc\x7f", "a\\tb\\rc\\x7f"},
+        {"csi \xc2\x9b nbsp \xc2\xa0", "csi \\xc2\\x9b nbsp \xc2\xa0"}, /* C1 only */
+        {"bad \xff", "bad \\xff"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *got = tq_text_printable(cases[i].in);
+        assert_non_null(got);
+        assert_string_equal(got, cases[i].out);
+        free(got);
+    }
+}
+
 static void errors(void **state)
 {
     (void)state;
@@ -324,13 +345,21 @@ static void errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(utf8_clean),       cmocka_unit_test(durations_parse),
-        cmocka_unit_test(durations_reject), cmocka_unit_test(durations_format),
-        cmocka_unit_test(times_parse),      cmocka_unit_test(backoff_bounds),
-        cmocka_unit_test(random_range),     cmocka_unit_test(names),
-        cmocka_unit_test(states_orders),    cmocka_unit_test(urls),
-        cmocka_unit_test(redaction),        cmocka_unit_test(percentiles),
-        cmocka_unit_test(job_sort),         cmocka_unit_test(errors),
+        cmocka_unit_test(utf8_clean),
+        cmocka_unit_test(text_printable),
+        cmocka_unit_test(durations_parse),
+        cmocka_unit_test(durations_reject),
+        cmocka_unit_test(durations_format),
+        cmocka_unit_test(times_parse),
+        cmocka_unit_test(backoff_bounds),
+        cmocka_unit_test(random_range),
+        cmocka_unit_test(names),
+        cmocka_unit_test(states_orders),
+        cmocka_unit_test(urls),
+        cmocka_unit_test(redaction),
+        cmocka_unit_test(percentiles),
+        cmocka_unit_test(job_sort),
+        cmocka_unit_test(errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -114,6 +114,22 @@ static int print_json(json_t *v)
     return 0;
 }
 
+/* Text from the store as a JSON string, always: jansson refuses invalid
+ * UTF-8 (and the field would silently go missing), so such text is given
+ * with its invalid bytes as \xNN. NULL text is null. */
+static json_t *json_text(const char *s)
+{
+    if (!s)
+        return json_null();
+    json_t *j = json_string(s);
+    if (j)
+        return j;
+    char *clean = tq_utf8_clean(s);
+    j = clean ? json_string(clean) : NULL;
+    free(clean);
+    return j ? j : json_null();
+}
+
 static json_t *time_json(int64_t us)
 {
     char buf[40];
@@ -146,16 +162,15 @@ static json_t *job_json(const tq_job *j, int with_payload)
 {
     json_t *o = json_object();
     json_object_set_new(o, "id", json_integer(j->id));
-    json_object_set_new(o, "queue", json_string(j->queue));
+    json_object_set_new(o, "queue", json_text(j->queue));
     json_object_set_new(o, "state", json_string(tq_state_name(j->state)));
     json_object_set_new(o, "priority", json_integer(j->priority));
     json_object_set_new(o, "attempts", json_integer(j->attempts));
     json_object_set_new(o, "max_attempts", json_integer(j->max_attempts));
     json_object_set_new(o, "claims", json_integer(j->claim));
-    json_object_set_new(o, "key", j->key ? json_string(j->key) : json_null());
-    json_object_set_new(o, "worker", j->worker ? json_string(j->worker) : json_null());
-    json_object_set_new(o, "last_error",
-                        j->last_error ? json_string(j->last_error) : json_null());
+    json_object_set_new(o, "key", json_text(j->key));
+    json_object_set_new(o, "worker", json_text(j->worker));
+    json_object_set_new(o, "last_error", json_text(j->last_error));
     json_object_set_new(o, "created_at", time_json(j->created_at));
     json_object_set_new(o, "run_at", time_json(j->run_at));
     json_object_set_new(o, "started_at", time_json(j->started_at));
@@ -295,7 +310,7 @@ static void print_queue(const tq_queue_info *q)
 static json_t *queue_json(const tq_queue_info *q)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "name", json_string(q->name));
+    json_object_set_new(o, "name", json_text(q->name));
     json_object_set_new(o, "order", json_string(tq_order_name(q->order)));
     json_object_set_new(o, "lease_us", json_integer(q->lease_us));
     json_object_set_new(o, "max_attempts", json_integer(q->max_attempts));
@@ -954,7 +969,7 @@ static int cmd_stats(int argc, char **argv)
         for (size_t i = 0; i < st.nlongest; i++) {
             json_t *l = json_object();
             json_object_set_new(l, "id", json_integer(st.longest[i].id));
-            json_object_set_new(l, "worker", json_string(st.longest[i].worker));
+            json_object_set_new(l, "worker", json_text(st.longest[i].worker));
             json_object_set_new(l, "running_us", json_integer(st.longest[i].running_us));
             json_array_append_new(longest, l);
         }
@@ -983,14 +998,28 @@ static int cmd_stats(int argc, char **argv)
 
 /* ---- tq list / show --------------------------------------------------------- */
 
+/* Text from the store, for a terminal (tq_text_printable): what a handler
+ * or a plain-SQL writer put there cannot move the cursor, retitle the
+ * terminal or fake a line of output. */
+static void put_text(const char *s)
+{
+    char *p = tq_text_printable(s);
+    fputs(p ? p : "(out of memory)", stdout);
+    free(p);
+}
+
 static void print_job_line(const tq_job *j)
 {
     char pv[41], t[40];
     preview(pv, sizeof pv, j->payload, j->payload_len);
-    printf("%-8lld %-16s %-9s %d/%-3d %-24s %s%s%s\n", (long long)j->id, j->queue,
+    printf("%-8lld %-16s %-9s %d/%-3d %-24s %s", (long long)j->id, j->queue,
            tq_state_name(j->state), j->attempts, j->max_attempts,
-           tq_time_format(t, sizeof t, j->created_at), pv,
-           j->last_error ? "  error: " : "", j->last_error ? j->last_error : "");
+           tq_time_format(t, sizeof t, j->created_at), pv);
+    if (j->last_error) {
+        fputs("  error: ", stdout);
+        put_text(j->last_error);
+    }
+    putchar('\n');
 }
 
 static int cmd_list(int argc, char **argv)
@@ -1123,8 +1152,11 @@ static int cmd_show(int argc, char **argv)
                (long long)j->id, j->queue, tq_state_name(j->state));
         printf("priority:     %d\nattempts:     %d of %d\nclaims:       %lld\n",
                j->priority, j->attempts, j->max_attempts, (long long)j->claim);
-        if (j->key)
-            printf("key:          %s\n", j->key);
+        if (j->key) {
+            fputs("key:          ", stdout);
+            put_text(j->key);
+            putchar('\n');
+        }
         printf("created:      %s\n", tq_time_format(t, sizeof t, j->created_at));
         printf("run at:       %s\n", tq_time_format(t, sizeof t, j->run_at));
         if (j->started_at)
@@ -1136,10 +1168,16 @@ static int cmd_show(int argc, char **argv)
                    tq_duration_format(d, sizeof d, j->finished_at - j->started_at));
         if (j->lease_until)
             printf("lease until:  %s\n", tq_time_format(t, sizeof t, j->lease_until));
-        if (j->worker)
-            printf("worker:       %s\n", j->worker);
-        if (j->last_error)
-            printf("last error:   %s\n", j->last_error);
+        if (j->worker) {
+            fputs("worker:       ", stdout);
+            put_text(j->worker);
+            putchar('\n');
+        }
+        if (j->last_error) {
+            fputs("last error:   ", stdout);
+            put_text(j->last_error);
+            putchar('\n');
+        }
         printf("payload:      %zu bytes\n", j->payload_len);
         fwrite(j->payload, 1, j->payload_len, stdout);
         if (j->payload_len && j->payload[j->payload_len - 1] != '\n')
@@ -1320,8 +1358,8 @@ static int cmd_workers(int argc, char **argv)
             char t1[40], t2[40];
             if (json) {
                 json_t *o = json_object();
-                json_object_set_new(o, "name", json_string(v[i].name));
-                json_object_set_new(o, "host", json_string(v[i].host));
+                json_object_set_new(o, "name", json_text(v[i].name));
+                json_object_set_new(o, "host", json_text(v[i].host));
                 json_object_set_new(o, "pid", json_integer(v[i].pid));
                 json_object_set_new(o, "status", json_string(status));
                 json_object_set_new(o, "started_at", time_json(v[i].started_at));

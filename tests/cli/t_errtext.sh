@@ -2,7 +2,8 @@
 # job's stderr can never stop a worker (PostgreSQL's text refuses invalid
 # bytes): the tail of "é" repeated, cut inside a character at both ends;
 # stray invalid bytes; a NUL. Each job ends dead with its text, invalid
-# bytes written as \xNN, and the worker drains the queue and exits 0.
+# bytes written as \xNN, and the worker drains the queue and exits 0. And
+# JSON output keeps every field of text made invalid by plain SQL.
 . "$(dirname "$0")/lib.sh"
 "$TQ" init >/dev/null
 "$TQ" queue u --max-attempts 1 >/dev/null
@@ -25,4 +26,34 @@ grep -q '^exit status 1: \\xa9$' <<<"$e" || fail "cut: ${e:0:40}"
 expect_eq "$(grep -c '^é$' <<<"$e")" "$(($(wc -l <<<"$e") - 1))" "lines of whole characters"
 expect_eq "$(job "$raw" last_error)" 'exit status 1: before \xff\xfe after' "raw"
 expect_eq "$(job "$nul" last_error)" 'exit status 1: a\x00b' "nul"
+
+# Terminal control in the text: tq show, tq list and the worker's log
+# print it escaped, on one line, so a handler can neither clear the screen, retitle the
+# terminal nor fake a line of output.
+handler esc.sh 'printf "\033[2J\033]0;pwned\007\n fake log line \302\233" >&2; exit 1'
+esc=$("$TQ" enqueue --queue u x)
+"$TQ" work --queue u --drain -- "$T/esc.sh" 2>"$T/w4.log" || fail "worker stopped: $(cat "$T/w4.log")"
+# The worker's log: the failure on one line, escaped.
+grep -q "$(printf '\033')" "$T/w4.log" && fail "an escape character reached the log"
+expect_eq "$(grep -c 'fake log line' "$T/w4.log")" 1 "log lines with the text"
+grep -q '^ fake log line' "$T/w4.log" && fail "the log has a line of the handler's"
+"$TQ" show "$esc" >"$T/show"
+grep -q "$(printf '\033')" "$T/show" && fail "an escape character reached the terminal"
+expect_eq "$(grep '^last error:' "$T/show")" \
+    'last error:   exit status 1: \e[2J\e]0;pwned\x07\n fake log line \xc2\x9b' "tq show"
+"$TQ" list --queue u --state dead >"$T/list"
+expect_eq "$(grep -c 'fake log line' "$T/list")" 1 "tq list lines with the text"
+grep -q "^ fake log line" "$T/list" && fail "tq list printed a line of the handler's"
+
+# Text a plain-SQL writer left invalid (SQLite's text takes any bytes): every
+# field is still in the JSON output, its invalid bytes as \xNN.
+if [ "$ENGINE" = sqlite ]; then
+    sql "UPDATE $JOBS SET last_error = CAST(x'6162ff' AS TEXT), worker = CAST(x'77fe' AS TEXT),
+         dedup_key = CAST(x'6bc3' AS TEXT) WHERE id = $raw"
+    expect_eq "$(job "$raw" last_error)" 'ab\xff' "last_error in tq show --json"
+    expect_eq "$(job "$raw" worker)" 'w\xfe' "worker in tq show --json"
+    expect_eq "$(job "$raw" key)" 'k\xc3' "key in tq show --json"
+    expect_eq "$("$TQ" list --queue u --json | jq -r ".[] | select(.id == $raw) | .last_error")" \
+        'ab\xff' "last_error in tq list --json"
+fi
 echo ok
