@@ -835,10 +835,17 @@ static int cmd_work(int argc, char **argv)
         case 'g':
             if (cli_duration("work", "--grace", optarg, &wo.grace_us))
                 return EXIT_USAGE;
+            if (wo.grace_us == 0) /* none, as said: the library's 0 is its default */
+                wo.grace_us = 1;
             break;
         case 'P':
             if (cli_duration("work", "--poll", optarg, &wo.poll_max_us))
                 return EXIT_USAGE;
+            if (wo.poll_max_us == 0) {
+                cli_error("work",
+                          "--poll 0 would poll without a pause: give at least 1ms");
+                return EXIT_USAGE;
+            }
             break;
         case 'v':
             log_level = TQ_LOG_DEBUG;

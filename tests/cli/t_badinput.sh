@@ -56,6 +56,7 @@ bad 2 "$TQ" prune --older-than soon
 bad 2 "$TQ" work -- /no/such/command
 bad 2 "$TQ" work --concurrency 0 -- true
 bad 2 "$TQ" work --timeout 1y -- true
+bad 2 "$TQ" work --poll 0 -- true
 bad 2 "$TQ" work
 bad 2 "$TQ" --db 'mysql://h/db' stats
 [ "$ENGINE" = sqlite ] && bad 2 "$TQ" --db "$TQ_DB?synchronous=off" stats

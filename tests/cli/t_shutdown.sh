@@ -74,4 +74,18 @@ expect_eq "$(job "$e1" attempts)" 0 "its attempts"
 # The handler's whole process group is gone (a killed child may linger a
 # moment as a zombie).
 while read -r p; do wait_for 5 sh -c "! kill -0 -- -$p"; done <"$T/handler.pids"
+
+# --grace 0 means no grace (it used to mean the default, 10 s): the handler
+# gets SIGTERM as soon as the worker is asked to stop.
+handler long.sh 'echo started >> "'"$T"'/g0.runs"; sleep 30'
+g0=$("$TQ" enqueue --queue g0 job)
+bg "$TQ" work --queue g0 --name g0w --grace 0 --quiet -- "$T/long.sh"
+w=$BG
+wait_for 10 test -s "$T/g0.runs"
+start=$(date +%s)
+kill -TERM "$w"
+wait_rc "$w"
+expect_eq "$RC" 0 "exit with --grace 0"
+[ $(($(date +%s) - start)) -lt 5 ] || fail "--grace 0 waited $(($(date +%s) - start)) s"
+expect_eq "$(job "$g0" state)" ready "the job after a stop with no grace"
 echo ok
