@@ -152,17 +152,8 @@ static int faulted(const char *worker)
     return 0;
 }
 
-/* Whether r's worker was killed after r started. */
-static int killed_after(const run *r)
-{
-    for (int i = 0; i < ck.nkills; i++)
-        if (ck.kills[i].at >= r->start && strcmp(ck.kills[i].worker, r->worker) == 0)
-            return 1;
-    return 0;
-}
-
-/* When a run that has no finish line ended: its worker's first kill after
- * its start, or never (0). */
+/* When r's worker was first killed after r started, or never (0): for a
+ * run with no finish line, when it ended. */
 static int64_t killed_at(const run *r)
 {
     for (int i = 0; i < ck.nkills; i++)
@@ -312,7 +303,7 @@ static int check_pair(const run *a, const run *b)
         violation("job %lld: attempt went down from %d (claim %lld) to %d (claim %lld)",
                   a->job, a->attempt, a->claim, b->attempt, b->claim);
     else if (b->attempt == a->attempt && a->finish && !faulted(a->worker) &&
-             !killed_after(a))
+             !killed_at(a))
         violation("job %lld: claim %lld reran attempt %d after it finished on %s", b->job,
                   b->claim, b->attempt, a->worker);
     return overlap;

@@ -280,15 +280,28 @@ static void job_sort(void **state)
     assert_int_equal(j[3].id, 1);
 }
 
+typedef struct text_case {
+    const char *in, *out;
+} text_case;
+
+/* Each case's in, through f, gives its out. */
+static void check_text(char *(*f)(const char *), const text_case *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *got = f(cases[i].in);
+        assert_non_null(got);
+        assert_string_equal(got, cases[i].out);
+        free(got);
+    }
+}
+
 /* Error text is kept as valid UTF-8: valid text unchanged, every other
  * byte (a stray one, a character cut short, an overlong form, a surrogate,
  * beyond U+10FFFF) as \xNN. */
 static void utf8_clean(void **state)
 {
     (void)state;
-    static const struct {
-        const char *in, *out;
-    } cases[] = {
+    static const text_case cases[] = {
         {"plain", "plain"},
         {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
          "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
@@ -300,33 +313,21 @@ static void utf8_clean(void **state)
         {"\xff\xfe", "\\xff\\xfe"},
         {"", ""},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *got = tq__utf8_clean(cases[i].in);
-        assert_non_null(got);
-        assert_string_equal(got, cases[i].out);
-        free(got);
-    }
+    check_text(tq__utf8_clean, cases, sizeof cases / sizeof cases[0]);
 }
 
 /* For terminals and logs: control characters escaped as well. */
 static void text_printable(void **state)
 {
     (void)state;
-    static const struct {
-        const char *in, *out;
-    } cases[] = {
+    static const text_case cases[] = {
         {"plain caf\xc3\xa9", "plain caf\xc3\xa9"},
         {"\033[2J\033]0;pwned\007\n fake", "\\e[2J\\e]0;pwned\\x07\\n fake"},
         {"a\tb\rc\x7f", "a\\tb\\rc\\x7f"},
         {"csi \xc2\x9b nbsp \xc2\xa0", "csi \\xc2\\x9b nbsp \xc2\xa0"}, /* C1 only */
         {"bad \xff", "bad \\xff"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *got = tq_text_printable(cases[i].in);
-        assert_non_null(got);
-        assert_string_equal(got, cases[i].out);
-        free(got);
-    }
+    check_text(tq_text_printable, cases, sizeof cases / sizeof cases[0]);
 }
 
 static void errors(void **state)

@@ -622,9 +622,10 @@ static void await_result(tq *db)
         return;
     /* Silence, not the whole answer, is timed: the deadline moves on with
      * every arrival. PQconsumeInput before each poll also takes what TLS
-     * has already buffered, which the socket would not show. */
+     * has already buffered, which the socket would not show; a result
+     * already read costs no system call. */
     int64_t deadline = tq__mono_us() + c->wait_us;
-    while (PQconsumeInput(c->pg) && PQisBusy(c->pg)) {
+    while (PQisBusy(c->pg) && PQconsumeInput(c->pg) && PQisBusy(c->pg)) {
         int64_t left = deadline - tq__mono_us();
         if (left <= 0) {
             c->hung = 1;
