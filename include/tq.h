@@ -399,7 +399,11 @@ typedef struct tq_worker_opts {
     int64_t poll_max_us; /* longest idle sleep between polls; 0: 500 ms */
     /* Exactly one of handler and argv. argv is a NULL-terminated command run
      * without a shell, payload on stdin, TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT in
-     * its environment, in its own process group. */
+     * its environment, in its own process group, which ends with the job:
+     * what the command leaves running there gets SIGTERM when it exits,
+     * SIGKILL after grace_us, before the job is acknowledged. A command that
+     * cannot be started (descriptors, processes, the program gone) puts
+     * its job back unspent; see tq_worker_run. */
     tq_handler_fn handler;
     void *handler_ud;
     const char *const *argv;
@@ -437,7 +441,10 @@ typedef struct tq_worker_counters {
  */
 int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *opts);
 /* Runs until stopped (or drained, with opts.drain). Returns 0 on a clean
- * stop. */
+ * stop; TQ_ESYS after stopping because the command could not be started
+ * for 10 s (the program gone or not executable), or nothing could start for
+ * a minute while nothing ran; TQ_ECONN when a SQLite store's file was
+ * deleted or replaced while it ran. */
 int tq_worker_run(tq_worker *w);
 /* Asks a running pool to stop: claim nothing more, let running jobs finish
  * within the grace period, then kill them and release their jobs.

@@ -7,10 +7,12 @@
  * does not stall the worker. Each child gets its own process group so that
  * a timeout or shutdown can signal everything it started, and it enters
  * that group before any signal sent to the worker's group can reach it
- * (child_exec). A handler does not outlive its worker: if the worker dies
+ * (child_exec). That group is the job: when the handler exits, whatever it
+ * left running in its group is ended too (worker.c) before the job is
+ * acknowledged. A handler does not outlive its worker: if the worker dies
  * (kill -9, a crash), the kernel sends the handler SIGKILL, so a worker
  * restarted under the same name can put the job back at once without it
- * still running (what the handler started itself is its own to stop).
+ * still running (the handler's own children are not reached that way).
  * The child is started with vfork, as posix_spawn does, so
  * its cost does not grow with the worker's memory; the command's path is
  * resolved once, when the worker starts (tq__command_path).
@@ -20,6 +22,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -95,7 +98,7 @@ static const int reset_signals[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
  * restored for the handler.
  */
 _Noreturn static void child_exec(const char *path, char *const *argv, char *const *env,
-                                 int in, int er, pid_t worker, volatile int *err)
+                                 int in, int out, int er, pid_t worker, volatile int *err)
 {
     struct sigaction ign = {.sa_handler = SIG_IGN}, def = {.sa_handler = SIG_DFL};
     sigset_t none;
@@ -110,7 +113,7 @@ _Noreturn static void child_exec(const char *path, char *const *argv, char *cons
         sigaction(reset_signals[i], &ign, NULL);
         sigaction(reset_signals[i], &def, NULL);
     }
-    if (dup2(in, 0) < 0 || dup2(er, 2) < 0)
+    if (dup2(in, 0) < 0 || (out >= 0 && dup2(out, 1) < 0) || dup2(er, 2) < 0)
         goto fail;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -123,8 +126,8 @@ fail:
 /* vfork and exec, in a frame of its own so that nothing of the caller's is
  * live across vfork. No handler of ours may run in the child, which shares
  * our memory until it execs: every signal is blocked around it. */
-static pid_t spawn(const char *path, char *const *argv, char *const *env, int in, int er,
-                   volatile int *err, int *fork_errno)
+static pid_t spawn(const char *path, char *const *argv, char *const *env, int in, int out,
+                   int er, volatile int *err, int *fork_errno)
 {
     sigset_t all, old;
     pid_t self = getpid();
@@ -132,10 +135,33 @@ static pid_t spawn(const char *path, char *const *argv, char *const *env, int in
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pid_t pid = vfork();
     if (pid == 0)
-        child_exec(path, argv, env, in, er, self, err);
+        child_exec(path, argv, env, in, out, er, self, err);
     *fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return pid;
+}
+
+/* An exec error that names the program as the cause: it will not go away
+ * by waiting for descriptors, processes or memory. */
+static int program_error(int e)
+{
+    return e == ENOENT || e == EACCES || e == EPERM || e == ENOEXEC || e == EISDIR ||
+           e == ENOTDIR || e == ELOOP || e == ENAMETOOLONG || e == ETXTBSY ||
+           e == ELIBBAD;
+}
+
+/*
+ * A handler's stdout is the worker's, unless nobody reads that any more (a
+ * pipe whose reader is gone, a hung-up terminal): then /dev/null, so that
+ * a handler that prints is not killed by SIGPIPE for the worker's
+ * surroundings. Returns a descriptor for /dev/null in that case, else -1.
+ */
+static int stdout_for_handler(void)
+{
+    struct pollfd p = {.fd = 1, .events = POLLOUT};
+    if (poll(&p, 1, 0) != 1 || !(p.revents & (POLLERR | POLLHUP | POLLNVAL)))
+        return -1;
+    return open("/dev/null", O_WRONLY | O_CLOEXEC);
 }
 
 int tq__child_start(tq__child *c, const char *path, const char *const *argv,
@@ -155,10 +181,12 @@ int tq__child_start(tq__child *c, const char *path, const char *const *argv,
         snprintf(err, errlen, "out of memory");
         goto fail_pipes;
     }
-    int fork_errno = 0;
+    int fork_errno = 0, out = stdout_for_handler();
     pid_t pid =
-        spawn(path, (char *const *)argv, env, in[0], er[1], &child_err, &fork_errno);
+        spawn(path, (char *const *)argv, env, in[0], out, er[1], &child_err, &fork_errno);
     free(env);
+    if (out >= 0)
+        close(out);
     close(in[0]);
     close(er[1]);
     if (pid < 0 || child_err) {
@@ -169,7 +197,7 @@ int tq__child_start(tq__child *c, const char *path, const char *const *argv,
         close(in[1]);
         close(er[0]);
         c->pid = 0;
-        return TQ_ESYS;
+        return pid > 0 && program_error(e) ? TQ_EINVAL : TQ_ESYS;
     }
     c->pid = pid;
     c->in_fd = in[1];
@@ -304,10 +332,30 @@ int tq__child_reap(tq__child *c)
     return c->exited;
 }
 
+/*
+ * The group outlives its leader while anything the handler started runs:
+ * its id is the leader's pid, which the kernel does not hand out again
+ * while the group has a member. Once the group is empty the id could in
+ * principle be reused, but only after the pid space wrapped around between
+ * two passes of the worker's loop; and the group is not signalled again
+ * once it is known to be done.
+ */
 void tq__child_kill(tq__child *c, int sig)
 {
-    if (c->pid > 0 && !c->exited)
-        kill(-c->pid, sig);
+    if (c->pid <= 0 || c->group_done)
+        return;
+    if (kill(-c->pid, sig) != 0 && errno == ESRCH)
+        c->group_done = 1;
+    else if (sig == SIGKILL)
+        c->group_done = 1; /* no process of it runs user code again */
+}
+
+int tq__child_group_done(tq__child *c)
+{
+    if (c->pid > 0 && !c->group_done && c->exited && kill(-c->pid, 0) != 0 &&
+        errno == ESRCH)
+        c->group_done = 1;
+    return c->group_done;
 }
 
 void tq__child_describe(const tq__child *c, char *buf, size_t len)

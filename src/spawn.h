@@ -21,11 +21,15 @@ typedef struct tq__child {
     char tail[TQ__TAIL_MAX * 2];
     size_t tail_len;
     int exited, status; /* waitpid status once exited */
+    int group_done;     /* no process of the group is left, or all got SIGKILL */
 } tq__child;
 
 /* Starts the program at path (no shell) with argv in a new process group,
  * with the job's payload on stdin and TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT in its
- * environment. On failure writes the reason into err and returns TQ_ESYS. */
+ * environment. On failure writes the reason into err and returns
+ * TQ_EINVAL when the program itself cannot be run (gone, not executable,
+ * not a program), TQ_ESYS when the machine said no (descriptors,
+ * processes, memory). Neither says anything about the job. */
 int tq__child_start(tq__child *c, const char *path, const char *const *argv,
                     const tq_job *job, char *err, size_t errlen);
 /* Finds the program a handler command names (in PATH unless name has a
@@ -39,8 +43,13 @@ void tq__child_feed(tq__child *c);
 void tq__child_drain(tq__child *c);
 /* Reaps the child if it exited; returns 1 once it has. */
 int tq__child_reap(tq__child *c);
-/* Sends sig to the child's process group. */
+/* Sends sig to the child's process group, as long as any of it may be
+ * left (the leader may have exited). After SIGKILL none of it runs again:
+ * the group counts as done. */
 void tq__child_kill(tq__child *c, int sig);
+/* After the child was reaped: whether its process group is done (nothing
+ * the handler started is left, or all of it got SIGKILL). */
+int tq__child_group_done(tq__child *c);
 /* Describes a finished child: "" for success, else why it failed followed by
  * the tail of its stderr. */
 void tq__child_describe(const tq__child *c, char *buf, size_t len);

@@ -50,6 +50,11 @@
 #define ACK_DELAY_US       10000LL   /* longest an acknowledgement waits */
 #define ACK_BATCH          512       /* most acknowledgements waiting */
 #define CMD_PATH_MAX       4096
+#define START_RETRY_MIN_US 100000LL   /* a handler that cannot start: try again */
+#define START_RETRY_MAX_US 5000000LL  /* after this, doubling up to this */
+#define START_PROBE_US     1000000LL  /* one more slot per this without a failure */
+#define START_PROGRAM_US   10000000LL /* the program cannot run: give up after */
+#define START_MACHINE_US   60000000LL /* nothing can start, nothing runs: after */
 
 typedef enum slot_state {
     SLOT_FREE = 0,
@@ -74,6 +79,7 @@ typedef struct slot {
     int timed_out;      /* the timeout fired */
     int lost;           /* a heartbeat found the lease gone */
     int release;        /* killed by a stop: give the job back unspent */
+    int lingering;      /* the handler exited, processes of its group did not */
     tq__child child;    /* command mode */
 } slot;
 
@@ -140,6 +146,15 @@ struct tq_worker {
     int beat_failed;                     /* the last heartbeat did not go through */
     int store_full;                      /* riding out TQ_EFULL: said so once */
     int64_t full_backoff, full_retry_at; /* and when to write again */
+    /* Handlers that cannot start, for a cause of the worker's or the
+     * machine's (start_failed): at most start_cap jobs run (0: no cap),
+     * one more for every START_PROBE_US since the last failure, and none
+     * start before start_retry_at. */
+    int start_cap;
+    int64_t start_last_fail, start_retry_at, start_backoff;
+    int64_t start_failing_since; /* no start worked since; 0: the last one did */
+    int start_gave_up;           /* stopping: start_why says why */
+    char start_why[320];
     int64_t avg_run_us; /* moving mean of recent run times; 0: none yet */
     size_t next_queue;  /* round robin start for claims */
 
@@ -764,7 +779,7 @@ typedef struct outcome {
 static int finish(tq_worker *w, const outcome *o)
 {
     int64_t ran = o->ran_us > 0 ? o->ran_us : 1;
-    if (o->job.started_us) /* a command that could not start says nothing of jobs */
+    if (o->job.started_us) /* a run that never started says nothing of jobs */
         w->avg_run_us = w->avg_run_us ? (w->avg_run_us * 7 + ran) / 8 : ran;
     if (o->lost) {
         /* Someone else holds the job now (or it was cancelled): its result
@@ -861,6 +876,32 @@ static int killed_by_stop(const tq__child *c)
     return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
 }
 
+/*
+ * Command mode, once the handler exited: whether its job is over. The job
+ * is its process group, as a service is its control group to a service
+ * manager: what the handler left running there (a background process, a
+ * child that ignored the timeout's SIGTERM) gets SIGTERM, and SIGKILL once
+ * the grace time is over, and the job is acknowledged only then, so that a
+ * job handed back never runs beside a copy of itself. The handler's exit
+ * status alone says how the job went.
+ */
+static int group_ended(tq_worker *w, slot *s)
+{
+    if (tq__child_group_done(&s->child))
+        return 1;
+    if (!s->lingering) {
+        s->lingering = 1;
+        logf_(w, TQ_LOG_WARN,
+              "job %lld: the handler exited and left processes running; ending them",
+              (long long)s->job.id);
+        if (!s->kill_at) { /* else a SIGTERM went already, and SIGKILL is due */
+            tq__child_kill(&s->child, SIGTERM);
+            s->kill_at = tq__mono_us() + w->grace_us;
+        }
+    }
+    return tq__child_group_done(&s->child);
+}
+
 /* Collects children that exited and callbacks that returned. */
 static int collect(tq_worker *w)
 {
@@ -873,7 +914,7 @@ static int collect(tq_worker *w)
             continue;
         tq__child_feed(&s->child);
         tq__child_drain(&s->child);
-        if (!tq__child_reap(&s->child))
+        if (!tq__child_reap(&s->child) || !group_ended(w, s))
             continue;
         tq__child_drain(&s->child);
         size_t off = 0;
@@ -908,6 +949,68 @@ static int running_count(tq_worker *w)
     return n;
 }
 
+/*
+ * Command mode: how many jobs may run now. All slots, unless handlers
+ * failed to start lately: then none until the retry time, and after it
+ * as many as ran when the last start failed; once a start worked again,
+ * one more for every START_PROBE_US since the failure, until the cap is
+ * gone.
+ */
+static int start_room(tq_worker *w, int64_t now)
+{
+    if (!w->start_cap)
+        return w->concurrency;
+    if (now < w->start_retry_at)
+        return 0;
+    if (w->start_failing_since) /* no start worked since the last failure */
+        return w->start_cap;
+    int64_t room = w->start_cap + (now - w->start_last_fail) / START_PROBE_US;
+    if (room < w->concurrency)
+        return (int)room;
+    w->start_cap = 0;
+    logf_(w, TQ_LOG_INFO, "handlers start again: up to %d at once", w->concurrency);
+    return w->concurrency;
+}
+
+/*
+ * A handler could not start (why: the reason, program: the program itself
+ * cannot be run). That is the worker's trouble or the machine's, never the
+ * job's: the job went back unspent, and starts slow down (start_room)
+ * while the cause lasts, said once. A program that cannot run for
+ * START_PROGRAM_US (a deploy replacing it takes less) will not come back
+ * by itself, nor will a machine on which nothing could start for
+ * START_MACHINE_US while nothing of ours ran: the worker then stops as on
+ * SIGTERM and returns the reason.
+ */
+static void start_failed(tq_worker *w, int program, const char *why)
+{
+    const int64_t now = tq__mono_us();
+    const int running = running_count(w);
+    if (!w->start_cap)
+        logf_(w, TQ_LOG_WARN,
+              "%s; the job goes back unspent, and jobs start more slowly while this "
+              "lasts",
+              why);
+    if (!w->start_failing_since)
+        w->start_failing_since = now;
+    w->start_backoff = w->start_backoff ? w->start_backoff * 2 : START_RETRY_MIN_US;
+    if (w->start_backoff > START_RETRY_MAX_US)
+        w->start_backoff = START_RETRY_MAX_US;
+    w->start_retry_at = now + w->start_backoff;
+    w->start_last_fail = now;
+    w->start_cap = running > 0 ? running : 1;
+    const int64_t failing = now - w->start_failing_since;
+    if (!w->start_gave_up && ((program && failing >= START_PROGRAM_US) ||
+                              (running == 0 && failing >= START_MACHINE_US))) {
+        char d[32];
+        snprintf(w->start_why, sizeof w->start_why, "%s (for %s); stopping", why,
+                 tq_duration_format(d, sizeof d, failing));
+        logf_(w, TQ_LOG_ERROR, "%s", w->start_why);
+        w->start_gave_up = 1;
+        w->stop_requested = 1;
+    }
+}
+
 /* Command mode: starts job in a free slot. */
 static int start_job(tq_worker *w, size_t qi, tq_job *job)
 {
@@ -925,12 +1028,16 @@ static int start_job(tq_worker *w, size_t qi, tq_job *job)
     mark_start(w, s);
     if (w->timeout_us)
         s->deadline = s->started + w->timeout_us;
-    if (tq__child_start(&s->child, w->path, (const char *const *)w->argv, &s->job, err,
-                        sizeof err)) {
-        s->child.exited = 1;
-        s->child.status = 127 << 8;
-        return finish_slot(w, s, 0, err);
+    int why = tq__child_start(&s->child, w->path, (const char *const *)w->argv, &s->job,
+                              err, sizeof err);
+    if (why) {
+        s->release = 1;
+        int rc = finish_slot(w, s, 0, NULL);
+        start_failed(w, why == TQ_EINVAL, err);
+        return rc;
     }
+    w->start_failing_since = 0;
+    w->start_backoff = 0;
     return 0;
 }
 
@@ -966,14 +1073,21 @@ static void set_low_water(tq_worker *w, size_t target)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* Slots a job may start in now (start_room). */
+static int free_slot_count(tq_worker *w)
+{
+    int n = start_room(w, tq__mono_us()) - running_count(w);
+    return n > 0 ? n : 0;
+}
+
 /* Command mode: starts held jobs, oldest first, while slots are free. */
 static int start_held(tq_worker *w)
 {
     if (w->handler)
         return 0; /* the threads take them */
-    int rc = 0, free_slots = w->concurrency - running_count(w);
+    int rc = 0;
     held_job h;
-    while (!rc && free_slots-- > 0 && pop_startable(w, &h))
+    while (!rc && !w->stop_requested && free_slot_count(w) > 0 && pop_startable(w, &h))
         rc = start_job(w, h.qi, &h.job);
     return rc;
 }
@@ -1140,6 +1254,38 @@ static void starts_recorded(tq_worker *w, const tq__ack *beats, size_t n)
         pthread_mutex_unlock(&w->mu);
 }
 
+/*
+ * The store refused an exchange that carried handlers' error texts. They
+ * are valid UTF-8 without NUL (add_ack), which both engines take; a store
+ * may still refuse one (a trigger or a constraint of its owner's, a limit
+ * on its size), and one job's text must not stop the worker: the texts of
+ * the pending acks (acks[0..nacks), mirrored there) are replaced by a
+ * fixed one, and the reason goes to the log. Returns whether any was.
+ */
+static const char text_refused[] = "the store refused this job's error text; see the "
+                                   "worker's log";
+static int drop_error_texts(tq_worker *w, tq__ack *acks, size_t nacks)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nacks; i++) {
+        if (!w->acks[i].error)
+            continue;
+        free(w->acks[i].error);
+        w->acks[i].error = NULL;
+        w->acks[i].ack.error = acks[i].error = text_refused;
+        n++;
+    }
+    if (n) {
+        char *why = tq_text_printable(tq_errmsg(w->db));
+        logf_(w, TQ_LOG_WARN,
+              "the store refused %zu job(s)' error text (%.300s); sending "
+              "without it",
+              n, why ? why : "out of memory");
+        free(why);
+    }
+    return n > 0;
+}
+
 /* Sends the pending acks, the starts the store has not recorded yet, and
  * the claim (may be NULL). On failure the acks stay pending for the next
  * pass. */
@@ -1169,6 +1315,9 @@ static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claime
     const int64_t sent = tq__mono_us();
     int rc =
         w->db->engine->exchange(w->db, w->name, acks, nacks + nbeats, claim, &jobs, &n);
+    if ((rc == TQ_EINVAL || rc == TQ_EDB) && drop_error_texts(w, acks, nacks))
+        rc = w->db->engine->exchange(w->db, w->name, acks, nacks + nbeats, claim, &jobs,
+                                     &n);
     if (!rc)
         store_wrote(w);
     if (!rc) {
@@ -1302,8 +1451,15 @@ static void enforce_deadlines(tq_worker *w, int64_t now, int64_t stop_at)
         return;
     for (int i = 0; i < w->concurrency; i++) {
         slot *s = &w->slots[i];
-        if (s->state != SLOT_RUNNING || s->child.exited)
+        if (s->state != SLOT_RUNNING)
             continue;
+        if (s->child.exited) { /* only its group is left: see group_ended */
+            if (s->kill_at && now >= s->kill_at) {
+                tq__child_kill(&s->child, SIGKILL);
+                s->kill_at = 0;
+            }
+            continue;
+        }
         if (s->deadline && now >= s->deadline && !s->timed_out) {
             s->timed_out = 1;
             tq__child_kill(&s->child, SIGTERM);
@@ -1338,7 +1494,9 @@ static void wait_events(tq_worker *w, int64_t timeout_us)
             tq__child *c = &w->slots[i].child;
             if (w->slots[i].state != SLOT_RUNNING)
                 continue;
-            if (c->pidfd >= 0)
+            if (c->exited) /* its group lingers: look again soon */
+                need_reap_poll = 1;
+            else if (c->pidfd >= 0)
                 fds[n++] = (struct pollfd){c->pidfd, POLLIN, 0};
             else
                 need_reap_poll = 1;
@@ -1550,7 +1708,7 @@ int tq_worker_run(tq_worker *w)
         }
         if ((rc = collect(w)) || (rc = start_held(w)) || (rc = give_back_short(w)))
             break;
-        int free_slots = w->concurrency - running_count(w);
+        int free_slots = free_slot_count(w);
 
         if (w->disconnected && !try_reconnect(w, now)) {
             /* Meanwhile: keep the handlers serviced, stop when asked. */
@@ -1585,7 +1743,8 @@ int tq_worker_run(tq_worker *w)
             continue;
         }
         if (!stopping && now - last_refresh >= REFRESH_EVERY_US) {
-            if ((rc = ride_out(w, refresh_queues(w))) || (rc = release_paused(w)))
+            if ((rc = db->engine->same_store(db)) ||
+                (rc = ride_out(w, refresh_queues(w))) || (rc = release_paused(w)))
                 break;
             last_refresh = now;
         }
@@ -1619,7 +1778,7 @@ int tq_worker_run(tq_worker *w)
                 rc = exchange(w, &c, qi, &claimed);
                 sent = tried = 1;
                 any_claimed += claimed;
-                free_slots = w->concurrency - running_count(w);
+                free_slots = free_slot_count(w);
                 nheld = held_count(w);
             }
             w->next_queue = (w->next_queue + 1) % w->nqueues;
@@ -1739,6 +1898,9 @@ int tq_worker_run(tq_worker *w)
             if (s->kill_at)
                 sooner(&timeout, s->kill_at - now);
         }
+        if (w->start_cap) /* starts resume, or one more may start */
+            sooner(&timeout,
+                   w->start_retry_at > now ? w->start_retry_at - now : START_PROBE_US);
         if (stopping)
             sooner(&timeout, stop_at - now);
         wait_events(w, timeout);
@@ -1747,6 +1909,8 @@ int tq_worker_run(tq_worker *w)
     if (rc)
         give_back(w);
     sigaction(SIGPIPE, &old_pipe, NULL);
+    if (!rc && w->start_gave_up)
+        rc = tq__seterr(db, TQ_ESYS, "%s", w->start_why);
     if (!rc && w->name_taken)
         rc = tq__seterr(db, TQ_EINUSE,
                         "worker name '%s' was registered by another process while this "

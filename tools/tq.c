@@ -9,6 +9,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
@@ -1424,10 +1425,21 @@ static int usage_main(FILE *f)
     return f == stdout ? 0 : EXIT_USAGE;
 }
 
+/* Standard descriptors a parent closed are /dev/null, so that no file the
+ * store or a handler's pipes open takes their place and their meaning. */
+static void std_fds_open(void)
+{
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF &&
+            open("/dev/null", fd ? O_WRONLY : O_RDONLY) != fd)
+            exit(EXIT_FAILURE);
+}
+
 int main(int argc, char **argv)
 {
     const char *db_before = NULL;
     int i = 1;
+    std_fds_open();
     /* tq --db URL COMMAND ...: a --db before the command applies to it. */
     while (i < argc && argv[i][0] == '-') {
         if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) {

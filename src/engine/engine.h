@@ -77,10 +77,9 @@ typedef enum tq__ack_kind {
  * A crash within ACK_DELAY_US of a held job's start loses the record of
  * it: the rescue cannot tell a run that started from one that did not.
  * So that a job that kills its worker at once cannot loop uncharged, each
- * claim that ends (rescued, or failed because its command could not start)
- * with no start recorded adds one to the row's unknown_starts, a recorded
- * start resets it, and a hold of a row with unknown_starts >= 2 is charged
- * like a start: at most three such claims per attempt.
+ * claim that ends (rescued, or failed unrun) with no start recorded adds one to the row's
+ * unknown_starts, a recorded start resets it, and a hold of a row with unknown_starts >=
+ * 2 is charged like a start: at most three such claims per attempt.
  */
 typedef struct tq__ack {
     int64_t id;
@@ -173,6 +172,9 @@ struct tq__engine {
      * TQ_EINUSE when another process has registered it since. */
     int (*worker_beat)(tq *db, const tq_worker_info *me);
     int (*worker_stop)(tq *db, const tq_worker_info *me);
+    /* 0 while the store the handle opened is still the one its address
+     * names; else why not (a store file deleted or replaced under it). */
+    int (*same_store)(tq *db);
     int (*worker_list)(tq *db, tq_worker_info **out, size_t *out_n);
 
     /* TQ__CAP_NOTIFY only (NULL otherwise): start listening for enqueues;

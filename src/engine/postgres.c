@@ -330,9 +330,8 @@ static const char *const sql[S_COUNT] = {
     /* clang-format off */
     /* A failure, one statement per job for its error text: $1 id, $2
      * worker, $3 claim, $4 backoff, $5 error, $6 started_us. A failure of a
-     * claim that never started (its command could not be started) charges
-     * nothing, but counts like a rescue of one (engine.h, STARTS), so that
-     * a job no worker can start still ends. */
+     * claim that never started (ended unrun: its attempts were used up)
+     * charges nothing, but counts like a rescue of one (engine.h, STARTS). */
     [S_FAIL] =
         "UPDATE TQ.jobs j SET"
         "  state = CASE WHEN " OUT_OF_ATTEMPTS(STARTED("$6")) " THEN 'dead'"
@@ -2109,6 +2108,13 @@ const char *tq__postgres_ack_sql(void)
     return sql[S_ACK_DONE];
 }
 
+/* A server's database is not a file that can be swapped under a session. */
+static int pg_same_store(tq *db)
+{
+    (void)db;
+    return 0;
+}
+
 const struct tq__engine tq__engine_postgres = {
     .name = "postgres",
     .caps = TQ__CAP_NOTIFY,
@@ -2133,6 +2139,7 @@ const struct tq__engine tq__engine_postgres = {
     .worker_beat = pg_worker_beat,
     .worker_stop = pg_worker_stop,
     .worker_list = pg_worker_list,
+    .same_store = pg_same_store,
     .listen = pg_listen,
     .reconnect = pg_reconnect,
     .set_wait_limit = pg_set_wait_limit,

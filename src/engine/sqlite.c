@@ -359,9 +359,9 @@ static const char *const sql[S_COUNT] = {
         RECORD_START
         FENCE,
     [S_DONE_DELETE] = "DELETE FROM tq_jobs" FENCE,
-    /* A failure of a claim that never started (its command could not be
-     * started) charges nothing, but counts like a rescue of one (engine.h,
-     * STARTS), so that a job no worker can start still ends. */
+    /* A failure of a claim that never started (ended unrun: its attempts
+     * were used up) charges nothing, but counts like a rescue of one
+     * (engine.h, STARTS). */
     [S_FAIL] =
         "UPDATE tq_jobs SET"
         "  state = CASE WHEN " OUT_OF_ATTEMPTS(STARTED) " THEN 'dead' ELSE 'ready' END,"
@@ -483,11 +483,38 @@ typedef struct conn {
     int busy_timeout_ms;
     int64_t busy_started; /* monotonic, when the current wait began */
     sqlite3_stmt *stmt[S_COUNT];
+    dev_t dev; /* the store file opened (sqlite_same_store) */
+    ino_t ino;
 } conn;
 
 #define C(db) ((conn *)(db)->conn)
 
 /* ---- errors and statements --------------------------------------------- */
+
+/*
+ * Why SQLite found the store read-only, in words an operator can act on:
+ * which of the store's files this process may not write. A -shm or -wal
+ * file left by a process that could not write the store keeps that mode
+ * after the store's own is fixed, and SQLite does not say so.
+ */
+static void readonly_why(const char *path, char *buf, size_t len)
+{
+    static const char *const suffix[] = {"", "-wal", "-shm"};
+    char f[4200];
+    buf[0] = '\0';
+    for (size_t i = 0; i < 3 && path && *path; i++) {
+        snprintf(f, sizeof f, "%s%s", path, suffix[i]);
+        if (access(f, F_OK) == 0 && access(f, W_OK) != 0) {
+            snprintf(buf, len,
+                     i ? ": '%s' is not writable by this user (left by a process that "
+                         "could not write the store? fix its mode, or remove it while "
+                         "no process has the store open)"
+                       : ": '%s' is not writable by this user",
+                     f);
+            return;
+        }
+    }
+}
 
 static int fail_rc(tq *db, int src, const char *what)
 {
@@ -511,6 +538,11 @@ static int fail_rc(tq *db, int src, const char *what)
                           "%s: the store has no tq schema (%s): run tq init", what, msg);
     if (prim == SQLITE_CONSTRAINT)
         return tq__seterr(db, TQ_EINVAL, "%s: rejected by the store (%s)", what, msg);
+    if (prim == SQLITE_READONLY && c && c->h) {
+        char why[4600];
+        readonly_why(sqlite3_db_filename(c->h, "main"), why, sizeof why);
+        return tq__seterr(db, TQ_EDB, "%s: %s%s", what, msg, why);
+    }
     return tq__seterr(db, TQ_EDB, "%s: %s", what, msg);
 }
 
@@ -693,6 +725,11 @@ static int sqlite_open(tq *db, const tq__url *url, int create)
     }
     sqlite3_extended_result_codes(c->h, 1);
     sqlite3_busy_handler(c->h, busy_handler, c);
+    struct stat st;
+    if (stat(url->path, &st) == 0) {
+        c->dev = st.st_dev;
+        c->ino = st.st_ino;
+    }
     const char *pragmas = url->sync_normal
                               ? "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;"
                               : "PRAGMA synchronous = FULL; PRAGMA foreign_keys = OFF;";
@@ -737,6 +774,15 @@ static int sqlite_init(tq *db, const tq_grant *grants, size_t n)
                           "cannot grant to '%s': SQLite has no roles (who may write the "
                           "file may do everything: use its permissions)",
                           grants[0].role);
+    /* SQLite opens a file it may not write read-only, without a word; an
+     * up-to-date schema then needs no write to find it ready. */
+    if (sqlite3_db_readonly(c->h, "main") == 1) {
+        char why[4600];
+        const char *path = sqlite3_db_filename(c->h, "main");
+        readonly_why(path, why, sizeof why);
+        return tq__seterr(db, TQ_ECONN, "the store '%s' is read-only%s", path,
+                          why[0] ? why : " for this user");
+    }
 
     /* WAL is a property of the file; switching needs no other connection
      * to be writing, and is a no-op when it is already on. */
@@ -1525,6 +1571,31 @@ const char *tq__sqlite_migration(int version)
     return version >= 1 && version <= SCHEMA_VERSION ? migrations[version - 1] : NULL;
 }
 
+/*
+ * A store file deleted, or replaced by another (a restore, a `tq init`
+ * after rm), while a connection has it open: SQLite goes on with the file
+ * it opened, which nobody else sees any more. What the path names now is
+ * compared with what was opened.
+ */
+static int sqlite_same_store(tq *db)
+{
+    conn *c = C(db);
+    const char *path = sqlite3_db_filename(c->h, "main");
+    struct stat st;
+    if (!path || !*path || !c->ino)
+        return 0; /* in memory: nothing to lose */
+    if (stat(path, &st) != 0)
+        return errno == ENOENT
+                   ? tq__seterr(db, TQ_ECONN, "the store '%s' was deleted while in use",
+                                path)
+                   : 0;
+    if (st.st_dev != c->dev || st.st_ino != c->ino)
+        return tq__seterr(db, TQ_ECONN,
+                          "the store '%s' was replaced by another file while in use",
+                          path);
+    return 0;
+}
+
 const struct tq__engine tq__engine_sqlite = {
     .name = "sqlite",
     .caps = 0,
@@ -1549,4 +1620,5 @@ const struct tq__engine tq__engine_sqlite = {
     .worker_beat = sqlite_worker_beat,
     .worker_stop = sqlite_worker_stop,
     .worker_list = sqlite_worker_list,
+    .same_store = sqlite_same_store,
 };

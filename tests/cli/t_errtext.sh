@@ -45,6 +45,37 @@ expect_eq "$(grep '^last error:' "$T/show")" \
 expect_eq "$(grep -c 'fake log line' "$T/list")" 1 "tq list lines with the text"
 grep -q "^ fake log line" "$T/list" && fail "tq list printed a line of the handler's"
 
+# A store that refuses one job's text anyway (here a trigger of its owner's):
+# that job fails with a fixed text (so do jobs acknowledged in the same
+# exchange), the worker goes on and says why in its log.
+if [ "$ENGINE" = postgres ]; then
+    sql "CREATE FUNCTION $SCHEMA.no_boom() RETURNS trigger LANGUAGE plpgsql AS
+         \$\$ BEGIN IF NEW.last_error LIKE '%boom%' THEN RAISE EXCEPTION 'no boom here'; END IF;
+         RETURN NEW; END \$\$;
+         CREATE TRIGGER no_boom BEFORE UPDATE ON $JOBS FOR EACH ROW EXECUTE FUNCTION $SCHEMA.no_boom()"
+else
+    sql "CREATE TRIGGER no_boom BEFORE UPDATE OF last_error ON $JOBS
+         WHEN NEW.last_error LIKE '%boom%' BEGIN SELECT RAISE(ABORT, 'no boom here'); END"
+fi
+handler echo.sh 'cat >&2; exit 1'
+"$TQ" queue r --max-attempts 1 >/dev/null
+ids=()
+for p in one boom two; do ids+=("$("$TQ" enqueue --queue r "$p")"); done
+"$TQ" work --queue r --drain -- "$T/echo.sh" 2>"$T/w5.log" || fail "worker stopped: $(cat "$T/w5.log")"
+expect_eq "$(job "${ids[1]}" last_error)" "the store refused this job's error text; see the worker's log" "refused text"
+expect_eq "$(job "${ids[1]}" state)" dead "the refused job"
+for id in "${ids[@]}"; do expect_eq "$(job "$id" state)" dead "job $id"; done
+case $(job "${ids[2]}" last_error) in
+"exit status 1: two" | "the store refused this job's error text; see the worker's log") ;;
+*) fail "a later job's text: $(job "${ids[2]}" last_error)" ;;
+esac
+grep -q "refused 1 job(s)' error text.*no boom here" "$T/w5.log" || fail "the log does not say why"
+if [ "$ENGINE" = postgres ]; then
+    sql "DROP TRIGGER no_boom ON $JOBS"
+else
+    sql "DROP TRIGGER no_boom"
+fi
+
 # Text a plain-SQL writer left invalid (SQLite's text takes any bytes): every
 # field is still in the JSON output, its invalid bytes as \xNN.
 if [ "$ENGINE" = sqlite ]; then
