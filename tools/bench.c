@@ -404,8 +404,7 @@ int cmd_bench(int argc, char **argv)
         "[--prefetch N] [--enqueue-batch N] [--payload BYTES] "
         "[--latency-jobs N] [--lease DUR] [--delete-done] [--rounds R] "
         "[--json] [--db URL]";
-    static const struct option lo[] = {{"db", required_argument, NULL, 'D'},
-                                       {"help", no_argument, NULL, 'h'},
+    static const struct option lo[] = {CLI_COMMON_OPTS,
                                        {"jobs", required_argument, NULL, 'n'},
                                        {"workers", required_argument, NULL, 'w'},
                                        {"concurrency", required_argument, NULL, 'c'},
@@ -425,15 +424,10 @@ int cmd_bench(int argc, char **argv)
     int64_t lease_us = 30000000;
     char tmpdir[] = "/tmp/tq-bench-XXXXXX", tmpdb[64] = "";
 
-    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
-        switch (c) {
-        case 'D':
-            url = optarg;
-            break;
-        case 'h':
-            printf(
-                "usage: %s\n"
-                "Enqueues N jobs (default 20000) into a fresh queue, runs W worker\n"
+    static const cli_cmd me = {
+        .name = "bench",
+        .usage = usage,
+        .help = "Enqueues N jobs (default 20000) into a fresh queue, runs W worker\n"
                 "processes (default 8) with a no-op handler until drained, checks\n"
                 "that every job ran exactly once, and reports rates and latency.\n"
                 "Then measures enqueue-to-start latency: --latency-jobs jobs (100)\n"
@@ -446,9 +440,9 @@ int cmd_bench(int argc, char **argv)
                 "start first and stay up, jobs are enqueued while they work (at most\n"
                 "N ahead), and the rate of every N jobs in a row is reported.\n"
                 "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
-                "Exits 1 if any job was lost or ran twice.\n",
-                usage);
-            return 0;
+                "Exits 1 if any job was lost or ran twice.\n"};
+    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
+        switch (c) {
         case 'n':
             if (cli_int("bench", "--jobs", optarg, 1, 100000000, &njobs))
                 return EXIT_USAGE;
@@ -491,19 +485,14 @@ int cmd_bench(int argc, char **argv)
             if (cli_duration("bench", "--lease", optarg, &lease_us))
                 return EXIT_USAGE;
             break;
-        case ':':
-            cli_error("bench", "option '%s' needs a value", argv[optind - 1]);
-            return EXIT_USAGE;
         default:
-            cli_error("bench", "unknown option '%s' (see tq bench --help)",
-                      argv[optind - 1]);
-            return EXIT_USAGE;
+            return cli_bad_option(&me, argv);
         }
     }
-    if (optind < argc) {
-        cli_error("bench", "unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
+    if (c == CLI_OPTS_EXIT)
+        return ex;
+    if ((ex = cli_no_args(&me, argc, argv, optind)))
+        return ex;
     if (njobs * rounds > 100000000) {
         cli_error("bench", "--jobs times --rounds is %lld; at most 100000000",
                   njobs * rounds);

@@ -1,12 +1,15 @@
 /*
- * cli.h - helpers shared by the tool's files (tq.c, bench.c). The tool
- * links only the public library; everything here is presentation.
+ * cli.h - what the tool's files share (cli.c, lines.c) and the commands
+ * that live in files of their own (work.c, bench.c). The tool links only
+ * the public library; everything here is presentation.
  */
 #ifndef TQ_CLI_H
 #define TQ_CLI_H
 
 #include "tq.h"
 
+#include <getopt.h>
+#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -32,6 +35,48 @@ int cli_int(const char *cmd, const char *opt, const char *text, long long min,
             long long max, long long *out);
 int cli_duration(const char *cmd, const char *opt, const char *text, int64_t *out);
 
+/* What a command is called and says of itself. */
+typedef struct cli_cmd {
+    const char *name;      /* "stats" */
+    const char *usage;     /* the line after "usage: " */
+    const char *help;      /* what --help prints after it */
+    const char *optstring; /* getopt's; NULL: ":" ("+:" stops at the first argument) */
+} cli_cmd;
+
+/* Options every command takes: first in its struct option table. */
+#define CLI_COMMON_OPTS                                                                  \
+    {"db", required_argument, NULL, 'D'},                                                \
+    {                                                                                    \
+        "help", no_argument, NULL, 'h'                                                   \
+    }
+
+enum { CLI_OPTS_END = -1, CLI_OPTS_EXIT = -2 };
+/*
+ * The option-parsing prologue of every command: the next option of its
+ * own (getopt_long over lo), after taking --db into *url. CLI_OPTS_END when
+ * all are read; CLI_OPTS_EXIT with *ex set when the command is over: 0
+ * after printing --help, EXIT_USAGE after one line on a bad option.
+ */
+int cli_option(const cli_cmd *cmd, int argc, char **argv, const struct option *lo,
+               const char **url, int *ex);
+/* An option the table knows that this command does not take. */
+int cli_bad_option(const cli_cmd *cmd, char **argv);
+/* 0 when argv has nothing from index from on; else says so, EXIT_USAGE. */
+int cli_no_args(const cli_cmd *cmd, int argc, char **argv, int from);
+
+/* Opens the store; prints the failure and returns NULL on error. */
+tq *cli_open(const char *cmd, const char *url, int create, int *exit_code);
+/* Prints v (and frees it); 0, or EXIT_RUNTIME if it cannot be printed. */
+int cli_print_json(json_t *v);
+/* Text from the store as a JSON string, always: text that is not valid
+ * UTF-8 (jansson would refuse it, and the field would go missing) has its
+ * invalid bytes as \xNN. NULL is null. */
+json_t *cli_json_text(const char *s);
+/* A time as ISO 8601 UTC, or null for 0. */
+json_t *cli_json_time(int64_t us);
+/* A job as JSON, with its payload (as text, or payload_base64) if asked. */
+json_t *cli_job_json(const tq_job *j, int with_payload);
+
 /* The input of --lines (lines.c): one payload per line, "\n" or "\r\n"
  * ending each, empty lines skipped. Start with {.in = stream}. */
 typedef struct cli_lines {
@@ -45,6 +90,8 @@ typedef struct cli_lines {
 int cli_lines_next(cli_lines *r, char **line, size_t *len);
 void cli_lines_free(cli_lines *r);
 
+/* Commands in files of their own. */
+int cmd_work(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
 #endif

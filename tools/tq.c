@@ -1,9 +1,12 @@
 /*
  * tq.c - the command-line tool: a thin layer over the public library.
- * Parses arguments, validates them before touching the store, prints
- * results (text or JSON) and maps failures to exit codes: 0 success,
- * 1 failure at run time, 2 bad usage or input. A rejected command changes
- * nothing in the store.
+ * main() and the commands on the store (init, queue, enqueue, stats, list,
+ * show, retry, cancel, prune, workers); tq work and tq bench have files of
+ * their own, and what all of them share is cli.c. Each command parses its
+ * arguments, validates them before touching the store, prints results
+ * (text or JSON) and maps failures to exit codes: 0 success, 1 failure at
+ * run time, 2 bad usage or input. A rejected command changes nothing in
+ * the store.
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -12,187 +15,11 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
-
-/* ---- shared helpers ----------------------------------------------------- */
-
-void cli_error(const char *cmd, const char *fmt, ...)
-{
-    /* One write, so lines of concurrent processes do not interleave. */
-    char line[2048];
-    int n = snprintf(line, sizeof line, "tq%s%s: ", cmd ? " " : "", cmd ? cmd : "");
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    size_t len = strlen(line);
-    line[len++] = '\n';
-    fwrite(line, 1, len, stderr);
-    fflush(stderr);
-}
-
-int cli_fail(const char *cmd, tq *db, int rc)
-{
-    cli_error(cmd, "%s", cli_reason(db, rc));
-    return cli_exit_code(rc);
-}
-
-const char *cli_reason(tq *db, int rc)
-{
-    return db && *tq_errmsg(db) ? tq_errmsg(db) : tq_strerror(rc);
-}
-
-int cli_exit_code(int rc)
-{
-    return rc == TQ_EINVAL || rc == TQ_ETOOBIG ? EXIT_USAGE : EXIT_RUNTIME;
-}
-
-const char *cli_url(const char *given)
-{
-    if (given)
-        return given;
-    const char *env = getenv("TQ_DB");
-    return env && *env ? env : "tq.db";
-}
-
-int cli_int(const char *cmd, const char *opt, const char *text, long long min,
-            long long max, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end || v < min || v > max) {
-        cli_error(cmd, "invalid value '%s' for %s: expected an integer from %lld to %lld",
-                  text, opt, min, max);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-int cli_duration(const char *cmd, const char *opt, const char *text, int64_t *out)
-{
-    if (tq_duration_parse(out, text)) {
-        cli_error(cmd,
-                  "invalid duration '%s' for %s: use e.g. 250ms, 30s, 5m, 2h, "
-                  "7d or 1h30m",
-                  text, opt);
-        return -1;
-    }
-    return 0;
-}
-
-/* Opens the store; prints the failure and returns NULL on error. */
-static tq *open_store(const char *cmd, const char *url, int create, int *exit_code)
-{
-    tq *db = NULL;
-    tq_open_opts o = TQ_OPEN_OPTS_INIT;
-    o.create = create;
-    int rc = tq_open(&db, url, &o);
-    if (rc) {
-        *exit_code = cli_fail(cmd, db, rc);
-        tq_close(db);
-        return NULL;
-    }
-    return db;
-}
-
-static int print_json(json_t *v)
-{
-    char *s = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(v);
-    if (!s)
-        return EXIT_RUNTIME;
-    puts(s);
-    free(s);
-    return 0;
-}
-
-/* Text from the store as a JSON string, always: jansson refuses invalid
- * UTF-8 (and the field would silently go missing), so such text is given
- * with its invalid bytes as \xNN. NULL text is null. */
-static json_t *json_text(const char *s)
-{
-    if (!s)
-        return json_null();
-    json_t *j = json_string(s);
-    if (j)
-        return j;
-    char *clean = tq_utf8_clean(s);
-    j = clean ? json_string(clean) : NULL;
-    free(clean);
-    return j ? j : json_null();
-}
-
-static json_t *time_json(int64_t us)
-{
-    char buf[40];
-    return us ? json_string(tq_time_format(buf, sizeof buf, us)) : json_null();
-}
-
-static char *base64(const unsigned char *p, size_t n)
-{
-    static const char tbl[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
-    if (!out)
-        return NULL;
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned)p[i] << 16;
-        if (i + 1 < n)
-            v |= (unsigned)p[i + 1] << 8;
-        if (i + 2 < n)
-            v |= p[i + 2];
-        *o++ = tbl[v >> 18 & 63];
-        *o++ = tbl[v >> 12 & 63];
-        *o++ = i + 1 < n ? tbl[v >> 6 & 63] : '=';
-        *o++ = i + 2 < n ? tbl[v & 63] : '=';
-    }
-    *o = '\0';
-    return out;
-}
-
-static json_t *job_json(const tq_job *j, int with_payload)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_integer(j->id));
-    json_object_set_new(o, "queue", json_text(j->queue));
-    json_object_set_new(o, "state", json_string(tq_state_name(j->state)));
-    json_object_set_new(o, "priority", json_integer(j->priority));
-    json_object_set_new(o, "attempts", json_integer(j->attempts));
-    json_object_set_new(o, "max_attempts", json_integer(j->max_attempts));
-    json_object_set_new(o, "claims", json_integer(j->claim));
-    json_object_set_new(o, "key", json_text(j->key));
-    json_object_set_new(o, "worker", json_text(j->worker));
-    json_object_set_new(o, "last_error", json_text(j->last_error));
-    json_object_set_new(o, "created_at", time_json(j->created_at));
-    json_object_set_new(o, "run_at", time_json(j->run_at));
-    json_object_set_new(o, "started_at", time_json(j->started_at));
-    json_object_set_new(o, "finished_at", time_json(j->finished_at));
-    json_object_set_new(o, "lease_until", time_json(j->lease_until));
-    if (j->finished_at && j->started_at && j->state == TQ_DONE)
-        json_object_set_new(o, "duration_us",
-                            json_integer(j->finished_at - j->started_at));
-    json_object_set_new(o, "payload_bytes", json_integer((json_int_t)j->payload_len));
-    if (with_payload) {
-        json_t *s = json_stringn((const char *)j->payload, j->payload_len);
-        if (s) {
-            json_object_set_new(o, "payload", s);
-        } else { /* not UTF-8 */
-            char *b = base64(j->payload, j->payload_len);
-            json_object_set_new(o, "payload_base64", b ? json_string(b) : json_null());
-            free(b);
-        }
-    }
-    return o;
-}
 
 /* A one-line, printable preview of a payload. */
 static void preview(char *buf, size_t len, const unsigned char *p, size_t n)
@@ -205,30 +32,6 @@ static void preview(char *buf, size_t len, const unsigned char *p, size_t n)
     buf[k] = '\0';
 }
 
-/* Options every command takes. */
-#define COMMON_LONGOPTS                                                                  \
-    {"db", required_argument, NULL, 'D'},                                                \
-    {                                                                                    \
-        "help", no_argument, NULL, 'h'                                                   \
-    }
-
-/* getopt returned '?' or ':': one line saying what was wrong. */
-static int bad_option(const char *cmd, char **argv, int c)
-{
-    const char *arg = argv[optind - 1];
-    if (c == ':')
-        cli_error(cmd, "option '%s' needs a value (see tq %s --help)", arg, cmd);
-    else
-        cli_error(cmd, "unknown option '%s' (see tq %s --help)", arg, cmd);
-    return EXIT_USAGE;
-}
-
-static int show_help(const char *usage, const char *text)
-{
-    printf("usage: %s\n%s", usage, text);
-    return 0;
-}
-
 /* ---- tq init ------------------------------------------------------------ */
 
 #define MAX_GRANTS 32
@@ -239,38 +42,36 @@ static int cmd_init(int argc, char **argv)
         "tq init [--grant-producer ROLE]... [--grant-worker ROLE]... [--db URL]";
     static const struct option lo[] = {{"grant-producer", required_argument, NULL, 'P'},
                                        {"grant-worker", required_argument, NULL, 'W'},
-                                       COMMON_LONGOPTS,
+                                       CLI_COMMON_OPTS,
                                        {0}};
     const char *url = NULL;
     tq_grant grants[MAX_GRANTS];
     size_t ngrants = 0;
     int c, ex = 0;
-    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
-        if (c == 'D') {
-            url = optarg;
-        } else if (c == 'P' || c == 'W') {
+    static const cli_cmd me = {
+        .name = "init",
+        .usage = usage,
+        .help = "Creates the tq schema in the store, or upgrades it. Safe to run again.\n"
+                "PostgreSQL: --grant-producer ROLE lets ROLE enqueue and nothing else;\n"
+                "--grant-worker ROLE lets ROLE run tq work, and not change queue "
+                "settings\n"
+                "or the schema. The schema and the grants are one transaction.\n"};
+    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
+        if (c == 'P' || c == 'W') {
             if (ngrants == MAX_GRANTS) {
                 cli_error("init", "at most %d grants at once", MAX_GRANTS);
                 return EXIT_USAGE;
             }
             grants[ngrants++] =
                 (tq_grant){optarg, c == 'W' ? TQ_GRANT_WORKER : TQ_GRANT_PRODUCER};
-        } else if (c == 'h') {
-            return show_help(
-                usage,
-                "Creates the tq schema in the store, or upgrades it. Safe to run again.\n"
-                "PostgreSQL: --grant-producer ROLE lets ROLE enqueue and nothing else;\n"
-                "--grant-worker ROLE lets ROLE run tq work, and not change queue "
-                "settings\n"
-                "or the schema. The schema and the grants are one transaction.\n");
         } else {
-            return bad_option("init", argv, c);
+            return cli_bad_option(&me, argv);
         }
     }
-    if (optind < argc) {
-        cli_error("init", "unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
+    if (c == CLI_OPTS_EXIT)
+        return ex;
+    if ((ex = cli_no_args(&me, argc, argv, optind)))
+        return ex;
     url = cli_url(url);
     if (ngrants && strncmp(url, "postgres://", 11) != 0 &&
         strncmp(url, "postgresql://", 13) != 0) {
@@ -280,7 +81,7 @@ static int cmd_init(int argc, char **argv)
                   "has no roles (the file's permissions decide)");
         return EXIT_USAGE;
     }
-    tq *db = open_store("init", url, 1, &ex);
+    tq *db = cli_open("init", url, 1, &ex);
     if (!db)
         return ex;
     int rc = tq_init_grants(db, grants, ngrants);
@@ -311,7 +112,7 @@ static void print_queue(const tq_queue_info *q)
 static json_t *queue_json(const tq_queue_info *q)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "name", json_text(q->name));
+    json_object_set_new(o, "name", cli_json_text(q->name));
     json_object_set_new(o, "order", json_string(tq_order_name(q->order)));
     json_object_set_new(o, "lease_us", json_integer(q->lease_us));
     json_object_set_new(o, "max_attempts", json_integer(q->max_attempts));
@@ -328,7 +129,7 @@ static int cmd_queue(int argc, char **argv)
         "tq queue [NAME [--order fifo|lifo|unordered] [--lease DUR] "
         "[--max-attempts N] [--backoff BASE[:CAP]] [--keep-done|--delete-done] "
         "[--pause|--resume]] [--json] [--db URL]";
-    static const struct option lo[] = {COMMON_LONGOPTS,
+    static const struct option lo[] = {CLI_COMMON_OPTS,
                                        {"order", required_argument, NULL, 'o'},
                                        {"lease", required_argument, NULL, 'l'},
                                        {"max-attempts", required_argument, NULL, 'm'},
@@ -343,16 +144,14 @@ static int cmd_queue(int argc, char **argv)
     const char *url = NULL;
     int c, ex = 0, json = 0;
     long long n;
-    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
+    static const cli_cmd me = {
+        .name = "queue",
+        .usage = usage,
+        .help = "Without NAME, lists the queues. With NAME, creates the queue "
+                "(defaults: fifo,\nlease 30s, 3 attempts, backoff 1s:1h, keep "
+                "done rows) and applies the options.\n"};
+    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
         switch (c) {
-        case 'D':
-            url = optarg;
-            break;
-        case 'h':
-            return show_help(
-                usage, "Without NAME, lists the queues. With NAME, creates the queue "
-                       "(defaults: fifo,\nlease 30s, 3 attempts, backoff 1s:1h, keep "
-                       "done rows) and applies the options.\n");
         case 'o':
             if (tq_order_parse(&qo.order, optarg)) {
                 cli_error("queue", "unknown order '%s': use fifo, lifo or unordered",
@@ -407,9 +206,11 @@ static int cmd_queue(int argc, char **argv)
             json = 1;
             break;
         default:
-            return bad_option("queue", argv, c);
+            return cli_bad_option(&me, argv);
         }
     }
+    if (c == CLI_OPTS_EXIT)
+        return ex;
     if (argc - optind > 1) {
         cli_error("queue", "unexpected argument '%s'", argv[optind + 1]);
         return EXIT_USAGE;
@@ -426,7 +227,7 @@ static int cmd_queue(int argc, char **argv)
                   name);
         return EXIT_USAGE;
     }
-    tq *db = open_store("queue", cli_url(url), 0, &ex);
+    tq *db = cli_open("queue", cli_url(url), 0, &ex);
     if (!db)
         return ex;
     int rc;
@@ -435,7 +236,7 @@ static int cmd_queue(int argc, char **argv)
         if ((rc = tq_queue_set(db, name, &qo)) || (rc = tq_queue_get(&q, db, name)))
             ex = cli_fail("queue", db, rc);
         else if (json)
-            ex = print_json(queue_json(&q));
+            ex = cli_print_json(queue_json(&q));
         else
             print_queue(&q);
     } else {
@@ -447,7 +248,7 @@ static int cmd_queue(int argc, char **argv)
             json_t *a = json_array();
             for (size_t i = 0; i < nq; i++)
                 json_array_append_new(a, queue_json(&v[i]));
-            ex = print_json(a);
+            ex = cli_print_json(a);
         } else {
             for (size_t i = 0; i < nq; i++)
                 print_queue(&v[i]);
@@ -581,7 +382,7 @@ static int cmd_enqueue(int argc, char **argv)
     static const char usage[] =
         "tq enqueue [--queue Q] [--key K] [--delay DUR | --at TIME] [--priority N] "
         "[--max-attempts N] (PAYLOAD | - | --lines) [--db URL]";
-    static const struct option lo[] = {COMMON_LONGOPTS,
+    static const struct option lo[] = {CLI_COMMON_OPTS,
                                        {"queue", required_argument, NULL, 'q'},
                                        {"key", required_argument, NULL, 'k'},
                                        {"delay", required_argument, NULL, 'd'},
@@ -594,17 +395,15 @@ static int cmd_enqueue(int argc, char **argv)
     const char *url = NULL, *queue = "default";
     int c, ex = 0, lines = 0, has_delay = 0;
     long long n;
-    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
+    static const cli_cmd me = {
+        .name = "enqueue",
+        .usage = usage,
+        .help = "Adds a job and prints its id. PAYLOAD '-' reads the payload "
+                "from stdin;\n--lines reads one job per line. A duplicate "
+                "--key prints the kept job's id.\nTIME is "
+                "YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM] or @UNIXSECONDS.\n"};
+    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
         switch (c) {
-        case 'D':
-            url = optarg;
-            break;
-        case 'h':
-            return show_help(
-                usage, "Adds a job and prints its id. PAYLOAD '-' reads the payload "
-                       "from stdin;\n--lines reads one job per line. A duplicate "
-                       "--key prints the kept job's id.\nTIME is "
-                       "YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM] or @UNIXSECONDS.\n");
         case 'q':
             queue = optarg;
             break;
@@ -639,9 +438,11 @@ static int cmd_enqueue(int argc, char **argv)
             lines = 1;
             break;
         default:
-            return bad_option("enqueue", argv, c);
+            return cli_bad_option(&me, argv);
         }
     }
+    if (c == CLI_OPTS_EXIT)
+        return ex;
     if (has_delay && eo.run_at) {
         cli_error("enqueue", "--delay and --at cannot be used together");
         return EXIT_USAGE;
@@ -683,7 +484,7 @@ static int cmd_enqueue(int argc, char **argv)
             }
         }
     }
-    tq *db = open_store("enqueue", cli_url(url), 0, &ex);
+    tq *db = cli_open("enqueue", cli_url(url), 0, &ex);
     if (!db) {
         free(payload);
         return ex;
@@ -709,251 +510,40 @@ static int cmd_enqueue(int argc, char **argv)
     return ex;
 }
 
-/* ---- tq work -------------------------------------------------------------- */
-
-static tq_worker *volatile the_worker;
-
-static void on_stop_signal(int sig)
-{
-    (void)sig;
-    tq_worker *w = the_worker;
-    if (w)
-        tq_worker_stop(w);
-}
-
-static int log_level = TQ_LOG_INFO;
-
-static void work_log(void *ud, int level, const char *msg)
-{
-    static const char *const names[] = {"error", "warn", "info", "debug"};
-    struct timespec ts;
-    char t[40];
-    if (level > log_level)
-        return;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    tq_time_format(t, sizeof t, (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
-    fprintf(stderr, "%s %s %s: %s\n", t, (const char *)ud, names[level], msg);
-}
-
-/* Whether argv0 can be run: a path that is executable, or found in PATH. */
-static int command_exists(const char *argv0)
-{
-    if (strchr(argv0, '/'))
-        return access(argv0, X_OK) == 0;
-    const char *path = getenv("PATH");
-    if (!path)
-        path = "/usr/bin:/bin";
-    char buf[4096];
-    for (const char *p = path;;) {
-        const char *e = strchr(p, ':');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)l, l ? p : ".", argv0);
-        struct stat st;
-        if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0)
-            return 1;
-        if (!e)
-            return 0;
-        p = e + 1;
-    }
-}
-
-static int cmd_work(int argc, char **argv)
-{
-    static const char usage[] =
-        "tq work [--queue Q]... [--concurrency N] [--prefetch N] [--name WORKER] "
-        "[--drain] [--timeout DUR] [--grace DUR] [--poll DUR] [--verbose|--quiet] "
-        "[--db URL] "
-        "-- COMMAND [ARG...]";
-    static const struct option lo[] = {COMMON_LONGOPTS,
-                                       {"queue", required_argument, NULL, 'q'},
-                                       {"concurrency", required_argument, NULL, 'c'},
-                                       {"prefetch", required_argument, NULL, 'p'},
-                                       {"name", required_argument, NULL, 'n'},
-                                       {"drain", no_argument, NULL, 'd'},
-                                       {"timeout", required_argument, NULL, 't'},
-                                       {"grace", required_argument, NULL, 'g'},
-                                       {"poll", required_argument, NULL, 'P'},
-                                       {"verbose", no_argument, NULL, 'v'},
-                                       {"quiet", no_argument, NULL, 'Q'},
-                                       {0}};
-    tq_worker_opts wo = TQ_WORKER_OPTS_INIT;
-    const char *url = NULL;
-    const char *queues[64];
-    size_t nq = 0;
-    long long n;
-    int c, ex = 0;
-    wo.concurrency = 1;
-    while ((c = getopt_long(argc, argv, "+:", lo, NULL)) != -1) {
-        switch (c) {
-        case 'D':
-            url = optarg;
-            break;
-        case 'h':
-            return show_help(
-                usage,
-                "Runs COMMAND (no shell) once per job: payload on stdin, TQ_JOB_ID,\n"
-                "TQ_QUEUE and TQ_ATTEMPT in the environment. Exit 0 is done; anything\n"
-                "else, a signal or the --timeout (SIGTERM, then SIGKILL after --grace)\n"
-                "is a failure. --drain exits once nothing is ready or running.\n"
-                "SIGTERM/SIGINT: stop claiming, let running jobs finish within --grace\n"
-                "(default 10s), then kill them and put their jobs back.\n"
-                "--prefetch N: claim up to N jobs ahead of free slots when jobs are\n"
-                "short (about 20 ms of work; default 2048, 0: none).\n");
-        case 'q':
-            if (nq == 64) {
-                cli_error("work", "at most 64 queues");
-                return EXIT_USAGE;
-            }
-            if (tq_name_check(optarg)) {
-                cli_error("work",
-                          "invalid queue name '%s': use 1 to 64 letters, digits, "
-                          "'_', '.' or '-'",
-                          optarg);
-                return EXIT_USAGE;
-            }
-            queues[nq++] = optarg;
-            break;
-        case 'c':
-            if (cli_int("work", "--concurrency", optarg, 1, TQ_CONCURRENCY_MAX, &n))
-                return EXIT_USAGE;
-            wo.concurrency = (int)n;
-            break;
-        case 'p':
-            if (cli_int("work", "--prefetch", optarg, 0, 65536, &n))
-                return EXIT_USAGE;
-            wo.prefetch = n ? (int)n : -1;
-            break;
-        case 'n':
-            wo.name = optarg;
-            break;
-        case 'd':
-            wo.drain = 1;
-            break;
-        case 't':
-            if (cli_duration("work", "--timeout", optarg, &wo.timeout_us))
-                return EXIT_USAGE;
-            break;
-        case 'g':
-            if (cli_duration("work", "--grace", optarg, &wo.grace_us))
-                return EXIT_USAGE;
-            if (wo.grace_us == 0) /* none, as said: the library's 0 is its default */
-                wo.grace_us = 1;
-            break;
-        case 'P':
-            if (cli_duration("work", "--poll", optarg, &wo.poll_max_us))
-                return EXIT_USAGE;
-            if (wo.poll_max_us == 0) {
-                cli_error("work",
-                          "--poll 0 would poll without a pause: give at least 1ms");
-                return EXIT_USAGE;
-            }
-            break;
-        case 'v':
-            log_level = TQ_LOG_DEBUG;
-            break;
-        case 'Q':
-            log_level = TQ_LOG_WARN;
-            break;
-        default:
-            return bad_option("work", argv, c);
-        }
-    }
-    if (optind >= argc) {
-        cli_error("work", "no COMMAND given: tq work [options] -- COMMAND [ARG...]");
-        return EXIT_USAGE;
-    }
-    if (!command_exists(argv[optind])) {
-        cli_error("work", "command '%s' not found or not executable", argv[optind]);
-        return EXIT_USAGE;
-    }
-    if (wo.name && (strlen(wo.name) < 1 || strlen(wo.name) > 127)) {
-        cli_error("work", "--name must be 1 to 127 bytes");
-        return EXIT_USAGE;
-    }
-    wo.queues = nq ? queues : NULL;
-    wo.nqueues = nq;
-    wo.argv = (const char *const *)&argv[optind];
-    wo.log = work_log;
-    /* The default name, as the library would make it, so logs can show it. */
-    char name[128];
-    if (!wo.name) {
-        char host[100] = "localhost";
-        gethostname(host, sizeof host - 1);
-        snprintf(name, sizeof name, "%s:%ld", host, (long)getpid());
-        wo.name = name;
-    } else {
-        snprintf(name, sizeof name, "%s", wo.name);
-    }
-    wo.log_ud = name;
-
-    tq *db = open_store("work", cli_url(url), 0, &ex);
-    if (!db)
-        return ex;
-    tq_worker *w = NULL;
-    int rc = tq_worker_new(&w, db, &wo);
-    if (rc) {
-        ex = cli_fail("work", db, rc);
-        tq_close(db);
-        return ex;
-    }
-    the_worker = w;
-    struct sigaction sa = {.sa_handler = on_stop_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    work_log(name, TQ_LOG_INFO, "started");
-    rc = tq_worker_run(w);
-    the_worker = NULL;
-    tq_worker_counters k;
-    tq_worker_counters_get(&k, w);
-    if (rc)
-        ex = cli_fail("work", db, rc);
-    char msg[256];
-    snprintf(msg, sizeof msg,
-             "stopped: %lld claimed, %lld done, %lld failed, %lld released, %lld lost",
-             (long long)k.claimed, (long long)k.done, (long long)k.failed,
-             (long long)k.released, (long long)k.lost);
-    work_log(name, TQ_LOG_INFO, msg);
-    tq_worker_free(w);
-    tq_close(db);
-    return ex;
-}
-
 /* ---- tq stats ------------------------------------------------------------- */
 
 static int cmd_stats(int argc, char **argv)
 {
     static const char usage[] = "tq stats [--queue Q] [--json] [--db URL]";
-    static const struct option lo[] = {COMMON_LONGOPTS,
+    static const struct option lo[] = {CLI_COMMON_OPTS,
                                        {"queue", required_argument, NULL, 'q'},
                                        {"json", no_argument, NULL, 'j'},
                                        {0}};
     const char *url = NULL, *queue = NULL;
     int c, ex = 0, json = 0;
-    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
-        if (c == 'D')
-            url = optarg;
-        else if (c == 'q')
+    static const cli_cmd me = {
+        .name = "stats",
+        .usage = usage,
+        .help = "Counts by state, age of the oldest ready job, jobs done in "
+                "the last minute,\ndurations of the last 1000 done jobs, and "
+                "the longest-running jobs.\n"};
+    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
+        if (c == 'q')
             queue = optarg;
         else if (c == 'j')
             json = 1;
-        else if (c == 'h')
-            return show_help(
-                usage, "Counts by state, age of the oldest ready job, jobs done in "
-                       "the last minute,\ndurations of the last 1000 done jobs, and "
-                       "the longest-running jobs.\n");
         else
-            return bad_option("stats", argv, c);
+            return cli_bad_option(&me, argv);
     }
-    if (optind < argc) {
-        cli_error("stats", "unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
+    if (c == CLI_OPTS_EXIT)
+        return ex;
+    if ((ex = cli_no_args(&me, argc, argv, optind)))
+        return ex;
     if (queue && tq_name_check(queue)) {
         cli_error("stats", "invalid queue name '%s'", queue);
         return EXIT_USAGE;
     }
-    tq *db = open_store("stats", cli_url(url), 0, &ex);
+    tq *db = cli_open("stats", cli_url(url), 0, &ex);
     if (!db)
         return ex;
     tq_stats st;
@@ -977,12 +567,12 @@ static int cmd_stats(int argc, char **argv)
         for (size_t i = 0; i < st.nlongest; i++) {
             json_t *l = json_object();
             json_object_set_new(l, "id", json_integer(st.longest[i].id));
-            json_object_set_new(l, "worker", json_text(st.longest[i].worker));
+            json_object_set_new(l, "worker", cli_json_text(st.longest[i].worker));
             json_object_set_new(l, "running_us", json_integer(st.longest[i].running_us));
             json_array_append_new(longest, l);
         }
         json_object_set_new(o, "longest_running", longest);
-        ex = print_json(o);
+        ex = cli_print_json(o);
     } else {
         char a[24], b[24], d[24], e[24];
         printf("queue:     %s\n", queue ? queue : "(all)");
@@ -1034,7 +624,7 @@ static int cmd_list(int argc, char **argv)
 {
     static const char usage[] =
         "tq list [--state S] [--queue Q] [--limit N] [--json] [--db URL]";
-    static const struct option lo[] = {COMMON_LONGOPTS,
+    static const struct option lo[] = {CLI_COMMON_OPTS,
                                        {"state", required_argument, NULL, 's'},
                                        {"queue", required_argument, NULL, 'q'},
                                        {"limit", required_argument, NULL, 'n'},
@@ -1044,13 +634,11 @@ static int cmd_list(int argc, char **argv)
     const char *url = NULL;
     int c, ex = 0, json = 0;
     long long n;
-    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
+    static const cli_cmd me = {.name = "list",
+                               .usage = usage,
+                               .help = "Lists jobs, newest first (default limit 100).\n"};
+    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
         switch (c) {
-        case 'D':
-            url = optarg;
-            break;
-        case 'h':
-            return show_help(usage, "Lists jobs, newest first (default limit 100).\n");
         case 's': {
             tq_state st;
             if (tq_state_parse(&st, optarg)) {
@@ -1079,14 +667,14 @@ static int cmd_list(int argc, char **argv)
             json = 1;
             break;
         default:
-            return bad_option("list", argv, c);
+            return cli_bad_option(&me, argv);
         }
     }
-    if (optind < argc) {
-        cli_error("list", "unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
-    tq *db = open_store("list", cli_url(url), 0, &ex);
+    if (c == CLI_OPTS_EXIT)
+        return ex;
+    if ((ex = cli_no_args(&me, argc, argv, optind)))
+        return ex;
+    tq *db = cli_open("list", cli_url(url), 0, &ex);
     if (!db)
         return ex;
     tq_job *jobs;
@@ -1098,8 +686,8 @@ static int cmd_list(int argc, char **argv)
         if (json) {
             json_t *a = json_array();
             for (size_t i = 0; i < nj; i++)
-                json_array_append_new(a, job_json(&jobs[i], 1));
-            ex = print_json(a);
+                json_array_append_new(a, cli_job_json(&jobs[i], 1));
+            ex = cli_print_json(a);
         } else {
             for (size_t i = 0; i < nj; i++)
                 print_job_line(&jobs[i]);
@@ -1124,27 +712,27 @@ static int cmd_show(int argc, char **argv)
 {
     static const char usage[] = "tq show ID [--json] [--db URL]";
     static const struct option lo[] = {
-        COMMON_LONGOPTS, {"json", no_argument, NULL, 'j'}, {0}};
+        CLI_COMMON_OPTS, {"json", no_argument, NULL, 'j'}, {0}};
     const char *url = NULL;
     int c, ex = 0, json = 0;
     int64_t id;
-    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
-        if (c == 'D')
-            url = optarg;
-        else if (c == 'j')
+    static const cli_cmd me = {
+        .name = "show", .usage = usage, .help = "Shows one job with its payload.\n"};
+    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
+        if (c == 'j')
             json = 1;
-        else if (c == 'h')
-            return show_help(usage, "Shows one job with its payload.\n");
         else
-            return bad_option("show", argv, c);
+            return cli_bad_option(&me, argv);
     }
+    if (c == CLI_OPTS_EXIT)
+        return ex;
     if (optind != argc - 1) {
         cli_error("show", "expected one job ID");
         return EXIT_USAGE;
     }
     if (parse_id("show", argv[optind], &id))
         return EXIT_USAGE;
-    tq *db = open_store("show", cli_url(url), 0, &ex);
+    tq *db = cli_open("show", cli_url(url), 0, &ex);
     if (!db)
         return ex;
     tq_job *j;
@@ -1152,7 +740,7 @@ static int cmd_show(int argc, char **argv)
     if (rc) {
         ex = cli_fail("show", db, rc);
     } else if (json) {
-        ex = print_json(job_json(j, 1));
+        ex = cli_print_json(cli_job_json(j, 1));
         tq_job_free(j);
     } else {
         char t[40], d[24];
@@ -1203,26 +791,27 @@ static int cmd_retry_cancel(int argc, char **argv, int cancel)
     const char *cmd = cancel ? "cancel" : "retry";
     const char *usage = cancel ? "tq cancel ID... [--db URL]"
                                : "tq retry (ID... | --dead [--queue Q]) [--db URL]";
-    static const struct option lo[] = {COMMON_LONGOPTS,
+    static const struct option lo[] = {CLI_COMMON_OPTS,
                                        {"dead", no_argument, NULL, 'd'},
                                        {"queue", required_argument, NULL, 'q'},
                                        {0}};
     const char *url = NULL, *queue = NULL;
     int c, ex = 0, dead = 0;
-    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
-        if (c == 'D')
-            url = optarg;
-        else if (c == 'd' && !cancel)
+    const cli_cmd me = {.name = cmd,
+                        .usage = usage,
+                        .help = cancel ? "Cancels ready or running jobs.\n"
+                                       : "Puts dead or cancelled jobs back to ready "
+                                         "with their attempts reset.\n"};
+    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
+        if (c == 'd' && !cancel)
             dead = 1;
         else if (c == 'q' && !cancel)
             queue = optarg;
-        else if (c == 'h')
-            return show_help(usage, cancel ? "Cancels ready or running jobs.\n"
-                                           : "Puts dead or cancelled jobs back to ready "
-                                             "with their attempts reset.\n");
         else
-            return bad_option(cmd, argv, c);
+            return cli_bad_option(&me, argv);
     }
+    if (c == CLI_OPTS_EXIT)
+        return ex;
     if (queue && !dead) {
         cli_error(cmd, "--queue only goes with --dead");
         return EXIT_USAGE;
@@ -1240,7 +829,7 @@ static int cmd_retry_cancel(int argc, char **argv, int cancel)
     for (int i = optind; i < argc; i++)
         if (parse_id(cmd, argv[i], &ids[nids++]))
             return EXIT_USAGE;
-    tq *db = open_store(cmd, cli_url(url), 0, &ex);
+    tq *db = cli_open(cmd, cli_url(url), 0, &ex);
     if (!db)
         return ex;
     if (dead) {
@@ -1266,7 +855,7 @@ static int cmd_prune(int argc, char **argv)
 {
     static const char usage[] =
         "tq prune --older-than DUR [--state done|dead|cancelled]... [--db URL]";
-    static const struct option lo[] = {COMMON_LONGOPTS,
+    static const struct option lo[] = {CLI_COMMON_OPTS,
                                        {"older-than", required_argument, NULL, 'o'},
                                        {"state", required_argument, NULL, 's'},
                                        {0}};
@@ -1274,14 +863,12 @@ static int cmd_prune(int argc, char **argv)
     int c, ex = 0, have_age = 0;
     int64_t age = 0;
     unsigned mask = 0;
-    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
+    static const cli_cmd me = {.name = "prune",
+                               .usage = usage,
+                               .help = "Deletes finished jobs (default: done, dead and "
+                                       "cancelled) that finished before now - DUR.\n"};
+    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
         switch (c) {
-        case 'D':
-            url = optarg;
-            break;
-        case 'h':
-            return show_help(usage, "Deletes finished jobs (default: done, dead and "
-                                    "cancelled) that finished before now - DUR.\n");
         case 'o':
             if (cli_duration("prune", "--older-than", optarg, &age))
                 return EXIT_USAGE;
@@ -1299,20 +886,20 @@ static int cmd_prune(int argc, char **argv)
             break;
         }
         default:
-            return bad_option("prune", argv, c);
+            return cli_bad_option(&me, argv);
         }
     }
+    if (c == CLI_OPTS_EXIT)
+        return ex;
     if (!have_age) {
         cli_error("prune", "--older-than DUR is required");
         return EXIT_USAGE;
     }
-    if (optind < argc) {
-        cli_error("prune", "unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
+    if ((ex = cli_no_args(&me, argc, argv, optind)))
+        return ex;
     if (!mask)
         mask = (1u << TQ_DONE) | (1u << TQ_DEAD) | (1u << TQ_CANCELLED);
-    tq *db = open_store("prune", cli_url(url), 0, &ex);
+    tq *db = cli_open("prune", cli_url(url), 0, &ex);
     if (!db)
         return ex;
     int64_t n = 0;
@@ -1331,25 +918,24 @@ static int cmd_workers(int argc, char **argv)
 {
     static const char usage[] = "tq workers [--json] [--db URL]";
     static const struct option lo[] = {
-        COMMON_LONGOPTS, {"json", no_argument, NULL, 'j'}, {0}};
+        CLI_COMMON_OPTS, {"json", no_argument, NULL, 'j'}, {0}};
     const char *url = NULL;
     int c, ex = 0, json = 0;
-    while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
-        if (c == 'D')
-            url = optarg;
-        else if (c == 'j')
+    static const cli_cmd me = {.name = "workers",
+                               .usage = usage,
+                               .help =
+                                   "Lists registered workers: alive, stopped or gone.\n"};
+    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
+        if (c == 'j')
             json = 1;
-        else if (c == 'h')
-            return show_help(usage,
-                             "Lists registered workers: alive, stopped or gone.\n");
         else
-            return bad_option("workers", argv, c);
+            return cli_bad_option(&me, argv);
     }
-    if (optind < argc) {
-        cli_error("workers", "unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
-    tq *db = open_store("workers", cli_url(url), 0, &ex);
+    if (c == CLI_OPTS_EXIT)
+        return ex;
+    if ((ex = cli_no_args(&me, argc, argv, optind)))
+        return ex;
+    tq *db = cli_open("workers", cli_url(url), 0, &ex);
     if (!db)
         return ex;
     tq_worker_info *v;
@@ -1366,13 +952,13 @@ static int cmd_workers(int argc, char **argv)
             char t1[40], t2[40];
             if (json) {
                 json_t *o = json_object();
-                json_object_set_new(o, "name", json_text(v[i].name));
-                json_object_set_new(o, "host", json_text(v[i].host));
+                json_object_set_new(o, "name", cli_json_text(v[i].name));
+                json_object_set_new(o, "host", cli_json_text(v[i].host));
                 json_object_set_new(o, "pid", json_integer(v[i].pid));
                 json_object_set_new(o, "status", json_string(status));
-                json_object_set_new(o, "started_at", time_json(v[i].started_at));
-                json_object_set_new(o, "heartbeat_at", time_json(v[i].heartbeat_at));
-                json_object_set_new(o, "stopped_at", time_json(v[i].stopped_at));
+                json_object_set_new(o, "started_at", cli_json_time(v[i].started_at));
+                json_object_set_new(o, "heartbeat_at", cli_json_time(v[i].heartbeat_at));
+                json_object_set_new(o, "stopped_at", cli_json_time(v[i].stopped_at));
                 json_array_append_new(a, o);
             } else {
                 printf("%-32s %-7s pid %-7lld started %s  heartbeat %s\n", v[i].name,
@@ -1382,7 +968,7 @@ static int cmd_workers(int argc, char **argv)
             }
         }
         if (json)
-            ex = print_json(a);
+            ex = cli_print_json(a);
         else
             json_decref(a);
         tq_free(v);

@@ -1,0 +1,227 @@
+/*
+ * cli.c - what the tool's commands share (tq.c, work.c, bench.c): one
+ * option-parsing prologue, opening the store, JSON output, and errors as
+ * one line with the exit code that goes with them.
+ */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_error(const char *cmd, const char *fmt, ...)
+{
+    /* One write, so lines of concurrent processes do not interleave. */
+    char line[2048];
+    int n = snprintf(line, sizeof line, "tq%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(line);
+    line[len++] = '\n';
+    fwrite(line, 1, len, stderr);
+    fflush(stderr);
+}
+
+int cli_fail(const char *cmd, tq *db, int rc)
+{
+    cli_error(cmd, "%s", cli_reason(db, rc));
+    return cli_exit_code(rc);
+}
+
+const char *cli_reason(tq *db, int rc)
+{
+    return db && *tq_errmsg(db) ? tq_errmsg(db) : tq_strerror(rc);
+}
+
+int cli_exit_code(int rc)
+{
+    return rc == TQ_EINVAL || rc == TQ_ETOOBIG ? EXIT_USAGE : EXIT_RUNTIME;
+}
+
+const char *cli_url(const char *given)
+{
+    if (given)
+        return given;
+    const char *env = getenv("TQ_DB");
+    return env && *env ? env : "tq.db";
+}
+
+int cli_int(const char *cmd, const char *opt, const char *text, long long min,
+            long long max, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || end == text || *end || v < min || v > max) {
+        cli_error(cmd, "invalid value '%s' for %s: expected an integer from %lld to %lld",
+                  text, opt, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_duration(const char *cmd, const char *opt, const char *text, int64_t *out)
+{
+    if (tq_duration_parse(out, text)) {
+        cli_error(cmd,
+                  "invalid duration '%s' for %s: use e.g. 250ms, 30s, 5m, 2h, "
+                  "7d or 1h30m",
+                  text, opt);
+        return -1;
+    }
+    return 0;
+}
+
+/* Opens the store; prints the failure and returns NULL on error. */
+tq *cli_open(const char *cmd, const char *url, int create, int *exit_code)
+{
+    tq *db = NULL;
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = create;
+    int rc = tq_open(&db, url, &o);
+    if (rc) {
+        *exit_code = cli_fail(cmd, db, rc);
+        tq_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+int cli_print_json(json_t *v)
+{
+    char *s = json_dumps(v, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(v);
+    if (!s)
+        return EXIT_RUNTIME;
+    puts(s);
+    free(s);
+    return 0;
+}
+
+/* Text from the store as a JSON string, always: jansson refuses invalid
+ * UTF-8 (and the field would silently go missing), so such text is given
+ * with its invalid bytes as \xNN. NULL text is null. */
+json_t *cli_json_text(const char *s)
+{
+    if (!s)
+        return json_null();
+    json_t *j = json_string(s);
+    if (j)
+        return j;
+    char *clean = tq_utf8_clean(s);
+    j = clean ? json_string(clean) : NULL;
+    free(clean);
+    return j ? j : json_null();
+}
+
+json_t *cli_json_time(int64_t us)
+{
+    char buf[40];
+    return us ? json_string(tq_time_format(buf, sizeof buf, us)) : json_null();
+}
+
+static char *base64(const unsigned char *p, size_t n)
+{
+    static const char tbl[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16;
+        if (i + 1 < n)
+            v |= (unsigned)p[i + 1] << 8;
+        if (i + 2 < n)
+            v |= p[i + 2];
+        *o++ = tbl[v >> 18 & 63];
+        *o++ = tbl[v >> 12 & 63];
+        *o++ = i + 1 < n ? tbl[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? tbl[v & 63] : '=';
+    }
+    *o = '\0';
+    return out;
+}
+
+json_t *cli_job_json(const tq_job *j, int with_payload)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_integer(j->id));
+    json_object_set_new(o, "queue", cli_json_text(j->queue));
+    json_object_set_new(o, "state", json_string(tq_state_name(j->state)));
+    json_object_set_new(o, "priority", json_integer(j->priority));
+    json_object_set_new(o, "attempts", json_integer(j->attempts));
+    json_object_set_new(o, "max_attempts", json_integer(j->max_attempts));
+    json_object_set_new(o, "claims", json_integer(j->claim));
+    json_object_set_new(o, "key", cli_json_text(j->key));
+    json_object_set_new(o, "worker", cli_json_text(j->worker));
+    json_object_set_new(o, "last_error", cli_json_text(j->last_error));
+    json_object_set_new(o, "created_at", cli_json_time(j->created_at));
+    json_object_set_new(o, "run_at", cli_json_time(j->run_at));
+    json_object_set_new(o, "started_at", cli_json_time(j->started_at));
+    json_object_set_new(o, "finished_at", cli_json_time(j->finished_at));
+    json_object_set_new(o, "lease_until", cli_json_time(j->lease_until));
+    if (j->finished_at && j->started_at && j->state == TQ_DONE)
+        json_object_set_new(o, "duration_us",
+                            json_integer(j->finished_at - j->started_at));
+    json_object_set_new(o, "payload_bytes", json_integer((json_int_t)j->payload_len));
+    if (with_payload) {
+        json_t *s = json_stringn((const char *)j->payload, j->payload_len);
+        if (s) {
+            json_object_set_new(o, "payload", s);
+        } else { /* not UTF-8 */
+            char *b = base64(j->payload, j->payload_len);
+            json_object_set_new(o, "payload_base64", b ? json_string(b) : json_null());
+            free(b);
+        }
+    }
+    return o;
+}
+
+int cli_option(const cli_cmd *cmd, int argc, char **argv, const struct option *lo,
+               const char **url, int *ex)
+{
+    int c = getopt_long(argc, argv, cmd->optstring ? cmd->optstring : ":", lo, NULL);
+    switch (c) {
+    case -1:
+        return CLI_OPTS_END;
+    case 'D':
+        *url = optarg;
+        return cli_option(cmd, argc, argv, lo, url, ex);
+    case 'h':
+        printf("usage: %s\n%s", cmd->usage, cmd->help);
+        *ex = 0;
+        return CLI_OPTS_EXIT;
+    case ':':
+        cli_error(cmd->name, "option '%s' needs a value (see tq %s --help)",
+                  argv[optind - 1], cmd->name);
+        *ex = EXIT_USAGE;
+        return CLI_OPTS_EXIT;
+    case '?':
+        cli_error(cmd->name, "unknown option '%s' (see tq %s --help)", argv[optind - 1],
+                  cmd->name);
+        *ex = EXIT_USAGE;
+        return CLI_OPTS_EXIT;
+    default:
+        return c;
+    }
+}
+
+int cli_bad_option(const cli_cmd *cmd, char **argv)
+{
+    cli_error(cmd->name, "unknown option '%s' (see tq %s --help)", argv[optind - 1],
+              cmd->name);
+    return EXIT_USAGE;
+}
+
+int cli_no_args(const cli_cmd *cmd, int argc, char **argv, int from)
+{
+    if (from >= argc)
+        return 0;
+    cli_error(cmd->name, "unexpected argument '%s'", argv[from]);
+    return EXIT_USAGE;
+}
