@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make demo   install what is needed, build, run `tq bench` on SQLite
-#   make test   install what is needed, build with -Werror, run every test,
+#   make test   install what is needed, check the formatting (format-check),
+#               build with -Werror, run every test,
 #               then again under AddressSanitizer + UndefinedBehaviorSanitizer,
 #               and the tests that run threads under ThreadSanitizer
 JOBS ?= 2
@@ -8,7 +9,7 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps build demo bench bench-quick test test-plain test-asan test-tsan test-model fuzz format clean
+.PHONY: all deps build demo bench bench-quick test test-plain test-asan test-tsan test-model fuzz format format-check clean
 
 all: build
 
@@ -31,7 +32,7 @@ bench-quick: build
 	@command -v gnuplot >/dev/null || apt-get install -y gnuplot-nox
 	bench/run.sh --quick $(BUILD)
 
-test: test-plain test-asan test-tsan
+test: format-check test-plain test-asan test-tsan
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -87,9 +88,15 @@ fuzz:
 	    if [ $$rc != 0 ]; then tail -40 fuzz_$$t.log; exit $$rc; fi; \
 	done
 
-format:
-	clang-format -i include/*.h src/*.c src/*.h src/engine/*.c src/engine/*.h \
-	    tools/*.c tools/*.h tests/*.c tests/fuzz/*.c tests/fuzz/*.h examples/*.c bench/*.c 2>/dev/null || true
+FORMAT_FILES = include/*.h src/*.c src/*.h src/engine/*.c src/engine/*.h tools/*.c \
+	tools/*.h tests/*.c tests/fuzz/*.c tests/fuzz/*.h examples/*.c bench/*.c
+format: deps
+	clang-format -i $(FORMAT_FILES)
+
+# Part of make test: fails, naming the places, when `make format` would
+# change a file.
+format-check: deps
+	clang-format --dry-run -Werror $(FORMAT_FILES)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -302,6 +302,7 @@ _Static_assert(S_COUNT <= 64, "prepared statements are tracked in a uint64_t");
 _Static_assert(TQ__ACK_DONE == 0 && TQ__ACK_RELEASE == 2 && TQ__ACK_BEAT == 3,
                "S_ACK_MANY spells the acknowledgement kinds as these numbers");
 
+/* clang-format off */
 static const char *const sql[S_COUNT] = {
     [S_CLAIM_FIFO] = CLAIM(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_LIFO] = CLAIM(" ORDER BY priority DESC, id DESC"),
@@ -327,7 +328,6 @@ static const char *const sql[S_COUNT] = {
      * joined to their ids by hash. The claim wants its nested loop back. */
     [S_PLAN_GROUP] = "SELECT set_config('enable_nestloop', 'off', true)",
     [S_PLAN_CLAIM] = "SELECT set_config('enable_nestloop', 'on', true)",
-    /* clang-format off */
     /* A failure, one statement per job for its error text: $1 id, $2
      * worker, $3 claim, $4 backoff, $5 error, $6 started_us. A failure of a
      * claim that never started (ended unrun: its attempts were used up)
@@ -413,22 +413,22 @@ static const char *const sql[S_COUNT] = {
     [S_RESCUE_WORKER] =
         RESCUE("'worker ' || j.worker || ' restarted while running it'")
         " WHERE j.state = 'running' AND j.worker = $1 AND j.lease_until IS NOT NULL",
-    /* clang-format on */
     /* Many rows in one statement: payloads as one bytea[] parameter. */
     [S_ENQUEUE_MANY] =
         "INSERT INTO TQ.jobs (queue, payload, priority, run_at, max_attempts)"
-        " SELECT $1, p.payload, $3, CASE WHEN $4::int8 = 0"
-        "   THEN now() + " DUR("$5") " ELSE " TS(
-            "$4") " END, $6::int4"
-                  " FROM unnest($2::bytea[]) WITH ORDINALITY AS p (payload, n) ORDER BY "
-                  "p.n"
-                  " RETURNING id",
+        " SELECT $1, p.payload, $3,"
+        "        CASE WHEN $4::int8 = 0 THEN now() + " DUR("$5") " ELSE " TS("$4") " END,"
+        "        $6::int4"
+        " FROM unnest($2::bytea[]) WITH ORDINALITY AS p (payload, n)"
+        " ORDER BY p.n"
+        " RETURNING id",
     [S_ENQUEUE_KEY] =
         "INSERT INTO TQ.jobs (queue, payload, priority, run_at, max_attempts, dedup_key)"
-        " VALUES ($1, $2, $3, CASE WHEN $4::int8 = 0 THEN now() + " DUR("$5") " ELSE " TS(
-            "$4") " END, $6::int4, $7)"
-                  " ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING"
-                  " RETURNING id",
+        " VALUES ($1, $2, $3,"
+        "         CASE WHEN $4::int8 = 0 THEN now() + " DUR("$5") " ELSE " TS("$4") " END,"
+        "         $6::int4, $7)"
+        " ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING"
+        " RETURNING id",
     [S_FIND_KEY] = "SELECT id FROM TQ.jobs WHERE queue = $1 AND dedup_key = $2",
     [S_QUEUE_ENSURE] = "INSERT INTO TQ.queues (name) VALUES ($1) ON CONFLICT DO NOTHING",
     [S_QUEUE_UPDATE] = "UPDATE TQ.queues SET ord = coalesce($2, ord),"
@@ -471,9 +471,10 @@ static const char *const sql[S_COUNT] = {
     [S_OLDEST_READY] = "SELECT (extract(epoch from now() - min(run_at)) * 1000000)::int8"
                        " FROM TQ.jobs WHERE state = 'ready' AND run_at <= now()"
                        " AND ($1::text IS NULL OR queue = $1)",
-    [S_DONE_SINCE] = "SELECT count(*) FROM TQ.jobs WHERE state = 'done'"
-                     " AND finished_at IS NOT NULL AND finished_at >= now() - " DUR(
-                         "$2") " AND ($1::text IS NULL OR queue = $1)",
+    [S_DONE_SINCE] =
+        "SELECT count(*) FROM TQ.jobs WHERE state = 'done'"
+        " AND finished_at IS NOT NULL AND finished_at >= now() - " DUR("$2")
+        " AND ($1::text IS NULL OR queue = $1)",
     [S_LONGEST] = "SELECT id, coalesce(worker, ''),"
                   " (extract(epoch from now() - started_at) * 1000000)::int8"
                   " FROM TQ.jobs WHERE state = 'running' AND lease_until IS NOT NULL"
@@ -484,7 +485,6 @@ static const char *const sql[S_COUNT] = {
         " FROM TQ.jobs WHERE state = 'done' AND finished_at IS NOT NULL"
         " AND started_at IS NOT NULL AND ($1::text IS NULL OR queue = $1)"
         " ORDER BY finished_at DESC LIMIT $2",
-    /* clang-format off */
     /* Registration: a new name is inserted, else its row is locked and
      * read, then taken over (pg_worker_register). */
     [S_WORKER_NEW] =
@@ -506,14 +506,12 @@ static const char *const sql[S_COUNT] = {
         "  host = $2, pid = $3, started_at = now(), heartbeat_at = now(),"
         "  stopped_at = NULL, lease_us = $4, host_id = $5"
         " WHERE name = $1",
-    /* clang-format on */
     /* Only the registration that is mine (engine.h). */
     [S_WORKER_BEAT] = "UPDATE TQ.workers SET heartbeat_at = now() WHERE name = $1"
                       " AND pid = $2 AND host = $3 AND coalesce(host_id, '') = $4",
     [S_WORKER_STOP] = "UPDATE TQ.workers SET stopped_at = now(), heartbeat_at = now()"
                       " WHERE name = $1"
                       " AND pid = $2 AND host = $3 AND coalesce(host_id, '') = $4",
-    /* clang-format off */
     [S_WORKER_LIST] =
         "SELECT name, host, pid, " US("started_at") ", " US("heartbeat_at") ","
         "  coalesce(" US("stopped_at") ", 0), lease_us,"
@@ -521,9 +519,9 @@ static const char *const sql[S_COUNT] = {
         "   heartbeat_at > now() - lease_us * interval '1 microsecond'),"
         "  coalesce(host_id, '')"
         " FROM TQ.workers ORDER BY name",
-    /* clang-format on */
     [S_SCHEMA_VERSION] = "SELECT value FROM TQ.meta WHERE key = 'schema_version'",
 };
+/* clang-format on */
 
 typedef struct conn {
     PGconn *pg;
