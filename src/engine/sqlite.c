@@ -31,7 +31,8 @@
 /*
  * SCHEMA VERSION. The store records the version it was built to in
  * tq_meta('schema_version'). To change the schema:
- *   1. append a new entry to `migrations` (never edit a shipped one);
+ *   1. append a new entry to `migrations`, as literal text (never edit a
+ *      shipped one, nor build one from macros other code uses);
  *   2. bump TQ__SCHEMA_VERSION (tq_int.h) to the new count, and give every
  *      other engine the same migration;
  *   3. keep every statement below working on the new schema;
@@ -41,66 +42,29 @@
  */
 #define SCHEMA_VERSION TQ__SCHEMA_VERSION
 
-/* The current time in microseconds, for DEFAULTs used by plain INSERTs. */
-#define NOW_US_SQL "CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)"
-#define NAME_CHECK(col)                                                                  \
-    "CHECK (length(" col ") BETWEEN 1 AND 64 AND " col " NOT GLOB '*[^A-Za-z0-9_.-]*')"
-
 /* The schema reads best as SQL laid out by hand. */
 /* clang-format off */
-
-/* The jobs table, named name, with state_check on its state column. */
-#define JOBS_TABLE(name, state_check)                                                    \
-    "CREATE TABLE " name " ("                                                            \
-    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"                                            \
-    "  queue TEXT NOT NULL DEFAULT 'default' " NAME_CHECK("queue") ","                   \
-    "  state TEXT NOT NULL DEFAULT 'ready'"                                              \
-    "    " state_check ","                                                               \
-    "  priority INTEGER NOT NULL DEFAULT 0,"                                             \
-    "  run_at INTEGER NOT NULL DEFAULT (" NOW_US_SQL "),"                                \
-    "  payload BLOB NOT NULL DEFAULT x'',"                                               \
-    "  dedup_key TEXT,"                                                                  \
-    "  attempts INTEGER NOT NULL DEFAULT 0,"                                             \
-    "  max_attempts INTEGER,"                                                            \
-    "  worker TEXT,"                                                                     \
-    "  created_at INTEGER NOT NULL DEFAULT (" NOW_US_SQL "),"                            \
-    "  started_at INTEGER,"                                                              \
-    "  finished_at INTEGER,"                                                             \
-    "  lease_until INTEGER,"                                                             \
-    "  last_error TEXT"                                                                  \
-    ");"
-#define JOBS_COLUMNS                                                                     \
-    "id, queue, state, priority, run_at, payload, dedup_key, attempts, max_attempts,"    \
-    " worker, created_at, started_at, finished_at, lease_until, last_error"
 
 /* The claim of each order is a seek in a ready-row index: finished rows
  * never enter one, however many are kept. The FIFO one also serves
  * unordered queues; the LIFO one exists only while some queue is LIFO
  * (sync_lifo_index), since every index costs every enqueue and claim. */
-#define READY_FIFO_INDEX                                                                 \
-    "CREATE INDEX tq_jobs_ready_fifo ON tq_jobs (queue, priority DESC, run_at, id)"      \
-    "  WHERE state = 'ready';"
 #define READY_LIFO_INDEX                                                                 \
     "tq_jobs_ready_lifo ON tq_jobs (queue, priority, id, run_at)  WHERE state = 'ready'"
-/* And a plain INSERT from any producer creates its queue with defaults. */
-#define OTHER_JOB_INDEXES                                                                \
-    "CREATE INDEX tq_jobs_running ON tq_jobs (lease_until) WHERE state = 'running';"     \
-    "CREATE INDEX tq_jobs_finished ON tq_jobs (state, finished_at)"                      \
-    "  WHERE finished_at IS NOT NULL;"                                                   \
-    "CREATE UNIQUE INDEX tq_jobs_dedup ON tq_jobs (queue, dedup_key)"                    \
-    "  WHERE dedup_key IS NOT NULL;"                                                     \
-    "CREATE TRIGGER tq_jobs_new_queue AFTER INSERT ON tq_jobs BEGIN"                     \
-    "  INSERT OR IGNORE INTO tq_queues (name) VALUES (NEW.queue);"                       \
-    "END;"
 
+/* Each migration is literal text, never built from macros the statements
+ * below share: a store that ran a migration must be the same whatever the
+ * code around it becomes. Plain INSERTs get their times from the DEFAULTs
+ * (microseconds since the epoch from julianday) and create their queue by
+ * trigger. */
 static const char *const migrations[SCHEMA_VERSION] = {
     /* 1: the first schema. */
     "CREATE TABLE tq_meta ("
     "  key TEXT PRIMARY KEY,"
-    "  value TEXT NOT NULL"
-    ");"
+    "  value TEXT NOT NULL);"
     "CREATE TABLE tq_queues ("
-    "  name TEXT PRIMARY KEY " NAME_CHECK("name") ","
+    "  name TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 64"
+    " AND name NOT GLOB '*[^A-Za-z0-9_.-]*'),"
     "  ord TEXT NOT NULL DEFAULT 'fifo' CHECK (ord IN ('fifo','lifo','unordered')),"
     "  lease_us INTEGER NOT NULL DEFAULT 30000000,"
     "  max_attempts INTEGER NOT NULL DEFAULT 3,"
@@ -108,15 +72,42 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  backoff_cap_us INTEGER NOT NULL DEFAULT 3600000000,"
     "  keep_done INTEGER NOT NULL DEFAULT 1,"
     "  paused INTEGER NOT NULL DEFAULT 0,"
-    "  created_at INTEGER NOT NULL DEFAULT (" NOW_US_SQL ")"
-    ");"
+    "  created_at INTEGER NOT NULL"
+    " DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)));"
     /* AUTOINCREMENT: an id is never reused, even after the newest job was
      * pruned, so an id names one job forever. */
-    JOBS_TABLE("tq_jobs", "CHECK (state IN ('ready','running','done','dead','cancelled'))")
-    READY_FIFO_INDEX
+    "CREATE TABLE tq_jobs ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  queue TEXT NOT NULL DEFAULT 'default' CHECK (length(queue) BETWEEN 1 AND 64"
+    " AND queue NOT GLOB '*[^A-Za-z0-9_.-]*'),"
+    "  state TEXT NOT NULL DEFAULT 'ready'"
+    "    CHECK (state IN ('ready','running','done','dead','cancelled')),"
+    "  priority INTEGER NOT NULL DEFAULT 0,"
+    "  run_at INTEGER NOT NULL"
+    " DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)),"
+    "  payload BLOB NOT NULL DEFAULT x'',"
+    "  dedup_key TEXT,"
+    "  attempts INTEGER NOT NULL DEFAULT 0,"
+    "  max_attempts INTEGER,"
+    "  worker TEXT,"
+    "  created_at INTEGER NOT NULL"
+    " DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)),"
+    "  started_at INTEGER,"
+    "  finished_at INTEGER,"
+    "  lease_until INTEGER,"
+    "  last_error TEXT);"
+    "CREATE INDEX tq_jobs_ready_fifo ON tq_jobs (queue, priority DESC, run_at, id)"
+    "  WHERE state = 'ready';"
     "CREATE INDEX tq_jobs_ready_lifo ON tq_jobs (queue, priority DESC, id DESC, run_at)"
     "  WHERE state = 'ready';"
-    OTHER_JOB_INDEXES
+    "CREATE INDEX tq_jobs_running ON tq_jobs (lease_until) WHERE state = 'running';"
+    "CREATE INDEX tq_jobs_finished ON tq_jobs (state, finished_at)"
+    "  WHERE finished_at IS NOT NULL;"
+    "CREATE UNIQUE INDEX tq_jobs_dedup ON tq_jobs (queue, dedup_key)"
+    "  WHERE dedup_key IS NOT NULL;"
+    "CREATE TRIGGER tq_jobs_new_queue AFTER INSERT ON tq_jobs BEGIN"
+    "  INSERT OR IGNORE INTO tq_queues (name) VALUES (NEW.queue);"
+    "END;"
     "CREATE TABLE tq_workers ("
     "  name TEXT PRIMARY KEY,"
     "  host TEXT NOT NULL,"
@@ -124,8 +115,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  started_at INTEGER NOT NULL,"
     "  heartbeat_at INTEGER NOT NULL,"
     "  stopped_at INTEGER,"
-    "  lease_us INTEGER NOT NULL"
-    ");",
+    "  lease_us INTEGER NOT NULL);",
     /* 2: PostgreSQL's jobs table changed its queue CHECK and storage
      * settings. Nothing to do here: SQLite evaluates a CHECK on UPDATE only
      * when the statement changes a column it names, so the name check costs
@@ -135,7 +125,8 @@ static const char *const migrations[SCHEMA_VERSION] = {
      * PostgreSQL: a descending one takes every new job at the left end of
      * its queue's range, where B-tree splits leave pages half full. */
     "DROP INDEX tq_jobs_ready_lifo;"
-    "CREATE INDEX " READY_LIFO_INDEX ";",
+    "CREATE INDEX tq_jobs_ready_lifo ON tq_jobs (queue, priority, id, run_at)"
+    "  WHERE state = 'ready';",
     /* 4: PostgreSQL's jobs_running now covers leased rows, so that its
      * planner cannot drive acknowledgements from it. SQLite looks a row up
      * by its rowid whenever a statement names one, so nothing changes. */
@@ -147,16 +138,48 @@ static const char *const migrations[SCHEMA_VERSION] = {
      * jobs/s without it). A CHECK cannot be altered, so the table is
      * rebuilt, keeping the AUTOINCREMENT counter; the LIFO index comes
      * back only if a queue is LIFO (sqlite_init, sync_lifo_index). */
-    JOBS_TABLE("tq_jobs_v5", "CHECK (state = 'ready' OR state = 'running' OR"
-                             " state = 'done' OR state = 'dead' OR state = 'cancelled')")
-    "INSERT INTO tq_jobs_v5 (" JOBS_COLUMNS ") SELECT " JOBS_COLUMNS " FROM tq_jobs;"
+    "CREATE TABLE tq_jobs_v5 ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  queue TEXT NOT NULL DEFAULT 'default' CHECK (length(queue) BETWEEN 1 AND 64"
+    " AND queue NOT GLOB '*[^A-Za-z0-9_.-]*'),"
+    "  state TEXT NOT NULL DEFAULT 'ready'"
+    "    CHECK (state = 'ready' OR state = 'running' OR"
+    " state = 'done' OR state = 'dead' OR state = 'cancelled'),"
+    "  priority INTEGER NOT NULL DEFAULT 0,"
+    "  run_at INTEGER NOT NULL"
+    " DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)),"
+    "  payload BLOB NOT NULL DEFAULT x'',"
+    "  dedup_key TEXT,"
+    "  attempts INTEGER NOT NULL DEFAULT 0,"
+    "  max_attempts INTEGER,"
+    "  worker TEXT,"
+    "  created_at INTEGER NOT NULL"
+    " DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)),"
+    "  started_at INTEGER,"
+    "  finished_at INTEGER,"
+    "  lease_until INTEGER,"
+    "  last_error TEXT);"
+    "INSERT INTO tq_jobs_v5 ("
+    "id, queue, state, priority, run_at, payload, dedup_key, attempts, max_attempts,"
+    " worker, created_at, started_at, finished_at, lease_until, last_error) SELECT id,"
+    " queue, state, priority, run_at, payload, dedup_key, attempts, max_attempts,"
+    " worker, created_at, started_at, finished_at, lease_until, last_error"
+    " FROM tq_jobs;"
     "DELETE FROM sqlite_sequence WHERE name = 'tq_jobs_v5';"
     "INSERT INTO sqlite_sequence (name, seq)"
     "  SELECT 'tq_jobs_v5', seq FROM sqlite_sequence WHERE name = 'tq_jobs';"
     "DROP TABLE tq_jobs;"
     "ALTER TABLE tq_jobs_v5 RENAME TO tq_jobs;"
-    READY_FIFO_INDEX
-    OTHER_JOB_INDEXES,
+    "CREATE INDEX tq_jobs_ready_fifo ON tq_jobs (queue, priority DESC, run_at, id)"
+    "  WHERE state = 'ready';"
+    "CREATE INDEX tq_jobs_running ON tq_jobs (lease_until) WHERE state = 'running';"
+    "CREATE INDEX tq_jobs_finished ON tq_jobs (state, finished_at)"
+    "  WHERE finished_at IS NOT NULL;"
+    "CREATE UNIQUE INDEX tq_jobs_dedup ON tq_jobs (queue, dedup_key)"
+    "  WHERE dedup_key IS NOT NULL;"
+    "CREATE TRIGGER tq_jobs_new_queue AFTER INSERT ON tq_jobs BEGIN"
+    "  INSERT OR IGNORE INTO tq_queues (name) VALUES (NEW.queue);"
+    "END;",
     /* 6: the fence's claim counter, and CHECKs for what plain SQL could
      * otherwise write and no statement handles: a running row without a
      * lease (no rescue would ever find it), a priority beyond 32 bits (read
