@@ -5,18 +5,30 @@
  * Called by tq_worker_* users: `tq work`, `tq bench`, embedding programs.
  *
  * One thread owns the store connection and runs a poll loop; that is the
- * "one writer per process" of DESIGN.md. Each pass of the loop:
- *   1. collects finished jobs into a list of pending acknowledgements, and
- *      starts held jobs (claimed ahead, see below) in the freed slots;
- *   2. when slots are free or the held jobs run low, sends the pending acks
- *      and claims the jobs to refill slots and hold in ONE engine exchange
- *      (one transaction); otherwise acks wait, at most ACK_DELAY_US or
- *      ACK_BATCH of them, so a busy worker pays one commit per batch;
- *   3. heartbeats running and held jobs (fenced) and its own registration,
- *      rescues expired leases now and then;
- *   4. sleeps in poll() until a child writes, reads, exits, a callback
- *      finishes, a stop is asked for, or the next timer is due. When idle
- *      it backs off (1 ms doubling to poll_max) instead of spinning.
+ * "one writer per process" of DESIGN.md. Each pass of the loop
+ * (tq_worker_run) calls these phases in turn, the loop's state living in
+ * struct tq_worker and what a pass learns in struct pass:
+ *   stop_if_asked      a stop begins: held jobs go back, the grace starts;
+ *   reap_and_start     finished jobs become pending acknowledgements, held
+ *                      jobs (claimed ahead, see below) start in the freed
+ *                      slots;
+ *   store_unavailable  while the connection is lost or the disk full, only
+ *                      the handlers are serviced: the pass ends there;
+ *   maintain_settings  the queues' settings, the store still the one opened;
+ *   claim_jobs         when slots are free or the held jobs run low, the
+ *                      pending acks and the claims that refill slots and
+ *                      holds go in ONE engine exchange (one transaction);
+ *   send_acks          otherwise acks wait, at most ACK_DELAY_US or
+ *                      ACK_BATCH of them, so a busy worker pays one commit
+ *                      per batch;
+ *   maintain_leases    heartbeats for running and held jobs (fenced) and the
+ *                      registration; expired leases rescued now and then;
+ *   enforce_deadlines  timeouts and the stop's grace: SIGTERM, then SIGKILL;
+ *   finished           stopped, or drained;
+ *   next_wakeup        then poll() until a child writes, reads, exits, a
+ *                      callback finishes, a stop is asked for, or the next
+ *                      timer is due. When idle it backs off (1 ms doubling
+ *                      to poll_max) instead of spinning.
  * Holding: a worker claims beyond its free slots about PREFETCH_WINDOW_US of
  * work (from the mean run time of its recent jobs, at most opts.prefetch),
  * so short jobs go in batches and slow jobs are not hoarded. Every claim
@@ -178,6 +190,12 @@ struct tq_worker {
     /* After TQ_ECONN: reconnecting, with capped exponential backoff. */
     int disconnected;
     int64_t reconnect_at, reconnect_backoff;
+
+    /* The loop's own state from pass to pass (tq_worker_run). */
+    int stopping;    /* a stop was asked for and begun */
+    int64_t stop_at; /* monotonic: the end of its grace time */
+    int64_t idle_us; /* backoff of claims that found nothing */
+    int64_t last_rescue, last_refresh;
 
     tq_worker_counters counters;
 };
@@ -1682,11 +1700,284 @@ static void give_back(tq_worker *w)
     memcpy(db->errmsg, keep, sizeof keep);
 }
 
+/* ---- the phases of a pass ------------------------------------------------ */
+
+/* What one pass of the loop (tq_worker_run) learned, for the phases after
+ * the one that learned it. */
+typedef struct pass {
+    int64_t now;       /* monotonic; taken again before the leases */
+    int free_slots;    /* slots a job may start in (free_slot_count) */
+    int claimed;       /* jobs this pass's claims took */
+    int tried;         /* a claim went to the store */
+    int running;       /* after the claims, from when nothing starts */
+    size_t nheld;      /* likewise */
+    size_t unrecorded; /* running jobs whose start the store lacks */
+    int64_t unrecorded_since, beat_every;
+} pass;
+
+/* A stop was asked for: claim nothing more, give back the held jobs, and
+ * give the running ones the grace time. */
+static int stop_if_asked(tq_worker *w, int64_t now)
+{
+    if (!w->stop_requested || w->stopping)
+        return 0;
+    w->stopping = 1;
+    w->stop_at = now + w->grace_us;
+    logf_(w, TQ_LOG_INFO, "stopping: no new jobs; %d running job(s) get %.1fs to finish",
+          running_count(w), (double)w->grace_us / 1e6);
+    return release_held(w, SIZE_MAX);
+}
+
+/* Finished jobs become pending acks; held jobs start in the freed slots;
+ * held jobs whose lease ran short go back. */
+static int reap_and_start(tq_worker *w)
+{
+    int rc;
+    if ((rc = collect(w)) || (rc = start_held(w)) || (rc = give_back_short(w)))
+        return rc;
+    return 0;
+}
+
+/*
+ * While the store cannot be written to (the connection is lost and not
+ * back yet, or the disk is full until the next try), a pass only keeps the
+ * handlers serviced and sleeps; a stop completes once nothing runs (on a
+ * full disk, once the grace time is over too), what could not be sent
+ * being left to the leases. Returns 1 when the pass is over, with *leave
+ * set when the loop is.
+ */
+static int store_unavailable(tq_worker *w, const pass *p, int *leave)
+{
+    const int64_t now = p->now;
+    int64_t t;
+    if (w->disconnected && !try_reconnect(w, now)) {
+        t = 50000;
+        sooner(&t, w->reconnect_at - now);
+    } else if (w->store_full && now < w->full_retry_at) {
+        t = w->full_retry_at - now;
+    } else {
+        return 0;
+    }
+    enforce_deadlines(w, now, w->stopping ? w->stop_at : 0);
+    if (w->stopping && running_count(w) == 0 && (w->disconnected || now >= w->stop_at)) {
+        if (!w->disconnected)
+            logf_(w, TQ_LOG_WARN,
+                  "stopping with %zu result(s) unsaved (the disk is full); those jobs "
+                  "come back when their leases expire",
+                  w->nacks);
+        *leave = 1; /* unsent acks: those jobs come back by lease */
+        return 1;
+    }
+    if (w->stopping)
+        sooner(&t, w->stop_at - now);
+    wait_events(w, t);
+    return 1;
+}
+
+/* Now and then: the store is still the one opened, the queues' settings
+ * (held jobs of a paused queue go back), and the bound on every wait for
+ * the store. */
+static int maintain_settings(tq_worker *w, const pass *p)
+{
+    tq *db = w->db;
+    int rc;
+    if (!w->stopping && p->now - w->last_refresh >= REFRESH_EVERY_US) {
+        if ((rc = db->engine->same_store(db)) || (rc = ride_out(w, refresh_queues(w))) ||
+            (rc = release_paused(w)))
+            return rc;
+        w->last_refresh = p->now;
+    }
+    return ride_out(w, set_wait_limit(w));
+}
+
+/*
+ * Claims when a slot is free (nothing is held then) or the held jobs have
+ * run below half their target: enough to fill the slots and the target,
+ * one exchange per queue, carrying the pending acks. Returns the store's
+ * answer as it came (send_acks rides it out).
+ */
+static int claim_jobs(tq_worker *w, pass *p)
+{
+    int rc = 0;
+    const size_t target = w->stopping ? 0 : target_held(w);
+    set_low_water(w, target);
+    size_t nheld = held_count(w);
+    if (!w->disconnected && !w->stopping && (p->free_slots > 0 || 2 * nheld < target)) {
+        for (size_t k = 0; k < w->nqueues && !rc; k++) {
+            size_t qi = (w->next_queue + k) % w->nqueues;
+            const tq_queue_info *q = &w->qinfo[qi];
+            size_t room = (size_t)p->free_slots + target;
+            room = room > nheld ? room - nheld : 0;
+            if (room == 0)
+                break;
+            if (q->paused)
+                continue;
+            /* Holds, all of them (engine.h, STARTS): each start is
+             * recorded once it happened. */
+            tq__claim c = {w->queues[qi],   q->order, q->lease_us,
+                           q->max_attempts, room,     0};
+            int claimed = 0;
+            rc = exchange(w, &c, qi, &claimed);
+            p->tried = 1;
+            p->claimed += claimed;
+            p->free_slots = free_slot_count(w);
+            nheld = held_count(w);
+        }
+        w->next_queue = (w->next_queue + 1) % w->nqueues;
+    }
+    /* From here on the loop starts nothing, so these only go down
+     * (callback threads may start a held job: only while one is held). */
+    p->running = running_count(w);
+    p->nheld = held_count(w);
+    return rc;
+}
+
+/*
+ * Acks alone, when no claim carried them: when they have waited long
+ * enough or are many, when stopping, and when nothing runs (so that drain
+ * sees them); and starts the store has not recorded, once they have waited
+ * as long. rc is the claims' answer; the store errors a worker rides out
+ * come back as 0.
+ */
+static int send_acks(tq_worker *w, pass *p, int rc)
+{
+    const int64_t now = p->now;
+    int claimed;
+    p->unrecorded = unrecorded_count(w, &p->unrecorded_since);
+    if (!w->disconnected && !rc && !p->tried &&
+        ((w->nacks &&
+          (w->stopping || w->nacks >= ACK_BATCH || now - w->acks_since >= ACK_DELAY_US ||
+           (p->running == 0 && p->nheld == 0))) ||
+         (p->unrecorded && now - p->unrecorded_since >= ACK_DELAY_US)))
+        rc = exchange(w, NULL, 0, &claimed);
+    rc = ride_out(w, rc);
+    /* as the exchange left it */
+    p->unrecorded = unrecorded_count(w, &p->unrecorded_since);
+    return rc;
+}
+
+/*
+ * The jobs' leases and the worker's own registration, then the rescue of
+ * expired leases, but only once this worker's own leases are renewed and
+ * the results of jobs that ended before that renewal are in: after the
+ * store was out of reach, its own jobs' leases may have run out while it
+ * ran them, and a rescue first would take them back from under it.
+ */
+static int maintain_leases(tq_worker *w, pass *p)
+{
+    tq *db = w->db;
+    int rc, claimed;
+    const int64_t now = p->now = tq__mono_us();
+    p->beat_every = beat_every_us(w);
+    if (now - w->last_beat >= p->beat_every) {
+        int hb = heartbeat(w);
+        if ((rc = ride_out(w, hb)))
+            return rc;
+        /* A beat that did not go through is tried again soon. */
+        w->beat_failed = hb != 0;
+        w->last_beat = hb ? now - p->beat_every + RECONNECT_MIN_US : now;
+    }
+    if (w->disconnected || w->stopping || now - w->last_rescue < RESCUE_EVERY_US ||
+        w->beat_failed)
+        return 0;
+    if ((rc = collect(w)) || (rc = give_back_short(w)))
+        return rc;
+    if (w->nacks && (rc = ride_out(w, exchange(w, NULL, 0, &claimed))))
+        return rc;
+    if (w->disconnected || w->nacks)
+        return 0;
+    int64_t n = 0;
+    if ((rc = ride_out(w, db->engine->rescue(db, NULL, &n))))
+        return rc;
+    if (n)
+        logf_(w, TQ_LOG_WARN, "rescued %lld job(s) whose lease expired", (long long)n);
+    w->last_rescue = now;
+    return 0;
+}
+
+/* Whether the loop is over: a stop with nothing left running or unsent,
+ * or, draining, nothing of its queues left ready or running anywhere. */
+static int finished(tq_worker *w, const pass *p, int *done)
+{
+    tq *db = w->db;
+    *done = w->stopping && p->running == 0 && w->nacks == 0;
+    if (*done || w->disconnected || !w->drain || w->stopping || p->running || p->nheld ||
+        w->nacks || p->claimed)
+        return 0;
+    int pending = 0, rc = 0;
+    for (size_t i = 0; i < w->nqueues && !pending && !rc; i++)
+        rc = db->engine->pending(db, w->queues[i], &pending);
+    if (rc)
+        pending = 1;
+    *done = !pending;
+    return ride_out(w, rc);
+}
+
+/* A notification of new jobs (PostgreSQL) with a slot free means: claim
+ * now. */
+static int take_notifications(tq_worker *w, const pass *p, int *notified)
+{
+    tq *db = w->db;
+    int k = 0, rc = 0;
+    *notified = 0;
+    if (!(db->engine->caps & TQ__CAP_NOTIFY) || w->stopping)
+        return 0;
+    if ((rc = ride_out(w, db->engine->notify_drain(db, &k))))
+        return rc;
+    *notified = k > 0 && p->free_slots > 0;
+    return 0;
+}
+
+/* How long to sleep: backing off after a claim that found nothing;
+ * otherwise until an event (a handler finishing wakes the loop) or the
+ * next timer. */
+static int64_t next_wakeup(tq_worker *w, const pass *p)
+{
+    const int64_t now = p->now;
+    int64_t timeout = w->poll_max_us;
+    if (p->tried) {
+        w->idle_us = w->idle_us ? w->idle_us * 2 : 1000;
+        if (w->idle_us > w->poll_max_us)
+            w->idle_us = w->poll_max_us;
+        timeout = w->idle_us;
+    }
+    if (w->nacks)
+        sooner(&timeout, w->acks_since + ACK_DELAY_US - now);
+    if (p->unrecorded)
+        sooner(&timeout, p->unrecorded_since + ACK_DELAY_US - now);
+    if (p->running || p->nheld)
+        sooner(&timeout, w->last_beat + p->beat_every - now);
+    if (p->running && w->handler) /* results come back without a wake */
+        sooner(&timeout, ACK_DELAY_US);
+    /* Command mode only: callback slots have no deadlines, and their
+     * threads own them (reading them here would race). */
+    for (int i = 0; p->running && w->argv && i < w->concurrency; i++) {
+        const slot *s = &w->slots[i];
+        if (s->state != SLOT_RUNNING)
+            continue;
+        if (s->deadline && !s->timed_out)
+            sooner(&timeout, s->deadline - now);
+        if (s->kill_at)
+            sooner(&timeout, s->kill_at - now);
+    }
+    if (w->start_cap) /* starts resume, or one more may start */
+        sooner(&timeout,
+               w->start_retry_at > now ? w->start_retry_at - now : START_PROBE_US);
+    if (w->stopping)
+        sooner(&timeout, w->stop_at - now);
+    return timeout;
+}
+
+/*
+ * The loop: one pass per wake-up, each the phases above in the order the
+ * file's opening comment gives. A phase returns an error only for what the
+ * worker cannot ride out; the store errors it rides out leave it
+ * disconnected or waiting for room, and the pass ends early.
+ */
 int tq_worker_run(tq_worker *w)
 {
     tq *db = w->db;
-    int rc = 0, stopping = 0;
-    int64_t idle_us = 0, stop_at = 0, last_rescue = 0, last_refresh = 0;
+    int rc = 0;
     w->last_beat = tq__mono_us();
 
     /* A handler that exits without reading its stdin must not kill us. */
@@ -1694,216 +1985,38 @@ int tq_worker_run(tq_worker *w)
     sigaction(SIGPIPE, &ign, &old_pipe);
 
     for (;;) {
-        int64_t now = tq__mono_us();
-        int claimed = 0;
-
-        if (w->stop_requested && !stopping) {
-            stopping = 1;
-            stop_at = now + w->grace_us;
-            logf_(w, TQ_LOG_INFO,
-                  "stopping: no new jobs; %d running job(s) get %.1fs to finish",
-                  running_count(w), (double)w->grace_us / 1e6);
-            if ((rc = release_held(w, SIZE_MAX)))
-                break;
-        }
-        if ((rc = collect(w)) || (rc = start_held(w)) || (rc = give_back_short(w)))
+        pass p = {.now = tq__mono_us()};
+        int leave = 0, notified = 0;
+        if ((rc = stop_if_asked(w, p.now)) || (rc = reap_and_start(w)))
             break;
-        int free_slots = free_slot_count(w);
-
-        if (w->disconnected && !try_reconnect(w, now)) {
-            /* Meanwhile: keep the handlers serviced, stop when asked. */
-            enforce_deadlines(w, now, stopping ? stop_at : 0);
-            if (stopping && running_count(w) == 0)
-                break; /* unsent acks: those jobs come back by lease */
-            int64_t t = 50000;
-            sooner(&t, w->reconnect_at - now);
-            if (stopping)
-                sooner(&t, stop_at - now);
-            wait_events(w, t);
+        p.free_slots = free_slot_count(w);
+        if (store_unavailable(w, &p, &leave)) {
+            if (leave)
+                break;
             continue;
         }
-
-        if (w->store_full && now < w->full_retry_at) {
-            /* A full disk: write nothing until the next try; meanwhile keep
-             * the handlers serviced, and stop when asked once the grace
-             * time is over, leaving what could not be saved to the leases. */
-            enforce_deadlines(w, now, stopping ? stop_at : 0);
-            if (stopping && now >= stop_at && running_count(w) == 0) {
-                logf_(
-                    w, TQ_LOG_WARN,
-                    "stopping with %zu result(s) unsaved (the disk is full); those jobs "
-                    "come back when their leases expire",
-                    w->nacks);
-                break;
-            }
-            int64_t t = w->full_retry_at - now;
-            if (stopping)
-                sooner(&t, stop_at - now);
-            wait_events(w, t);
-            continue;
-        }
-        if (!stopping && now - last_refresh >= REFRESH_EVERY_US) {
-            if ((rc = db->engine->same_store(db)) ||
-                (rc = ride_out(w, refresh_queues(w))) || (rc = release_paused(w)))
-                break;
-            last_refresh = now;
-        }
-        if ((rc = ride_out(w, set_wait_limit(w))))
+        if ((rc = maintain_settings(w, &p)))
             break;
         if (w->disconnected)
             continue;
-        /*
-         * Claim when a slot is free (nothing is held then) or the held jobs
-         * have run below half their target: enough to fill the slots and the
-         * target, one exchange per queue, carrying the pending acks.
-         */
-        int any_claimed = 0, sent = 0, tried = 0;
-        const size_t target = stopping ? 0 : target_held(w);
-        set_low_water(w, target);
-        size_t nheld = held_count(w);
-        if (!w->disconnected && !stopping && (free_slots > 0 || 2 * nheld < target)) {
-            for (size_t k = 0; k < w->nqueues && !rc; k++) {
-                size_t qi = (w->next_queue + k) % w->nqueues;
-                const tq_queue_info *q = &w->qinfo[qi];
-                size_t room = (size_t)free_slots + target;
-                room = room > nheld ? room - nheld : 0;
-                if (room == 0)
-                    break;
-                if (q->paused)
-                    continue;
-                /* Holds, all of them (engine.h, STARTS): each start is
-                 * recorded once it happened. */
-                tq__claim c = {w->queues[qi],   q->order, q->lease_us,
-                               q->max_attempts, room,     0};
-                rc = exchange(w, &c, qi, &claimed);
-                sent = tried = 1;
-                any_claimed += claimed;
-                free_slots = free_slot_count(w);
-                nheld = held_count(w);
-            }
-            w->next_queue = (w->next_queue + 1) % w->nqueues;
-        }
-        /* From here on the loop starts nothing, so these only go down
-         * (callback threads may start a held job: only while one is held). */
-        int running = running_count(w);
-        nheld = held_count(w);
-        /* Acks alone: when they have waited long enough or are many, when
-         * stopping, and when nothing runs (so that drain sees them); and
-         * starts the store has not recorded, once they have waited as long. */
-        int64_t unrecorded_since;
-        size_t unrecorded = unrecorded_count(w, &unrecorded_since);
-        if (!w->disconnected && !rc && !sent &&
-            ((w->nacks &&
-              (stopping || w->nacks >= ACK_BATCH || now - w->acks_since >= ACK_DELAY_US ||
-               (running == 0 && nheld == 0))) ||
-             (unrecorded && now - unrecorded_since >= ACK_DELAY_US)))
-            rc = exchange(w, NULL, 0, &claimed);
-        if ((rc = ride_out(w, rc)))
+        if ((rc = send_acks(w, &p, claim_jobs(w, &p))))
             break;
         if (w->disconnected)
             continue;
-        unrecorded = unrecorded_count(w, &unrecorded_since); /* as the exchange left it */
-
-        now = tq__mono_us();
-        /* The jobs' leases, and the worker's own registration. */
-        const int64_t beat_every = beat_every_us(w);
-        if (now - w->last_beat >= beat_every) {
-            int hb = heartbeat(w);
-            if ((rc = ride_out(w, hb)))
-                break;
-            /* A beat that did not go through is tried again soon. */
-            w->beat_failed = hb != 0;
-            w->last_beat = hb ? now - beat_every + RECONNECT_MIN_US : now;
-        }
-        /* Rescue expired leases, but only once this worker's own leases are
-         * renewed and the results of jobs that ended before that renewal
-         * are in: after the store was out of reach, its own jobs' leases
-         * may have run out while it ran them, and a rescue first would take
-         * them back from under it. */
-        if (!w->disconnected && !stopping && now - last_rescue >= RESCUE_EVERY_US &&
-            !w->beat_failed) {
-            if ((rc = collect(w)) || (rc = give_back_short(w)))
-                break;
-            if (w->nacks && (rc = ride_out(w, exchange(w, NULL, 0, &claimed))))
-                break;
-        }
-        if (!w->disconnected && !stopping && now - last_rescue >= RESCUE_EVERY_US &&
-            !w->beat_failed && w->nacks == 0) {
-            int64_t n = 0;
-            if ((rc = ride_out(w, db->engine->rescue(db, NULL, &n))))
-                break;
-            if (n)
-                logf_(w, TQ_LOG_WARN, "rescued %lld job(s) whose lease expired",
-                      (long long)n);
-            last_rescue = now;
-        }
-        enforce_deadlines(w, now, stopping ? stop_at : 0);
-
-        if (stopping && running == 0 && w->nacks == 0)
+        if ((rc = maintain_leases(w, &p)))
             break;
-        if (!w->disconnected && w->drain && !stopping && running == 0 && nheld == 0 &&
-            w->nacks == 0 && any_claimed == 0) {
-            int pending = 0;
-            for (size_t i = 0; i < w->nqueues && !pending && !rc; i++)
-                rc = db->engine->pending(db, w->queues[i], &pending);
-            if (rc)
-                pending = 1;
-            if ((rc = ride_out(w, rc)))
-                break;
-            if (!pending)
-                break;
-        }
+        enforce_deadlines(w, p.now, w->stopping ? w->stop_at : 0);
+        if ((rc = finished(w, &p, &leave)) || leave)
+            break;
         if (w->disconnected)
             continue;
-
-        /* A notification of new jobs (PostgreSQL) means: claim now. */
-        int notified = 0;
-        if ((db->engine->caps & TQ__CAP_NOTIFY) && !stopping) {
-            int k = 0;
-            if ((rc = ride_out(w, db->engine->notify_drain(db, &k))))
-                break;
-            notified = k > 0 && free_slots > 0;
-        }
-
-        /* How long to sleep: not at all after a claim or a notification;
-         * backing off after a claim that found nothing; otherwise until an
-         * event (a handler finishing wakes us) or the next timer. */
-        if (any_claimed || notified) {
-            idle_us = 0;
+        if ((rc = take_notifications(w, &p, &notified)))
+            break;
+        if (p.claimed || notified) { /* more may be waiting: no sleep */
+            w->idle_us = 0;
             continue;
         }
-        int64_t timeout = w->poll_max_us;
-        if (tried) {
-            idle_us = idle_us ? idle_us * 2 : 1000;
-            if (idle_us > w->poll_max_us)
-                idle_us = w->poll_max_us;
-            timeout = idle_us;
-        }
-        if (w->nacks)
-            sooner(&timeout, w->acks_since + ACK_DELAY_US - now);
-        if (unrecorded)
-            sooner(&timeout, unrecorded_since + ACK_DELAY_US - now);
-        if (running || nheld)
-            sooner(&timeout, w->last_beat + beat_every - now);
-        if (running && w->handler) /* results come back without a wake */
-            sooner(&timeout, ACK_DELAY_US);
-        /* Command mode only: callback slots have no deadlines, and their
-         * threads own them (reading them here would race). */
-        for (int i = 0; running && w->argv && i < w->concurrency; i++) {
-            const slot *s = &w->slots[i];
-            if (s->state != SLOT_RUNNING)
-                continue;
-            if (s->deadline && !s->timed_out)
-                sooner(&timeout, s->deadline - now);
-            if (s->kill_at)
-                sooner(&timeout, s->kill_at - now);
-        }
-        if (w->start_cap) /* starts resume, or one more may start */
-            sooner(&timeout,
-                   w->start_retry_at > now ? w->start_retry_at - now : START_PROBE_US);
-        if (stopping)
-            sooner(&timeout, stop_at - now);
-        wait_events(w, timeout);
+        wait_events(w, next_wakeup(w, &p));
     }
 
     if (rc)
