@@ -62,6 +62,17 @@ enum {
     TQ_DUP = 1
 };
 
+/*
+ * RESULTS. A call that returns int returns 0 (TQ_OK) or a negative TQ_E*
+ * code, and tq_errmsg(db) says why in one line. Any call that reaches the
+ * store may return what the store can say: TQ_ECONN (it cannot be reached,
+ * or went away), TQ_EBUSY (a lock or serialization timeout: try again),
+ * TQ_ESCHEMA (no tq schema, or a newer one), TQ_EDB (anything else it
+ * said) and TQ_ENOMEM; one that writes also TQ_EFULL. Bad arguments are
+ * TQ_EINVAL, found before anything is written. The comments below name the
+ * other codes each call returns.
+ */
+
 /* Static text for a result code; never NULL. */
 const char *tq_strerror(int code);
 
@@ -105,7 +116,9 @@ typedef struct tq_open_opts {
  * "?synchronous=normal&busy_timeout=MS"), or "postgres://..." where that
  * engine is built in. opts may be NULL. On failure *out may still be set to
  * a handle whose tq_errmsg() explains; free it with tq_close(). Not
- * thread-safe with respect to the returned handle.
+ * thread-safe with respect to the returned handle. TQ_EINVAL for a
+ * malformed URL, TQ_ENOTSUP for an engine this build lacks, TQ_ECONN for a
+ * store that cannot be opened (or, without opts->create, does not exist).
  */
 int tq_open(tq **out, const char *url, const tq_open_opts *opts);
 void tq_close(tq *db);
@@ -188,7 +201,7 @@ typedef struct tq_queue_opts {
     }
 
 /* Creates the queue with defaults if missing, then applies opts (may be
- * NULL). Values are validated before anything is written. */
+ * NULL). Values are validated before anything is written: TQ_EINVAL. */
 int tq_queue_set(tq *db, const char *name, const tq_queue_opts *opts);
 /* TQ_ENOTFOUND if the queue does not exist. */
 int tq_queue_get(tq_queue_info *out, tq *db, const char *name);
@@ -215,7 +228,8 @@ typedef struct tq_enqueue_opts {
  * Enqueues one job; the queue is created with defaults if unknown. On return
  * of 0 the job is durable and *out holds its id. With a key that the queue
  * already holds, nothing is written, *out holds the existing job's id and
- * TQ_DUP is returned. opts may be NULL.
+ * TQ_DUP is returned. opts may be NULL. TQ_EINVAL for a bad queue name, key
+ * or option, TQ_ETOOBIG for a payload over the store's limit.
  */
 int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
                    size_t len, const tq_enqueue_opts *opts);
@@ -227,7 +241,8 @@ typedef struct tq_payload {
 
 /*
  * Enqueues n jobs with the same options (no key) in one transaction: all or
- * none. out, if not NULL, receives n ids in order.
+ * none. out, if not NULL, receives n ids in order. TQ_EINVAL and
+ * TQ_ETOOBIG as tq_job_enqueue.
  */
 int tq_job_enqueue_batch(int64_t *out, tq *db, const char *queue, const tq_payload *items,
                          size_t n, const tq_enqueue_opts *opts);
@@ -283,7 +298,8 @@ char *tq_utf8_clean(const char *s);
 char *tq_text_printable(const char *s);
 
 /* Fenced acknowledgements: each applies only if the job is still running
- * under the same claim (job->claim) by job->worker, else TQ_ELOST. */
+ * under the same claim (job->claim) by job->worker, else TQ_ELOST (and
+ * nothing changes). */
 int tq_job_complete(tq *db, const tq_job *job);
 /* Failure: back to ready after the queue's backoff, or dead when attempts
  * are used up. error (may be NULL) becomes last_error, as valid UTF-8: a
@@ -319,7 +335,8 @@ typedef struct tq_list_opts {
 int tq_job_list(tq_job **out, size_t *out_n, tq *db, const tq_list_opts *opts);
 
 /* Deletes finished jobs (states in state_mask, bit (1 << tq_state)) that
- * finished before now - older_than_us. */
+ * finished before now - older_than_us. TQ_EINVAL for a mask with a state
+ * that is not finished. */
 int tq_job_prune(int64_t *out_count, tq *db, int64_t older_than_us, unsigned state_mask);
 
 /* Puts back running jobs whose lease expired: to ready, or to dead when
@@ -386,7 +403,8 @@ enum { TQ_LOG_ERROR = 0, TQ_LOG_WARN, TQ_LOG_INFO, TQ_LOG_DEBUG };
 
 #define TQ_WORKER_OPTS_VERSION 2
 #define TQ_PREFETCH_DEFAULT    2048
-#define TQ_CONCURRENCY_MAX     1024 /* most slots of one worker */
+#define TQ_PREFETCH_MAX        65536 /* most jobs one worker claims ahead */
+#define TQ_CONCURRENCY_MAX     1024  /* most slots of one worker */
 typedef struct tq_worker_opts {
     int version;
     const char *const *queues; /* names; NULL or nqueues 0: {"default"} */
@@ -440,11 +458,13 @@ typedef struct tq_worker_counters {
  * never registered); otherwise they come back when their leases expire.
  */
 int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *opts);
-/* Runs until stopped (or drained, with opts.drain). Returns 0 on a clean
- * stop; TQ_ESYS after stopping because the command could not be started
- * for 10 s (the program gone or not executable), or nothing could start for
- * a minute while nothing ran; TQ_ECONN when a SQLite store's file was
- * deleted or replaced while it ran. */
+/* Runs until stopped (or drained, with opts.drain). While it runs SIGPIPE
+ * is ignored in the whole process (a handler that stops reading its stdin
+ * must not end the worker); the disposition it had is restored on return.
+ * Returns 0 on a clean stop; TQ_ESYS after stopping because the command could not be
+ * started for 10 s (the program gone or not executable), or nothing could start for a
+ * minute while nothing ran; TQ_ECONN when a SQLite store's file was deleted or replaced
+ * while it ran. */
 int tq_worker_run(tq_worker *w);
 /* Asks a running pool to stop: claim nothing more, let running jobs finish
  * within the grace period, then kill them and release their jobs.

@@ -200,13 +200,13 @@ struct tq_worker {
     tq_worker_counters counters;
 };
 
-static void logf_(tq_worker *w, int level, const char *fmt, ...)
+static void worker_log(tq_worker *w, int level, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
 
-static void logf_(tq_worker *w, int level, const char *fmt, ...)
+static void worker_log(tq_worker *w, int level, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -472,7 +472,7 @@ static void store_wrote(tq_worker *w)
         return;
     w->store_full = 0;
     w->full_backoff = 0;
-    logf_(w, TQ_LOG_WARN, "the store has room again");
+    worker_log(w, TQ_LOG_WARN, "the store has room again");
 }
 
 void tq_worker_free(tq_worker *w)
@@ -581,8 +581,9 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     if (o->timeout_us < 0 || o->grace_us < 0 || o->poll_max_us < 0)
         return tq__seterr(db, TQ_EINVAL, "durations cannot be negative");
     const int prefetch = o->version >= 2 ? o->prefetch : 0;
-    if (prefetch < -1 || prefetch > 65536)
-        return tq__seterr(db, TQ_EINVAL, "prefetch must be between -1 and 65536");
+    if (prefetch < -1 || prefetch > TQ_PREFETCH_MAX)
+        return tq__seterr(db, TQ_EINVAL, "prefetch must be between -1 and %d",
+                          TQ_PREFETCH_MAX);
     const char *const *queues = o->nqueues ? o->queues : default_queue;
     size_t nqueues = o->nqueues ? o->nqueues : 1;
     for (size_t i = 0; i < nqueues; i++)
@@ -673,9 +674,10 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     int gone =
         holder.name[0] && (holder.stopped_at || holder_is_dead(&holder, info.host_id));
     if (rc == TQ_EINUSE && gone) {
-        logf_(w, TQ_LOG_WARN,
-              "worker name held by pid %lld on this host, which is gone: taking over",
-              (long long)holder.pid);
+        worker_log(
+            w, TQ_LOG_WARN,
+            "worker name held by pid %lld on this host, which is gone: taking over",
+            (long long)holder.pid);
         tq_worker_info was = holder;
         /* Only if it is still that holder: two starting at once cannot
          * both take it over. */
@@ -696,11 +698,12 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     if (gone && (rc = db->engine->rescue(db, w->name, &n)))
         goto fail;
     if (n)
-        logf_(w, TQ_LOG_WARN, "put back %lld job(s) left running under this worker name",
-              (long long)n);
+        worker_log(w, TQ_LOG_WARN,
+                   "put back %lld job(s) left running under this worker name",
+                   (long long)n);
     if ((db->engine->caps & TQ__CAP_NOTIFY) && db->engine->listen(db)) {
-        logf_(w, TQ_LOG_WARN, "cannot listen for new jobs, polling only: %s",
-              tq_errmsg(db));
+        worker_log(w, TQ_LOG_WARN, "cannot listen for new jobs, polling only: %s",
+                   tq_errmsg(db));
         tq__clearerr(db);
     }
     if (w->handler && (rc = start_threads(w)))
@@ -803,8 +806,8 @@ static int finish(tq_worker *w, const outcome *o)
         /* Someone else holds the job now (or it was cancelled): its result
          * must not be recorded. The fence would refuse it anyway. */
         w->counters.lost++;
-        logf_(w, TQ_LOG_WARN, "job %lld: lease was lost; result discarded",
-              (long long)o->job.id);
+        worker_log(w, TQ_LOG_WARN, "job %lld: lease was lost; result discarded",
+                   (long long)o->job.id);
         return 0;
     }
     /* A handler that finished its job when told to stop (it trapped the
@@ -815,8 +818,8 @@ static int finish(tq_worker *w, const outcome *o)
         return add_ack(w, &o->job, TQ__ACK_RELEASE, NULL);
     if (w->log) { /* the handler's text, escaped: one line */
         char *text = tq_text_printable(o->error ? o->error : "");
-        logf_(w, TQ_LOG_INFO, "job %lld attempt %d failed: %.300s", (long long)o->job.id,
-              o->job.attempt, text ? text : "(out of memory)");
+        worker_log(w, TQ_LOG_INFO, "job %lld attempt %d failed: %.300s",
+                   (long long)o->job.id, o->job.attempt, text ? text : "(out of memory)");
         free(text);
     }
     return add_ack(w, &o->job, TQ__ACK_FAIL, o->error);
@@ -909,9 +912,9 @@ static int group_ended(tq_worker *w, slot *s)
         return 1;
     if (!s->lingering) {
         s->lingering = 1;
-        logf_(w, TQ_LOG_WARN,
-              "job %lld: the handler exited and left processes running; ending them",
-              (long long)s->job.id);
+        worker_log(w, TQ_LOG_WARN,
+                   "job %lld: the handler exited and left processes running; ending them",
+                   (long long)s->job.id);
         if (!s->kill_at) { /* else a SIGTERM went already, and SIGKILL is due */
             tq__child_kill(&s->child, SIGTERM);
             s->kill_at = tq__mono_us() + w->grace_us;
@@ -986,7 +989,7 @@ static int start_room(tq_worker *w, int64_t now)
     if (room < w->concurrency)
         return (int)room;
     w->start_cap = 0;
-    logf_(w, TQ_LOG_INFO, "handlers start again: up to %d at once", w->concurrency);
+    worker_log(w, TQ_LOG_INFO, "handlers start again: up to %d at once", w->concurrency);
     return w->concurrency;
 }
 
@@ -1005,10 +1008,10 @@ static void start_failed(tq_worker *w, int program, const char *why)
     const int64_t now = tq__mono_us();
     const int running = running_count(w);
     if (!w->start_cap)
-        logf_(w, TQ_LOG_WARN,
-              "%s; the job goes back unspent, and jobs start more slowly while this "
-              "lasts",
-              why);
+        worker_log(w, TQ_LOG_WARN,
+                   "%s; the job goes back unspent, and jobs start more slowly while this "
+                   "lasts",
+                   why);
     if (!w->start_failing_since)
         w->start_failing_since = now;
     w->start_backoff = w->start_backoff ? w->start_backoff * 2 : START_RETRY_MIN_US;
@@ -1023,7 +1026,7 @@ static void start_failed(tq_worker *w, int program, const char *why)
         char d[32];
         snprintf(w->start_why, sizeof w->start_why, "%s (for %s); stopping", why,
                  tq_duration_format(d, sizeof d, failing));
-        logf_(w, TQ_LOG_ERROR, "%s", w->start_why);
+        worker_log(w, TQ_LOG_ERROR, "%s", w->start_why);
         w->start_gave_up = 1;
         w->stop_requested = 1;
     }
@@ -1295,10 +1298,10 @@ static int drop_error_texts(tq_worker *w, tq__ack *acks, size_t nacks)
     }
     if (n) {
         char *why = tq_text_printable(tq_errmsg(w->db));
-        logf_(w, TQ_LOG_WARN,
-              "the store refused %zu job(s)' error text (%.300s); sending "
-              "without it",
-              n, why ? why : "out of memory");
+        worker_log(w, TQ_LOG_WARN,
+                   "the store refused %zu job(s)' error text (%.300s); sending "
+                   "without it",
+                   n, why ? why : "out of memory");
         free(why);
     }
     return n > 0;
@@ -1342,10 +1345,10 @@ static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claime
         for (size_t i = 0; i < nacks; i++) {
             if (acks[i].result == TQ_ELOST) {
                 w->counters.lost++;
-                logf_(w, TQ_LOG_WARN,
-                      "job %lld: lease was lost before its result was saved; "
-                      "result discarded",
-                      (long long)acks[i].id);
+                worker_log(w, TQ_LOG_WARN,
+                           "job %lld: lease was lost before its result was saved; "
+                           "result discarded",
+                           (long long)acks[i].id);
             } else if (acks[i].kind == TQ__ACK_DONE) {
                 w->counters.done++;
             } else if (acks[i].kind == TQ__ACK_FAIL) {
@@ -1444,9 +1447,10 @@ static int heartbeat(tq_worker *w)
         if (w->handler)
             pthread_mutex_unlock(&w->mu);
         for (size_t k = 0; k < nlost; k++) /* logged unlocked: sinks may block */
-            logf_(w, TQ_LOG_WARN,
-                  "job %lld: lease lost (expired and taken, or cancelled); stopping it",
-                  (long long)acks[k].id);
+            worker_log(
+                w, TQ_LOG_WARN,
+                "job %lld: lease lost (expired and taken, or cancelled); stopping it",
+                (long long)acks[k].id);
     }
     free(acks);
     if (!rc && !w->name_taken &&
@@ -1454,7 +1458,7 @@ static int heartbeat(tq_worker *w)
         /* Our registration lapsed (the worker stalled or was cut off past
          * its lease) and another process took the name: two workers must
          * not share one, so this one stops as on SIGTERM and says so. */
-        logf_(w, TQ_LOG_ERROR, "%s: stopping", tq_errmsg(w->db));
+        worker_log(w, TQ_LOG_ERROR, "%s: stopping", tq_errmsg(w->db));
         w->name_taken = 1;
         w->stop_requested = 1;
         rc = 0;
@@ -1549,12 +1553,13 @@ static void wait_events(tq_worker *w, int64_t timeout_us)
 static int ride_out(tq_worker *w, int rc)
 {
     if (rc == TQ_EBUSY) {
-        logf_(w, TQ_LOG_WARN, "store busy, will retry: %s", tq_errmsg(w->db));
+        worker_log(w, TQ_LOG_WARN, "store busy, will retry: %s", tq_errmsg(w->db));
         return 0;
     }
     if (rc == TQ_EFULL) {
         if (!w->store_full)
-            logf_(w, TQ_LOG_WARN, "%s; will retry until there is room", tq_errmsg(w->db));
+            worker_log(w, TQ_LOG_WARN, "%s; will retry until there is room",
+                       tq_errmsg(w->db));
         w->store_full = 1;
         /* Not at once: 100 ms, doubling up to 5 s. */
         w->full_backoff = w->full_backoff ? w->full_backoff * 2 : RECONNECT_MIN_US;
@@ -1565,7 +1570,7 @@ static int ride_out(tq_worker *w, int rc)
     }
     if (rc == TQ_ECONN && w->db->engine->reconnect) {
         if (!w->disconnected) {
-            logf_(w, TQ_LOG_WARN, "%s; reconnecting", tq_errmsg(w->db));
+            worker_log(w, TQ_LOG_WARN, "%s; reconnecting", tq_errmsg(w->db));
             w->disconnected = 1;
             w->reconnect_backoff = 0;
             w->reconnect_at = tq__mono_us();
@@ -1594,10 +1599,10 @@ static int give_back_short(tq_worker *w)
         pthread_mutex_unlock(&w->mu);
     }
     if (n)
-        logf_(w, TQ_LOG_WARN,
-              "%zu held job(s) given back unstarted: less than a third of their "
-              "lease was surely left (heartbeats could not reach the store)",
-              n);
+        worker_log(w, TQ_LOG_WARN,
+                   "%zu held job(s) given back unstarted: less than a third of their "
+                   "lease was surely left (heartbeats could not reach the store)",
+                   n);
     return rc;
 }
 
@@ -1621,18 +1626,18 @@ static int try_reconnect(tq_worker *w, int64_t now)
         if (w->reconnect_backoff > most)
             w->reconnect_backoff = most;
         w->reconnect_at = now + w->reconnect_backoff;
-        logf_(w, TQ_LOG_DEBUG, "%s", tq_errmsg(db));
+        worker_log(w, TQ_LOG_DEBUG, "%s", tq_errmsg(db));
         return 0;
     }
     w->disconnected = 0;
     w->beat_failed = 1; /* beat at once; no rescue before that beat */
     w->last_beat = 0;
     if ((db->engine->caps & TQ__CAP_NOTIFY) && db->engine->listen(db))
-        logf_(w, TQ_LOG_WARN, "cannot listen for new jobs, polling only: %s",
-              tq_errmsg(db));
+        worker_log(w, TQ_LOG_WARN, "cannot listen for new jobs, polling only: %s",
+                   tq_errmsg(db));
     tq__clearerr(db);
-    logf_(w, TQ_LOG_WARN, "reconnected to the store; %zu acknowledgement(s) to send",
-          w->nacks);
+    worker_log(w, TQ_LOG_WARN, "reconnected to the store; %zu acknowledgement(s) to send",
+               w->nacks);
     return 1;
 }
 
@@ -1691,12 +1696,13 @@ static void give_back(tq_worker *w)
     if (!rc && n && !w->disconnected)
         rc = exchange(w, NULL, 0, &claimed);
     if (w->nacks)
-        logf_(w, TQ_LOG_WARN,
-              "%zu job(s) could not be given back (%s); they come back when their "
-              "leases expire",
-              w->nacks, w->disconnected ? "no connection to the store" : tq_errmsg(db));
+        worker_log(w, TQ_LOG_WARN,
+                   "%zu job(s) could not be given back (%s); they come back when their "
+                   "leases expire",
+                   w->nacks,
+                   w->disconnected ? "no connection to the store" : tq_errmsg(db));
     else if (n)
-        logf_(w, TQ_LOG_INFO, "gave back %zu job(s) before stopping", n);
+        worker_log(w, TQ_LOG_INFO, "gave back %zu job(s) before stopping", n);
     memcpy(db->errmsg, keep, sizeof keep);
 }
 
@@ -1723,8 +1729,9 @@ static int stop_if_asked(tq_worker *w, int64_t now)
         return 0;
     w->stopping = 1;
     w->stop_at = now + w->grace_us;
-    logf_(w, TQ_LOG_INFO, "stopping: no new jobs; %d running job(s) get %.1fs to finish",
-          running_count(w), (double)w->grace_us / 1e6);
+    worker_log(w, TQ_LOG_INFO,
+               "stopping: no new jobs; %d running job(s) get %.1fs to finish",
+               running_count(w), (double)w->grace_us / 1e6);
     return release_held(w, SIZE_MAX);
 }
 
@@ -1761,10 +1768,11 @@ static int store_unavailable(tq_worker *w, const pass *p, int *leave)
     enforce_deadlines(w, now, w->stopping ? w->stop_at : 0);
     if (w->stopping && running_count(w) == 0 && (w->disconnected || now >= w->stop_at)) {
         if (!w->disconnected)
-            logf_(w, TQ_LOG_WARN,
-                  "stopping with %zu result(s) unsaved (the disk is full); those jobs "
-                  "come back when their leases expire",
-                  w->nacks);
+            worker_log(
+                w, TQ_LOG_WARN,
+                "stopping with %zu result(s) unsaved (the disk is full); those jobs "
+                "come back when their leases expire",
+                w->nacks);
         *leave = 1; /* unsent acks: those jobs come back by lease */
         return 1;
     }
@@ -1890,7 +1898,8 @@ static int maintain_leases(tq_worker *w, pass *p)
     if ((rc = ride_out(w, db->engine->rescue(db, NULL, &n))))
         return rc;
     if (n)
-        logf_(w, TQ_LOG_WARN, "rescued %lld job(s) whose lease expired", (long long)n);
+        worker_log(w, TQ_LOG_WARN, "rescued %lld job(s) whose lease expired",
+                   (long long)n);
     w->last_rescue = now;
     return 0;
 }

@@ -456,7 +456,7 @@ int cmd_bench(int argc, char **argv)
                 return EXIT_USAGE;
             break;
         case 'f':
-            if (cli_int("bench", "--prefetch", optarg, 0, 65536, &prefetch))
+            if (cli_int("bench", "--prefetch", optarg, 0, TQ_PREFETCH_MAX, &prefetch))
                 return EXIT_USAGE;
             break;
         case 'b':

@@ -96,7 +96,7 @@ int cmd_work(int argc, char **argv)
             wo.concurrency = (int)n;
             break;
         case 'p':
-            if (cli_int("work", "--prefetch", optarg, 0, 65536, &n))
+            if (cli_int("work", "--prefetch", optarg, 0, TQ_PREFETCH_MAX, &n))
                 return EXIT_USAGE;
             wo.prefetch = n ? (int)n : -1;
             break;

@@ -1,8 +1,9 @@
 /*
- * queue.c - the public API's queue logic that no engine owns: opening a
- * store, validating every input before it reaches an engine, backoff, and
- * the single-job acknowledgement calls. Called by users of tq.h (the tool,
- * embedding programs) and, for claims and acks, by worker.c.
+ * api.c - the public API's entry points (tq.h) but the worker pool's, and
+ * the rules no engine owns: opening a store, validating every input before
+ * it reaches an engine, backoff, and the single-job acknowledgement calls.
+ * Called by users of tq.h (the tool, embedding programs) and, for claims
+ * and acks, by worker.c.
  */
 #include "engine/engine.h"
 
