@@ -458,7 +458,7 @@ static int64_t beat_every_us(const tq_worker *w)
 #define WAIT_LIMIT_MIN_US 2000000LL
 static int set_wait_limit(tq_worker *w)
 {
-    if (!w->db->engine->set_wait_limit)
+    if (!(w->db->engine->caps & TQ__CAP_NETWORK))
         return 0;
     int64_t us = beat_every_us(w);
     return w->db->engine->set_wait_limit(w->db,
@@ -483,7 +483,7 @@ void tq_worker_free(tq_worker *w)
         stop_threads(w);
     if (w->name && w->db && w->db->conn && !w->name_taken)
         w->db->engine->worker_stop(w->db, &w->me);
-    if (w->db && w->db->conn && w->db->engine->set_wait_limit) {
+    if (w->db && w->db->conn && (w->db->engine->caps & TQ__CAP_NETWORK)) {
         /* The handle is the caller's again: no limit, as it came. */
         char keep[sizeof w->db->errmsg];
         memcpy(keep, w->db->errmsg, sizeof keep);
@@ -1568,7 +1568,7 @@ static int ride_out(tq_worker *w, int rc)
         w->full_retry_at = tq__mono_us() + w->full_backoff;
         return 0;
     }
-    if (rc == TQ_ECONN && w->db->engine->reconnect) {
+    if (rc == TQ_ECONN && (w->db->engine->caps & TQ__CAP_NETWORK)) {
         if (!w->disconnected) {
             worker_log(w, TQ_LOG_WARN, "%s; reconnecting", tq_errmsg(w->db));
             w->disconnected = 1;

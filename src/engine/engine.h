@@ -104,8 +104,16 @@ typedef struct tq__claim {
     int start;
 } tq__claim;
 
+/*
+ * What an engine can do beyond the required entries, said one way: a bit
+ * here, and the entries that go with it set, or NULL without the bit.
+ * Callers test the bit, never the pointer. Every other entry is required
+ * (an engine with nothing to do for one gives a stub).
+ */
 enum {
-    TQ__CAP_NOTIFY = 1 << 0, /* wake_wait can sleep until an enqueue */
+    TQ__CAP_NOTIFY = 1 << 0, /* listen, notify_fd, notify_drain: woken by enqueues */
+    TQ__CAP_NETWORK =
+        1 << 1, /* reconnect, set_wait_limit: a connection that can be lost */
 };
 
 struct tq__engine {
@@ -177,20 +185,19 @@ struct tq__engine {
     int (*same_store)(tq *db);
     int (*worker_list)(tq *db, tq_worker_info **out, size_t *out_n);
 
-    /* TQ__CAP_NOTIFY only (NULL otherwise): start listening for enqueues;
+    /* TQ__CAP_NOTIFY only: start listening for enqueues;
      * the descriptor that becomes readable when a notification may have
      * arrived; and take the arrived ones, *count of them. Notifications are
      * a hint to claim now: they are lost while disconnected, so workers
      * still poll. */
     int (*listen)(tq *db);
-    /* Engines with a network connection (NULL otherwise): connect again
-     * after TQ_ECONN; prepared statements and LISTENs are gone. */
+    /* TQ__CAP_NETWORK only: connect again after TQ_ECONN; prepared
+     * statements and LISTENs are gone. */
     int (*reconnect)(tq *db);
-    /* Engines with a network connection (NULL otherwise): from now on, a
-     * server silent for longer than us while an answer is awaited means the
-     * connection is lost (TQ_ECONN; the connection is dropped, reconnect
-     * makes a new one), and the server ends this session if it leaves a
-     * transaction idle that long. 0: wait as long as it takes. */
+    /* TQ__CAP_NETWORK only: from now on, a server silent for longer than us while an
+     * answer is awaited means the connection is lost (TQ_ECONN; the connection is
+     * dropped, reconnect makes a new one), and the server ends this session if it leaves
+     * a transaction idle that long. 0: wait as long as it takes. */
     int (*set_wait_limit)(tq *db, int64_t us);
     int (*notify_fd)(tq *db);
     int (*notify_drain)(tq *db, int *count);

@@ -2116,7 +2116,7 @@ static int pg_same_store(tq *db)
 
 const struct tq__engine tq__engine_postgres = {
     .name = "postgres",
-    .caps = TQ__CAP_NOTIFY,
+    .caps = TQ__CAP_NOTIFY | TQ__CAP_NETWORK,
     .open = pg_open,
     .close = pg_close,
     .init = pg_init,
