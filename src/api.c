@@ -26,6 +26,28 @@ static const struct tq__engine *engine_for(tq__engine_kind kind)
     return NULL;
 }
 
+/* The schema-version rule, for both engines: a store newer than this build
+ * is never touched; outside tq init, an older one (or none) is refused. */
+static int check_version(tq *db, int version, int for_init)
+{
+    if (version > TQ__SCHEMA_VERSION)
+        return tq__seterr(db, TQ_ESCHEMA,
+                          "the store has schema version %d, newer than this tq (%d): "
+                          "upgrade tq",
+                          version, TQ__SCHEMA_VERSION);
+    if (for_init)
+        return 0;
+    if (version == 0)
+        return tq__seterr(db, TQ_ESCHEMA,
+                          "the store has no tq schema: run tq init first");
+    if (version < TQ__SCHEMA_VERSION)
+        return tq__seterr(db, TQ_ESCHEMA,
+                          "the store has schema version %d, older than this tq (%d): run "
+                          "tq init to upgrade it",
+                          version, TQ__SCHEMA_VERSION);
+    return 0;
+}
+
 int tq_open(tq **out, const char *url, const tq_open_opts *opts)
 {
     tq__url u;
@@ -47,6 +69,16 @@ int tq_open(tq **out, const char *url, const tq_open_opts *opts)
     if (rc) {
         db->engine = NULL; /* nothing to close */
         goto done;
+    }
+    if (!(opts && opts->create)) {
+        int version = 0;
+        if (!(rc = db->engine->schema_version(db, &version)))
+            rc = check_version(db, version, 0);
+        if (rc) {
+            db->engine->close(db);
+            db->engine = NULL;
+            goto done;
+        }
     }
     tq__clearerr(db);
 done:
@@ -73,26 +105,6 @@ int tq_schema_version(void)
     return TQ__SCHEMA_VERSION;
 }
 
-int tq__check_version(tq *db, int version, int for_init)
-{
-    if (version > TQ__SCHEMA_VERSION)
-        return tq__seterr(db, TQ_ESCHEMA,
-                          "the store has schema version %d, newer than this tq (%d): "
-                          "upgrade tq",
-                          version, TQ__SCHEMA_VERSION);
-    if (for_init)
-        return 0;
-    if (version == 0)
-        return tq__seterr(db, TQ_ESCHEMA,
-                          "the store has no tq schema: run tq init first");
-    if (version < TQ__SCHEMA_VERSION)
-        return tq__seterr(db, TQ_ESCHEMA,
-                          "the store has schema version %d, older than this tq (%d): run "
-                          "tq init to upgrade it",
-                          version, TQ__SCHEMA_VERSION);
-    return 0;
-}
-
 const char *tq_store_name(const tq *db)
 {
     return db ? db->name : "";
@@ -110,7 +122,8 @@ int tq_init_grants(tq *db, const tq_grant *grants, size_t n)
         if (!grants[i].role || !grants[i].role[0] ||
             (grants[i].kind != TQ_GRANT_PRODUCER && grants[i].kind != TQ_GRANT_WORKER))
             return tq__seterr(db, TQ_EINVAL, "grant %zu: a role name and a kind", i + 1);
-    return db->engine->init(db, grants, n);
+    int found = 0, rc = db->engine->init(db, grants, n, &found);
+    return rc == TQ_ESCHEMA && found ? check_version(db, found, 1) : rc;
 }
 
 /* ---- queues ------------------------------------------------------------ */
@@ -312,30 +325,6 @@ int tq__job_out_of_attempts(const tq_job *j)
     return j->started_at == 0 && j->attempts >= j->max_attempts;
 }
 
-void tq_job_free(tq_job *job)
-{
-    tq_job_array_free(job, job ? 1 : 0);
-}
-
-void tq__job_clear(tq_job *j)
-{
-    free(j->queue);
-    free(j->payload);
-    free(j->key);
-    free(j->worker);
-    free(j->last_error);
-    memset(j, 0, sizeof *j);
-}
-
-void tq_job_array_free(tq_job *jobs, size_t n)
-{
-    if (!jobs)
-        return;
-    for (size_t i = 0; i < n; i++)
-        tq__job_clear(&jobs[i]);
-    free(jobs);
-}
-
 int tq_job_get(tq_job **out, tq *db, int64_t id)
 {
     tq__clearerr(db);
@@ -475,13 +464,24 @@ int tq_job_release(tq *db, const tq_job *job)
 
 /* ---- management -------------------------------------------------------- */
 
+/* A retry or cancel of job id changed nothing: why, from the state the
+ * engine found it in (-1: none). */
+static int why_unchanged(tq *db, int64_t id, int state, const char *action)
+{
+    if (state < 0)
+        return tq__seterr(db, TQ_ENOTFOUND, "no job with id %lld", (long long)id);
+    return tq__seterr(db, TQ_ESTATE, "job %lld is %s: cannot %s it", (long long)id,
+                      tq_state_name((tq_state)state), action);
+}
+
 int tq_job_retry(tq *db, int64_t id)
 {
     int64_t n = 0;
     tq__clearerr(db);
     if (id <= 0)
         return tq__seterr(db, TQ_EINVAL, "job ids are positive integers");
-    return db->engine->job_retry(db, id, NULL, &n);
+    int state = -1, rc = db->engine->job_retry(db, id, NULL, &n, &state);
+    return rc || n ? rc : why_unchanged(db, id, state, "retry");
 }
 
 int tq_job_retry_dead(int64_t *out_count, tq *db, const char *queue)
@@ -493,7 +493,7 @@ int tq_job_retry_dead(int64_t *out_count, tq *db, const char *queue)
         if (rc)
             return rc;
     }
-    int rc = db->engine->job_retry(db, 0, queue, &n);
+    int state, rc = db->engine->job_retry(db, 0, queue, &n, &state);
     if (out_count)
         *out_count = n;
     return rc;
@@ -504,7 +504,9 @@ int tq_job_cancel(tq *db, int64_t id)
     tq__clearerr(db);
     if (id <= 0)
         return tq__seterr(db, TQ_EINVAL, "job ids are positive integers");
-    return db->engine->job_cancel(db, id);
+    int64_t n = 0;
+    int state = -1, rc = db->engine->job_cancel(db, id, &n, &state);
+    return rc || n ? rc : why_unchanged(db, id, state, "cancel");
 }
 
 int tq_job_list(tq_job **out, size_t *out_n, tq *db, const tq_list_opts *opts)

@@ -80,7 +80,6 @@ int tq__job_out_of_attempts(const tq_job *j);
 
 /* The verdict on the schema version a store records (0: none). for_init:
  * only a newer store is refused (an older one is upgraded). */
-int tq__check_version(tq *db, int version, int for_init);
 
 /* The defaults of a new queue. */
 void tq__queue_defaults(tq_queue_info *q, const char *name);

@@ -1,7 +1,7 @@
 /*
- * util.c - errors, clocks, durations, times, backoff and small helpers that
- * no engine owns. Called from every other file of the library and exported
- * in part through tq.h for the tool.
+ * util.c - errors, clocks, durations, times, backoff, jobs' memory and
+ * small helpers, below both the API (api.c, worker.c) and the engines. Called from every
+ * other file of the library and exported in part through tq.h for the tool.
  */
 #define _DEFAULT_SOURCE /* timegm */
 #include "tq_int.h"
@@ -463,4 +463,30 @@ void tq__queue_defaults(tq_queue_info *q, const char *name)
     q->backoff_cap_us = 3600 * 1000000LL;
     q->keep_done = 1;
     q->paused = 0;
+}
+
+/* ---- jobs' memory (the engines fill tq_job, the API hands it out) ------ */
+
+void tq_job_free(tq_job *job)
+{
+    tq_job_array_free(job, job ? 1 : 0);
+}
+
+void tq__job_clear(tq_job *j)
+{
+    free(j->queue);
+    free(j->payload);
+    free(j->key);
+    free(j->worker);
+    free(j->last_error);
+    memset(j, 0, sizeof *j);
+}
+
+void tq_job_array_free(tq_job *jobs, size_t n)
+{
+    if (!jobs)
+        return;
+    for (size_t i = 0; i < n; i++)
+        tq__job_clear(&jobs[i]);
+    free(jobs);
 }

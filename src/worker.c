@@ -683,6 +683,15 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
          * both take it over. */
         rc = db->engine->worker_register(db, &info, &was, &holder);
     }
+    if (rc == TQ_EINUSE) {
+        char lease[32];
+        rc = tq__seterr(
+            db, TQ_EINUSE,
+            "worker name '%s' is held by a live worker (%s pid %lld, lease %s): "
+            "pick another --name or wait for its lease to pass",
+            w->name, holder.host, (long long)holder.pid,
+            tq_duration_format(lease, sizeof lease, holder.lease_us));
+    }
     if (rc) {
         free(w->name); /* not ours: do not mark it stopped */
         w->name = NULL;
@@ -1458,7 +1467,9 @@ static int heartbeat(tq_worker *w)
         /* Our registration lapsed (the worker stalled or was cut off past
          * its lease) and another process took the name: two workers must
          * not share one, so this one stops as on SIGTERM and says so. */
-        worker_log(w, TQ_LOG_ERROR, "%s: stopping", tq_errmsg(w->db));
+        worker_log(w, TQ_LOG_ERROR,
+                   "worker name '%s' has been registered by another process: stopping",
+                   w->name);
         w->name_taken = 1;
         w->stop_requested = 1;
         rc = 0;

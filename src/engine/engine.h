@@ -122,10 +122,13 @@ struct tq__engine {
 
     int (*open)(tq *db, const tq__url *url, int create);
     void (*close)(tq *db);
-    /* Create or upgrade the schema; ESCHEMA if the store is newer. */
     /* Creates or upgrades the schema, and gives the roles their grants
-     * (tq_init_grants), all in one transaction. */
-    int (*init)(tq *db, const tq_grant *grants, size_t n);
+     * (tq_init_grants), all in one transaction. A store whose schema is
+     * newer than this build's is left alone: TQ_ESCHEMA, with its version
+     * in *found (the layer above words the message). */
+    int (*init)(tq *db, const tq_grant *grants, size_t n, int *found);
+    /* The schema version the store records: 0 when it has no tq schema. */
+    int (*schema_version)(tq *db, int *version);
 
     int (*queue_set)(tq *db, const char *name, const tq_queue_opts *o);
     int (*queue_get)(tq *db, const char *name, tq_queue_info *out);
@@ -156,8 +159,11 @@ struct tq__engine {
     int (*job_list)(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n);
     /* id > 0: that job (dead or cancelled); id == 0: every dead job of
      * queue (NULL: all queues). */
-    int (*job_retry)(tq *db, int64_t id, const char *queue, int64_t *count);
-    int (*job_cancel)(tq *db, int64_t id);
+    int (*job_retry)(tq *db, int64_t id, const char *queue, int64_t *count, int *state);
+    /* id: that job, if ready or running. Both, when id named a job and
+     * nothing changed: *state is the state it was found in, in the same
+     * transaction (-1: there is no such job); the layer above says why. */
+    int (*job_cancel)(tq *db, int64_t id, int64_t *count, int *state);
     int (*prune)(tq *db, int64_t older_than_us, unsigned state_mask, int64_t *count);
 
     /* Everything of tq_stats but the duration percentiles. */
@@ -171,13 +177,14 @@ struct tq__engine {
      * heartbeat is fresher than its lease and it has not stopped. With
      * expect (a holder the caller found gone): take the name over only if
      * the row is still that holder (same pid, host_id and started_at),
-     * else EINUSE. The message names the holder either way.
+     * else EINUSE, without a message: the caller words it from *holder.
      */
     int (*worker_register)(tq *db, const tq_worker_info *w, const tq_worker_info *expect,
                            tq_worker_info *holder);
     /* Refresh the registration's heartbeat, or mark it stopped: only while
      * the name is still registered to me (same pid, host and host_id);
-     * TQ_EINUSE when another process has registered it since. */
+     * TQ_EINUSE (without a message) when another process has registered
+     * it since. */
     int (*worker_beat)(tq *db, const tq_worker_info *me);
     int (*worker_stop)(tq *db, const tq_worker_info *me);
     /* 0 while the store the handle opened is still the one its address

@@ -867,15 +867,16 @@ static void pg_close(tq *db)
     db->conn = NULL;
 }
 
-static int check_schema(tq *db)
+static int pg_schema_version(tq *db, int *version)
 {
     int rc;
+    *version = 0;
     PGresult *r = run(db, S_SCHEMA_VERSION, NULL, &rc, "reading the schema version");
     if (!r) /* no schema or no meta table */
-        return rc == TQ_ESCHEMA ? tq__check_version(db, 0, 0) : rc;
-    int version = PQntuples(r) ? atoi(PQgetvalue(r, 0, 0)) : 0;
+        return rc == TQ_ESCHEMA ? 0 : rc;
+    *version = PQntuples(r) ? atoi(PQgetvalue(r, 0, 0)) : 0;
     PQclear(r);
-    return tq__check_version(db, version, 0);
+    return 0;
 }
 
 static void ignore_notice(void *arg, const char *msg)
@@ -885,6 +886,7 @@ static void ignore_notice(void *arg, const char *msg)
 
 static int pg_open(tq *db, const tq__url *url, int create)
 {
+    (void)create; /* the schema is created by init, and checked by tq_open */
     conn *c = calloc(1, sizeof *c);
     if (!c)
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
@@ -930,8 +932,6 @@ static int pg_open(tq *db, const tq__url *url, int create)
     PQsetNoticeProcessor(c->pg, ignore_notice, NULL);
     int rc = simple(db, "SET client_min_messages = warning; SET TIME ZONE 'UTC'",
                     "configuring the session");
-    if (!rc && !create)
-        rc = check_schema(db);
     if (rc)
         pg_close(db);
     return rc;
@@ -1009,7 +1009,7 @@ static int grant(tq *db, const tq_grant *g)
     return 0;
 }
 
-static int pg_init(tq *db, const tq_grant *grants, size_t ngrants)
+static int pg_init(tq *db, const tq_grant *grants, size_t ngrants, int *found)
 {
     conn *c = C(db);
     char text[128], key[96], meta[80], version_text[16];
@@ -1041,8 +1041,11 @@ static int pg_init(tq *db, const tq_grant *grants, size_t ngrants)
         version = PQntuples(r) ? atoi(PQgetvalue(r, 0, 0)) : 0;
         PQclear(r);
     }
-    if ((rc = tq__check_version(db, version, 1)))
+    if (version > TQ__SCHEMA_VERSION) {
+        *found = version;
+        rc = TQ_ESCHEMA;
         goto fail;
+    }
     /* Migrations are many statements and carry no values: simple protocol. */
     for (int v = version; v < TQ__SCHEMA_VERSION; v++) {
         char *m = with_schema(migrations[v], c->schema);
@@ -1704,25 +1707,25 @@ static int pg_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_
     return r ? read_jobs(db, r, &tq__all_cols, NULL, NULL, out, out_n) : rc;
 }
 
-static int explain_no_change(tq *db, int64_t id, const char *action)
+/* After an update of one job by id changed nothing: the state the job is
+ * in, or -1 when there is none. (Read after the update's own transaction:
+ * what it says is a state the job was in after the update.) */
+static int state_of(tq *db, int64_t id, int *state)
 {
     int rc;
+    tq_state st;
     params p = {0};
     p_i64(&p, id);
     PGresult *r = run(db, S_JOB_STATE, &p, &rc, "reading the job");
     if (!r)
         return rc;
-    if (PQntuples(r))
-        rc = tq__seterr(db, TQ_ESTATE, "job %lld is %.*s: cannot %s it", (long long)id,
-                        PQgetlength(r, 0, 0), PQgetvalue(r, 0, 0), action);
-    else
-        rc = tq__seterr(db, TQ_ENOTFOUND, "no job with id %lld", (long long)id);
+    *state = PQntuples(r) && tq_state_parse(&st, PQgetvalue(r, 0, 0)) == 0 ? (int)st : -1;
     PQclear(r);
-    return rc;
+    return 0;
 }
 
 static int manage(tq *db, enum stmt_id id, int64_t job, const char *queue, int64_t *count,
-                  const char *action)
+                  int *state, const char *action)
 {
     params p = {0};
     if (job)
@@ -1731,19 +1734,18 @@ static int manage(tq *db, enum stmt_id id, int64_t job, const char *queue, int64
         p_text(&p, queue);
     int rc = run_count(db, id, &p, count, action);
     if (!rc && job && *count == 0)
-        rc = explain_no_change(db, job, action);
+        rc = state_of(db, job, state);
     return rc;
 }
 
-static int pg_job_retry(tq *db, int64_t id, const char *queue, int64_t *count)
+static int pg_job_retry(tq *db, int64_t id, const char *queue, int64_t *count, int *state)
 {
-    return manage(db, id ? S_RETRY_ONE : S_RETRY_DEAD, id, queue, count, "retry");
+    return manage(db, id ? S_RETRY_ONE : S_RETRY_DEAD, id, queue, count, state, "retry");
 }
 
-static int pg_job_cancel(tq *db, int64_t id)
+static int pg_job_cancel(tq *db, int64_t id, int64_t *count, int *state)
 {
-    int64_t n;
-    return manage(db, S_CANCEL, id, NULL, &n, "cancel");
+    return manage(db, S_CANCEL, id, NULL, count, state, "cancel");
 }
 
 static int pg_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t *count)
@@ -1886,10 +1888,7 @@ static int pg_worker_register(tq *db, const tq_worker_info *w,
     }
     PQclear(r);
     if (holder->name[0] && (expect ? !tq__same_holder(holder, expect) : holder->alive)) {
-        rc = tq__seterr(db, TQ_EINUSE,
-                        "worker name '%s' is held by a live worker (%s pid %lld): pick "
-                        "another --name or wait for its lease to pass",
-                        w->name, holder->host, (long long)holder->pid);
+        rc = TQ_EINUSE; /* worded by the caller, from *holder */
         goto fail;
     }
     if ((rc = run_count(db, S_WORKER_PUT, &p, NULL, "registering the worker")))
@@ -1909,11 +1908,7 @@ static int worker_touch(tq *db, enum stmt_id id, const tq_worker_info *me)
     p_text(&p, me->host);
     p_text(&p, me->host_id);
     int rc = run_count(db, id, &p, &n, "updating the worker");
-    if (!rc && n == 0)
-        rc = tq__seterr(db, TQ_EINUSE,
-                        "worker name '%s' has been registered by another process",
-                        me->name);
-    return rc;
+    return !rc && n == 0 ? TQ_EINUSE : rc; /* worded by the caller */
 }
 
 static int pg_worker_beat(tq *db, const tq_worker_info *me)
@@ -2120,6 +2115,7 @@ const struct tq__engine tq__engine_postgres = {
     .open = pg_open,
     .close = pg_close,
     .init = pg_init,
+    .schema_version = pg_schema_version,
     .queue_set = pg_queue_set,
     .queue_get = pg_queue_get,
     .queue_list = pg_queue_list,

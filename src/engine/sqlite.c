@@ -679,18 +679,18 @@ static int busy_handler(void *arg, int count)
 
 /* ---- open, close, init ------------------------------------------------- */
 
-static int check_schema(tq *db)
+static int sqlite_schema_version(tq *db, int *version)
 {
     int rc;
+    *version = 0;
     sqlite3_stmt *s = stmt(db, S_SCHEMA_VERSION, &rc);
     if (!s) /* no tq_meta table */
-        return rc == TQ_ESCHEMA ? tq__check_version(db, 0, 0) : rc;
+        return rc == TQ_ESCHEMA ? 0 : rc;
     int src = sqlite3_step(s);
-    int version = src == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
-    if (src != SQLITE_ROW && src != SQLITE_DONE)
+    if (src == SQLITE_ROW)
+        *version = sqlite3_column_int(s, 0);
+    else if (src != SQLITE_DONE)
         rc = fail_rc(db, src, "reading the schema version");
-    else
-        rc = tq__check_version(db, version, 0);
     done_with(s);
     return rc;
 }
@@ -761,8 +761,6 @@ static int sqlite_open(tq *db, const tq__url *url, int create)
         rc = fail_rc(db, src, "configuring the connection");
         goto fail;
     }
-    if (!create && (rc = check_schema(db)))
-        goto fail;
     return 0;
 fail:
     sqlite_close(db);
@@ -786,7 +784,7 @@ static int sync_lifo_index(tq *db)
     return exec_id(db, any ? S_LIFO_INDEX : S_LIFO_INDEX_DROP, "keeping the LIFO index");
 }
 
-static int sqlite_init(tq *db, const tq_grant *grants, size_t n)
+static int sqlite_init(tq *db, const tq_grant *grants, size_t n, int *found)
 {
     conn *c = C(db);
     char *err = NULL;
@@ -822,8 +820,11 @@ static int sqlite_init(tq *db, const tq_grant *grants, size_t n)
             version = sqlite3_column_int(s, 0);
         sqlite3_finalize(s);
     } /* else: no tq_meta yet, version 0 */
-    if ((rc = tq__check_version(db, version, 1)))
+    if (version > SCHEMA_VERSION) {
+        *found = version;
+        rc = TQ_ESCHEMA;
         goto fail;
+    }
     for (int v = version; v < SCHEMA_VERSION; v++) {
         src = sqlite3_exec(c->h, migrations[v], NULL, NULL, NULL);
         if (src != SQLITE_OK) {
@@ -1279,28 +1280,32 @@ static int sqlite_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *
     return collect_jobs(db, s, &tq__all_cols, NULL, NULL, "listing jobs", out, out_n);
 }
 
-/* After an update of one job by id changed nothing: why? */
-static int explain_no_change(tq *db, int64_t id, const char *action)
+/* After an update of one job by id changed nothing: the state the job is
+ * in, or -1 when there is none. */
+static int state_of(tq *db, int64_t id, int *state)
 {
     int rc;
+    tq_state st;
     sqlite3_stmt *s = stmt(db, S_JOB_STATE, &rc);
     if (!s)
         return rc;
     sqlite3_bind_int64(s, 1, id);
-    if (sqlite3_step(s) == SQLITE_ROW)
-        rc = tq__seterr(db, TQ_ESTATE, "job %lld is %s: cannot %s it", (long long)id,
-                        sqlite3_column_text(s, 0), action);
-    else
-        rc = tq__seterr(db, TQ_ENOTFOUND, "no job with id %lld", (long long)id);
+    int src = sqlite3_step(s);
+    *state = src == SQLITE_ROW &&
+                     tq_state_parse(&st, (const char *)sqlite3_column_text(s, 0)) == 0
+                 ? (int)st
+                 : -1;
+    if (src != SQLITE_ROW && src != SQLITE_DONE)
+        rc = fail_rc(db, src, "reading the job");
     done_with(s);
     return rc;
 }
 
 /* Runs a management update in its own transaction; ?1 is the id (or queue
- * text), ?2 is now. Fails with ESTATE/ENOTFOUND if one job was named and
- * nothing changed. */
+ * text), ?2 is now. If one job was named and nothing changed, *state is
+ * the state it is in (state_of). */
 static int manage(tq *db, enum stmt_id id, int64_t job, const char *queue, int64_t *count,
-                  const char *action)
+                  int *state, const char *action)
 {
     int rc;
     sqlite3_stmt *s;
@@ -1316,25 +1321,23 @@ static int manage(tq *db, enum stmt_id id, int64_t job, const char *queue, int64
     if ((rc = run(db, s, action)))
         goto fail;
     *count = sqlite3_changes(C(db)->h);
-    if (job && *count == 0) {
-        rc = explain_no_change(db, job, action);
+    if (job && *count == 0 && (rc = state_of(db, job, state)))
         goto fail;
-    }
     return commit(db);
 fail:
     rollback(db);
     return rc;
 }
 
-static int sqlite_job_retry(tq *db, int64_t id, const char *queue, int64_t *count)
+static int sqlite_job_retry(tq *db, int64_t id, const char *queue, int64_t *count,
+                            int *state)
 {
-    return manage(db, id ? S_RETRY_ONE : S_RETRY_DEAD, id, queue, count, "retry");
+    return manage(db, id ? S_RETRY_ONE : S_RETRY_DEAD, id, queue, count, state, "retry");
 }
 
-static int sqlite_job_cancel(tq *db, int64_t id)
+static int sqlite_job_cancel(tq *db, int64_t id, int64_t *count, int *state)
 {
-    int64_t n;
-    return manage(db, S_CANCEL, id, NULL, &n, "cancel");
+    return manage(db, S_CANCEL, id, NULL, count, state, "cancel");
 }
 
 static int sqlite_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t *count)
@@ -1475,12 +1478,7 @@ static int sqlite_worker_register(tq *db, const tq_worker_info *w,
     }
     done_with(s);
     if (holder->name[0] && (expect ? !tq__same_holder(holder, expect) : holder->alive)) {
-        const int64_t age = now - holder->heartbeat_at;
-        rc = tq__seterr(db, TQ_EINUSE,
-                        "worker name '%s' is held by a live worker (%s pid %lld, "
-                        "heartbeat %.1fs ago): pick another --name or wait %.0fs",
-                        w->name, holder->host, (long long)holder->pid, (double)age / 1e6,
-                        (double)(holder->lease_us - age) / 1e6 + 1);
+        rc = TQ_EINUSE; /* worded by the caller, from *holder */
         goto fail;
     }
     if (!(s = stmt(db, S_WORKER_PUT, &rc)))
@@ -1515,9 +1513,7 @@ static int worker_touch(tq *db, enum stmt_id id, const tq_worker_info *me)
     if ((rc = run(db, s, "updating the worker")))
         goto fail;
     if (sqlite3_changes(C(db)->h) == 0) {
-        rc = tq__seterr(db, TQ_EINUSE,
-                        "worker name '%s' has been registered by another process",
-                        me->name);
+        rc = TQ_EINUSE; /* worded by the caller */
         goto fail;
     }
     return commit(db);
@@ -1625,6 +1621,7 @@ const struct tq__engine tq__engine_sqlite = {
     .open = sqlite_open,
     .close = sqlite_close,
     .init = sqlite_init,
+    .schema_version = sqlite_schema_version,
     .queue_set = sqlite_queue_set,
     .queue_get = sqlite_queue_get,
     .queue_list = sqlite_queue_list,
