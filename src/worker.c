@@ -558,21 +558,17 @@ static int holder_is_dead(const tq_worker_info *h, const char *host_id)
     return kill((pid_t)h->pid, 0) == -1 && errno == ESRCH;
 }
 
-int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
+/* The options, before anything is allocated: TQ_EINVAL and why. path gets
+ * the program a command names (CMD_PATH_MAX bytes). */
+static int check_opts(tq *db, const tq_worker_opts *o, char *path)
 {
-    static const char *const default_queue[] = {"default"};
-    char host[100] = "localhost", name[128];
-    int rc;
-
-    *out = NULL;
-    tq__clearerr(db);
     if (!o || (!o->handler == !o->argv))
         return tq__seterr(db, TQ_EINVAL,
                           "a worker needs exactly one of a handler and a command");
     if (o->argv && !o->argv[0])
         return tq__seterr(db, TQ_EINVAL, "the handler command is empty");
-    char path[CMD_PATH_MAX] = "", why[256];
-    if (o->argv && tq__command_path(path, sizeof path, o->argv[0], why, sizeof why))
+    char why[256];
+    if (o->argv && tq__command_path(path, CMD_PATH_MAX, o->argv[0], why, sizeof why))
         return tq__seterr(db, TQ_EINVAL, "%s", why);
     if (o->concurrency < 0 || o->concurrency > TQ_CONCURRENCY_MAX)
         return tq__seterr(db, TQ_EINVAL,
@@ -584,14 +580,94 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     if (prefetch < -1 || prefetch > TQ_PREFETCH_MAX)
         return tq__seterr(db, TQ_EINVAL, "prefetch must be between -1 and %d",
                           TQ_PREFETCH_MAX);
-    const char *const *queues = o->nqueues ? o->queues : default_queue;
-    size_t nqueues = o->nqueues ? o->nqueues : 1;
-    for (size_t i = 0; i < nqueues; i++)
-        if (tq_name_check(queues[i]))
+    for (size_t i = 0; i < o->nqueues; i++)
+        if (tq_name_check(o->queues[i]))
             return tq__seterr(db, TQ_EINVAL,
                               "invalid queue name '%.80s': use 1 to 64 letters, "
                               "digits, '_', '.' or '-'",
-                              queues[i]);
+                              o->queues[i]);
+    return 0;
+}
+
+/*
+ * Registers the worker's name (tq_worker_new): refused while a live worker
+ * holds it, taken over from a holder that is provably gone, whose jobs
+ * still running under the name are then put back at once.
+ */
+static int register_name(tq_worker *w, const char *host)
+{
+    tq *db = w->db;
+    int rc;
+    tq_worker_info info;
+    memset(&info, 0, sizeof info);
+    snprintf(info.name, sizeof info.name, "%s", w->name);
+    snprintf(info.host, sizeof info.host, "%s", host);
+    host_identity(info.host_id, sizeof info.host_id);
+    info.pid = getpid();
+    info.lease_us = w->lease_us;
+    tq_worker_info holder;
+    rc = db->engine->worker_register(db, &info, NULL, &holder);
+    /* Whether the name's previous holder is provably gone: it stopped, or
+     * it ran where we can see its PID and that process no longer exists
+     * (kill -9 leaves a fresh heartbeat behind). A name no worker has
+     * registered says nothing of whoever claimed jobs under it through the
+     * API: those come back by lease. */
+    int gone =
+        holder.name[0] && (holder.stopped_at || holder_is_dead(&holder, info.host_id));
+    if (rc == TQ_EINUSE && gone) {
+        worker_log(
+            w, TQ_LOG_WARN,
+            "worker name held by pid %lld on this host, which is gone: taking over",
+            (long long)holder.pid);
+        tq_worker_info was = holder;
+        /* Only if it is still that holder: two starting at once cannot
+         * both take it over. */
+        rc = db->engine->worker_register(db, &info, &was, &holder);
+    }
+    if (rc == TQ_EINUSE) {
+        char lease[32];
+        rc = tq__seterr(
+            db, TQ_EINUSE,
+            "worker name '%s' is held by a live worker (%s pid %lld, lease %s): "
+            "pick another --name or wait for its lease to pass",
+            w->name, holder.host, (long long)holder.pid,
+            tq_duration_format(lease, sizeof lease, holder.lease_us));
+    }
+    if (rc) {
+        free(w->name); /* not ours: do not mark it stopped */
+        w->name = NULL;
+        return rc;
+    }
+    w->me = info;
+    /* Pick up my own unfinished business: whatever this name still holds
+     * was interrupted by a crash of the previous holder. Only when that
+     * holder is provably gone: one merely silent for longer than its lease
+     * (stalled, cut off) may still be running jobs whose leases it extended
+     * beyond that, and those come back when the leases expire. */
+    int64_t n = 0;
+    if (gone && (rc = db->engine->rescue(db, w->name, &n)))
+        return rc;
+    if (n)
+        worker_log(w, TQ_LOG_WARN,
+                   "put back %lld job(s) left running under this worker name",
+                   (long long)n);
+    return 0;
+}
+
+int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
+{
+    static const char *const default_queue[] = {"default"};
+    char host[100] = "localhost", name[128];
+    int rc;
+
+    *out = NULL;
+    tq__clearerr(db);
+    char path[CMD_PATH_MAX] = "";
+    if ((rc = check_opts(db, o, path)))
+        return rc;
+    const int prefetch = o->version >= 2 ? o->prefetch : 0;
+    const char *const *queues = o->nqueues ? o->queues : default_queue;
+    size_t nqueues = o->nqueues ? o->nqueues : 1;
     gethostname(host, sizeof host - 1);
     if (o->name)
         snprintf(name, sizeof name, "%s", o->name);
@@ -657,59 +733,8 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     if ((rc = set_wait_limit(w)))
         goto fail;
 
-    tq_worker_info info;
-    memset(&info, 0, sizeof info);
-    snprintf(info.name, sizeof info.name, "%s", w->name);
-    snprintf(info.host, sizeof info.host, "%s", host);
-    host_identity(info.host_id, sizeof info.host_id);
-    info.pid = getpid();
-    info.lease_us = w->lease_us;
-    tq_worker_info holder;
-    rc = db->engine->worker_register(db, &info, NULL, &holder);
-    /* Whether the name's previous holder is provably gone: it stopped, or
-     * it ran where we can see its PID and that process no longer exists
-     * (kill -9 leaves a fresh heartbeat behind). A name no worker has
-     * registered says nothing of whoever claimed jobs under it through the
-     * API: those come back by lease. */
-    int gone =
-        holder.name[0] && (holder.stopped_at || holder_is_dead(&holder, info.host_id));
-    if (rc == TQ_EINUSE && gone) {
-        worker_log(
-            w, TQ_LOG_WARN,
-            "worker name held by pid %lld on this host, which is gone: taking over",
-            (long long)holder.pid);
-        tq_worker_info was = holder;
-        /* Only if it is still that holder: two starting at once cannot
-         * both take it over. */
-        rc = db->engine->worker_register(db, &info, &was, &holder);
-    }
-    if (rc == TQ_EINUSE) {
-        char lease[32];
-        rc = tq__seterr(
-            db, TQ_EINUSE,
-            "worker name '%s' is held by a live worker (%s pid %lld, lease %s): "
-            "pick another --name or wait for its lease to pass",
-            w->name, holder.host, (long long)holder.pid,
-            tq_duration_format(lease, sizeof lease, holder.lease_us));
-    }
-    if (rc) {
-        free(w->name); /* not ours: do not mark it stopped */
-        w->name = NULL;
+    if ((rc = register_name(w, host)))
         goto fail;
-    }
-    w->me = info;
-    /* Pick up my own unfinished business: whatever this name still holds
-     * was interrupted by a crash of the previous holder. Only when that
-     * holder is provably gone: one merely silent for longer than its lease
-     * (stalled, cut off) may still be running jobs whose leases it extended
-     * beyond that, and those come back when the leases expire. */
-    int64_t n = 0;
-    if (gone && (rc = db->engine->rescue(db, w->name, &n)))
-        goto fail;
-    if (n)
-        worker_log(w, TQ_LOG_WARN,
-                   "put back %lld job(s) left running under this worker name",
-                   (long long)n);
     if ((db->engine->caps & TQ__CAP_NOTIFY) && db->engine->listen(db)) {
         worker_log(w, TQ_LOG_WARN, "cannot listen for new jobs, polling only: %s",
                    tq_errmsg(db));
