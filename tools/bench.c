@@ -397,7 +397,35 @@ static int feed(tq *db, const char *queue, tq_payload *items, size_t batch,
     }
 }
 
-int cmd_bench(int argc, char **argv)
+/* ---- tq bench: parse, set up, work, verify, report ------------------------ */
+
+/* What was asked for. */
+typedef struct bench_cfg {
+    const char *url;
+    long long njobs, nworkers, conc, psize, nlat, prefetch, ebatch, rounds;
+    int json, delete_done;
+    int64_t lease_us;
+} bench_cfg;
+
+/* One run: its store and queue, the counters the workers share, and what
+ * was measured. */
+typedef struct bench_run {
+    bench_cfg c;
+    char tmpdir[32], tmpdb[64], store[512], queue[64];
+    shared *sh;
+    size_t shsize;
+    char *payload;
+    tq_payload items[BATCH_MAX];
+    long long total, enqueued;
+    int64_t last_id, t0, t_enq, t_work;
+    int worker_fail;
+    long peak_rss_kb;
+    int64_t lost, dups, ran, done_in_store, p50, p99, lat50, lat99;
+    double enq_rate, proc_rate, round_rate[ROUNDS_MAX];
+} bench_run;
+
+/* The options; 0, or the exit code with nothing to run. */
+static int bench_parse(bench_cfg *c, int argc, char **argv)
 {
     static const char usage[] =
         "tq bench [--jobs N] [--workers W] [--concurrency C] "
@@ -417,13 +445,6 @@ int cmd_bench(int argc, char **argv)
                                        {"delete-done", no_argument, NULL, 'd'},
                                        {"rounds", required_argument, NULL, 'r'},
                                        {0}};
-    const char *url = NULL;
-    long long njobs = 20000, nworkers = 8, conc = 1, psize = 16, nlat = 100,
-              prefetch = -1, ebatch = BATCH_MAX, rounds = 1;
-    int c, json = 0, ex = 0, delete_done = 0;
-    int64_t lease_us = 30000000;
-    char tmpdir[] = "/tmp/tq-bench-XXXXXX", tmpdb[64] = "";
-
     static const cli_cmd me = {
         .name = "bench",
         .usage = usage,
@@ -441,335 +462,385 @@ int cmd_bench(int argc, char **argv)
                 "N ahead), and the rate of every N jobs in a row is reported.\n"
                 "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
                 "Exits 1 if any job was lost or ran twice.\n"};
-    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
-        switch (c) {
+    *c = (bench_cfg){.njobs = 20000,
+                     .nworkers = 8,
+                     .conc = 1,
+                     .psize = 16,
+                     .nlat = 100,
+                     .prefetch = -1,
+                     .ebatch = BATCH_MAX,
+                     .rounds = 1,
+                     .lease_us = 30000000};
+    int o, ex = 0;
+    while ((o = cli_option(&me, argc, argv, lo, &c->url, &ex)) > 0) {
+        switch (o) {
         case 'n':
-            if (cli_int("bench", "--jobs", optarg, 1, 100000000, &njobs))
+            if (cli_int("bench", "--jobs", optarg, 1, 100000000, &c->njobs))
                 return EXIT_USAGE;
             break;
         case 'w':
-            if (cli_int("bench", "--workers", optarg, 1, 256, &nworkers))
+            if (cli_int("bench", "--workers", optarg, 1, 256, &c->nworkers))
                 return EXIT_USAGE;
             break;
         case 'c':
-            if (cli_int("bench", "--concurrency", optarg, 1, TQ_CONCURRENCY_MAX, &conc))
+            if (cli_int("bench", "--concurrency", optarg, 1, TQ_CONCURRENCY_MAX,
+                        &c->conc))
                 return EXIT_USAGE;
             break;
         case 'f':
-            if (cli_int("bench", "--prefetch", optarg, 0, TQ_PREFETCH_MAX, &prefetch))
+            if (cli_int("bench", "--prefetch", optarg, 0, TQ_PREFETCH_MAX, &c->prefetch))
                 return EXIT_USAGE;
             break;
         case 'b':
-            if (cli_int("bench", "--enqueue-batch", optarg, 1, BATCH_MAX, &ebatch))
+            if (cli_int("bench", "--enqueue-batch", optarg, 1, BATCH_MAX, &c->ebatch))
                 return EXIT_USAGE;
             break;
         case 'p':
-            if (cli_int("bench", "--payload", optarg, 0, TQ_PAYLOAD_MAX_DEFAULT, &psize))
+            if (cli_int("bench", "--payload", optarg, 0, TQ_PAYLOAD_MAX_DEFAULT,
+                        &c->psize))
                 return EXIT_USAGE;
             break;
         case 'j':
-            json = 1;
+            c->json = 1;
             break;
         case 'd':
-            delete_done = 1;
+            c->delete_done = 1;
             break;
         case 'r':
-            if (cli_int("bench", "--rounds", optarg, 1, ROUNDS_MAX, &rounds))
+            if (cli_int("bench", "--rounds", optarg, 1, ROUNDS_MAX, &c->rounds))
                 return EXIT_USAGE;
             break;
         case 'l':
-            if (cli_int("bench", "--latency-jobs", optarg, 0, 100000, &nlat))
+            if (cli_int("bench", "--latency-jobs", optarg, 0, 100000, &c->nlat))
                 return EXIT_USAGE;
             break;
         case 'L':
-            if (cli_duration("bench", "--lease", optarg, &lease_us))
+            if (cli_duration("bench", "--lease", optarg, &c->lease_us))
                 return EXIT_USAGE;
             break;
         default:
             return cli_bad_option(&me, argv);
         }
     }
-    if (c == CLI_OPTS_EXIT)
-        return ex;
+    if (o == CLI_OPTS_EXIT)
+        return ex ? ex : -1; /* -1: --help was printed */
     if ((ex = cli_no_args(&me, argc, argv, optind)))
         return ex;
-    if (njobs * rounds > 100000000) {
+    if (c->njobs * c->rounds > 100000000) {
         cli_error("bench", "--jobs times --rounds is %lld; at most 100000000",
-                  njobs * rounds);
+                  c->njobs * c->rounds);
         return EXIT_USAGE;
     }
-    if (!url)
-        url = getenv("TQ_DB");
-    if (!url || !*url) {
-        if (!mkdtemp(tmpdir)) {
+    return 0;
+}
+
+/* The store (a throwaway SQLite file without --db or $TQ_DB), a fresh
+ * queue, the shared counters, and the jobs enqueued in batches (1000 by
+ * default), one transaction each: all of them now, or with --rounds the
+ * first batch now and the rest while the workers run. */
+static int bench_setup(bench_run *b)
+{
+    const bench_cfg *c = &b->c;
+    if (!b->c.url)
+        b->c.url = getenv("TQ_DB");
+    if (!b->c.url || !*b->c.url) {
+        snprintf(b->tmpdir, sizeof b->tmpdir, "/tmp/tq-bench-XXXXXX");
+        if (!mkdtemp(b->tmpdir)) {
+            b->tmpdir[0] = '\0';
             cli_error("bench", "cannot make a temporary directory: %s", strerror(errno));
             return EXIT_RUNTIME;
         }
-        snprintf(tmpdb, sizeof tmpdb, "%s/bench.db", tmpdir);
-        url = tmpdb;
+        snprintf(b->tmpdb, sizeof b->tmpdb, "%s/bench.db", b->tmpdir);
+        b->c.url = b->tmpdb;
     }
-
-    /* Store and a fresh queue. */
     tq *db = NULL;
     tq_open_opts oo = TQ_OPEN_OPTS_INIT;
     oo.create = 1;
-    int rc = tq_open(&db, url, &oo);
+    int rc = tq_open(&db, c->url, &oo), ex = 0;
     if (!rc)
         rc = tq_init(db);
-    char store[512];
-    snprintf(store, sizeof store, "%s", tq_store_name(db));
-    char queue[64];
-    snprintf(queue, sizeof queue, "bench.%lld.%ld", (long long)time(NULL),
+    snprintf(b->store, sizeof b->store, "%s", tq_store_name(db));
+    snprintf(b->queue, sizeof b->queue, "bench.%lld.%ld", (long long)time(NULL),
              (long)getpid());
     tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
     qo.set = TQ_SET_LEASE | TQ_SET_KEEP_DONE;
-    qo.lease_us = lease_us;
-    qo.keep_done = !delete_done;
+    qo.lease_us = c->lease_us;
+    qo.keep_done = !c->delete_done;
     if (!rc)
-        rc = tq_queue_set(db, queue, &qo);
+        rc = tq_queue_set(db, b->queue, &qo);
     if (rc) {
         ex = cli_fail("bench", db, rc);
         tq_close(db);
-        goto cleanup;
+        return ex;
     }
-
-    /* Enqueue in batches (1000 by default), one transaction each: all of
-     * them now, or with --rounds the first batch now and the rest while the
-     * workers run. */
-    const long long total = njobs * rounds;
-    size_t shsize = sizeof(shared) + (size_t)total * sizeof(uint32_t);
-    shared *sh =
-        mmap(NULL, shsize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (sh == MAP_FAILED) {
+    b->total = c->njobs * c->rounds;
+    b->shsize = sizeof(shared) + (size_t)b->total * sizeof(uint32_t);
+    b->sh =
+        mmap(NULL, b->shsize, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (b->sh == MAP_FAILED) {
+        b->sh = NULL;
         cli_error("bench", "mmap: %s", strerror(errno));
         tq_close(db);
-        ex = EXIT_RUNTIME;
-        goto cleanup;
+        return EXIT_RUNTIME;
     }
-    const size_t batch = (size_t)ebatch;
-    tq_payload items[BATCH_MAX];
-    char *payload = malloc((size_t)psize + 1);
-    if (!payload) {
-        cli_error("bench", "out of memory for a %lld-byte payload", (long long)psize);
+    if (!(b->payload = malloc((size_t)c->psize + 1))) {
+        cli_error("bench", "out of memory for a %lld-byte payload", (long long)c->psize);
         tq_close(db);
-        munmap(sh, shsize);
-        ex = EXIT_RUNTIME;
-        goto cleanup;
+        return EXIT_RUNTIME;
     }
-    memset(payload, 'x', (size_t)psize);
+    memset(b->payload, 'x', (size_t)c->psize);
     for (int i = 0; i < BATCH_MAX; i++)
-        items[i] = (tq_payload){payload, (size_t)psize};
-    sh->njobs = total;
-    sh->per_round = rounds > 1 ? njobs : 0;
-    long long enqueued = 0;
-    int64_t t0 = now_us(), last_id = 0;
-    rc = enqueue_jobs(db, queue, items, batch,
-                      rounds > 1 ? (long long)batch < total ? (long long)batch : total
-                                 : total,
-                      sh, &enqueued, &last_id);
-    int64_t t_enq = now_us() - t0;
-    if (rc) {
+        b->items[i] = (tq_payload){b->payload, (size_t)c->psize};
+    b->sh->njobs = b->total;
+    b->sh->per_round = c->rounds > 1 ? c->njobs : 0;
+    const long long batch = c->ebatch,
+                    first = c->rounds > 1 && batch < b->total ? batch : b->total;
+    b->t0 = now_us();
+    rc = enqueue_jobs(db, b->queue, b->items, (size_t)batch, first, b->sh, &b->enqueued,
+                      &b->last_id);
+    b->t_enq = now_us() - b->t0;
+    if (rc)
         ex = cli_fail("bench", db, rc);
-        tq_close(db);
-        free(payload);
-        munmap(sh, shsize);
-        goto cleanup;
-    }
     tq_close(db); /* no connection may cross fork() */
-    db = NULL;
+    return ex;
+}
 
-    /* Work. */
+/* The worker processes, until the queue is drained (or, with --rounds,
+ * until every round was fed and done). */
+static void bench_work(bench_run *b)
+{
+    const bench_cfg *c = &b->c;
     pid_t pids[256];
-    int started = 0, worker_fail = 0;
+    int started = 0;
     fflush(NULL);
-    t0 = now_us();
-    for (int i = 0; i < nworkers; i++) {
+    b->t0 = now_us();
+    for (int i = 0; i < c->nworkers; i++) {
         pid_t p = fork();
         if (p == 0)
-            _exit(run_worker(url, queue, i, (int)conc,
-                             prefetch < 0    ? 0
-                             : prefetch == 0 ? -1
-                                             : (int)prefetch,
-                             sh));
+            _exit(run_worker(c->url, b->queue, i, (int)c->conc,
+                             c->prefetch < 0    ? 0
+                             : c->prefetch == 0 ? -1
+                                                : (int)c->prefetch,
+                             b->sh));
         if (p < 0) {
             cli_error("bench", "fork: %s", strerror(errno));
-            worker_fail = 1;
+            b->worker_fail = 1;
             break;
         }
         pids[started++] = p;
     }
-    if (rounds > 1 && !worker_fail) {
+    if (c->rounds > 1 && !b->worker_fail) {
+        tq *db = NULL;
         int64_t t_feed = now_us();
-        if (!(rc = tq_open(&db, url, NULL)))
-            rc = feed(db, queue, items, batch, total, sh, &enqueued, &last_id, pids,
-                      started, &worker_fail);
-        t_enq = now_us() - t_feed; /* paced by the workers */
+        int rc = tq_open(&db, c->url, NULL);
+        if (!rc)
+            rc = feed(db, b->queue, b->items, (size_t)c->ebatch, b->total, b->sh,
+                      &b->enqueued, &b->last_id, pids, started, &b->worker_fail);
+        b->t_enq = now_us() - t_feed; /* paced by the workers */
         if (rc) {
             cli_fail("bench", db, rc);
-            worker_fail = 1;
+            b->worker_fail = 1;
         }
         tq_close(db);
-        db = NULL;
         for (int i = 0; i < started; i++)
             if (pids[i] > 0)
                 kill(pids[i], SIGTERM);
     }
-    reap(pids, started, 0, &worker_fail);
-    int64_t t_work = now_us() - t0;
-    if (rounds > 1 && atomic_load(&sh->round_end[rounds]))
-        t_work = atomic_load(&sh->round_end[rounds]) - t0; /* the last job started */
-    free(payload);
-    if (last_id - sh->first_id + 1 != enqueued) {
+    reap(pids, started, 0, &b->worker_fail);
+    b->t_work = now_us() - b->t0;
+    if (c->rounds > 1 && atomic_load(&b->sh->round_end[c->rounds]))
+        b->t_work =
+            atomic_load(&b->sh->round_end[c->rounds]) - b->t0; /* the last start */
+    /* The largest worker's peak resident memory, without runs[] if /proc
+     * tells (own_peak_rss_kb). */
+    struct rusage ru;
+    b->peak_rss_kb = getrusage(RUSAGE_CHILDREN, &ru) == 0 ? ru.ru_maxrss : 0;
+    if (atomic_load(&b->sh->peak_own_kb) > 0)
+        b->peak_rss_kb = (long)atomic_load(&b->sh->peak_own_kb);
+}
+
+/* Every job ran exactly once, by the workers' counters, and the store
+ * agrees; then the enqueue-to-start latency and the rates. 0, or the exit
+ * code when the run cannot be judged. */
+static int bench_verify(bench_run *b)
+{
+    const bench_cfg *c = &b->c;
+    if (b->last_id - b->sh->first_id + 1 != b->enqueued) {
         /* Ids are consecutive when no one else writes meanwhile; the
          * counters assume it. */
         cli_error("bench", "another writer interleaved with the enqueue; run on a "
                            "quiet store");
-        munmap(sh, shsize);
-        ex = EXIT_RUNTIME;
-        goto cleanup;
+        return EXIT_RUNTIME;
     }
-    /* The largest worker's peak resident memory, without runs[] if /proc
-     * tells (own_peak_rss_kb). */
-    struct rusage ru;
-    long peak_rss_kb = getrusage(RUSAGE_CHILDREN, &ru) == 0 ? ru.ru_maxrss : 0;
-    if (atomic_load(&sh->peak_own_kb) > 0)
-        peak_rss_kb = (long)atomic_load(&sh->peak_own_kb);
-
-    /* Verify: every job ran exactly once. */
-    int64_t lost = 0, dups = 0, ran = 0;
-    for (int64_t i = 0; i < total; i++) {
-        uint32_t r = atomic_load(&sh->runs[i]);
-        ran += r;
+    for (int64_t i = 0; i < b->total; i++) {
+        uint32_t r = atomic_load(&b->sh->runs[i]);
+        b->ran += r;
         if (r == 0)
-            lost++;
+            b->lost++;
         else if (r > 1)
-            dups += r - 1;
+            b->dups += r - 1;
     }
-    /* And the store agrees: all done (or, deleting done rows, none left). */
-    int64_t done_in_store = -1, p50 = 0, p99 = 0;
-    if (!(rc = tq_open(&db, url, NULL))) {
+    /* All done in the store (or, deleting done rows, none left). */
+    tq *db = NULL;
+    b->done_in_store = -1;
+    int rc = tq_open(&db, c->url, NULL);
+    if (!rc) {
         tq_stats st;
         int64_t *d = NULL;
         size_t nd = 0;
-        if (!(rc = tq_stats_get(&st, db, queue))) {
-            done_in_store = st.count[TQ_DONE];
-            if (delete_done) { /* every row gone: all done */
+        if (!(rc = tq_stats_get(&st, db, b->queue))) {
+            b->done_in_store = st.count[TQ_DONE];
+            if (c->delete_done) { /* every row gone: all done */
                 int64_t left = 0;
                 for (int k = 0; k < TQ_STATE_COUNT; k++)
                     left += st.count[k];
-                done_in_store = total - left;
+                b->done_in_store = b->total - left;
             }
         }
-        if (!rc && !(rc = tq_job_durations(&d, &nd, db, queue, (size_t)total))) {
-            p50 = tq_percentile(d, nd, 0.50);
-            p99 = tq_percentile(d, nd, 0.99);
+        if (!rc && !(rc = tq_job_durations(&d, &nd, db, b->queue, (size_t)b->total))) {
+            b->p50 = tq_percentile(d, nd, 0.50);
+            b->p99 = tq_percentile(d, nd, 0.99);
             tq_free(d);
         }
     }
     if (rc)
         cli_fail("bench", db, rc);
     tq_close(db);
+    if (c->nlat > 0 &&
+        measure_latency(c->url, (int)c->nworkers, (int)c->nlat, &b->lat50, &b->lat99))
+        b->worker_fail = 1;
+    b->enq_rate = (double)b->total / ((double)b->t_enq / 1e6);
+    b->proc_rate = (double)b->total / ((double)b->t_work / 1e6);
+    for (long long k = 1; k <= c->rounds && c->rounds > 1; k++) {
+        int64_t from = k == 1 ? b->t0 : atomic_load(&b->sh->round_end[k - 1]),
+                to = atomic_load(&b->sh->round_end[k]);
+        b->round_rate[k - 1] =
+            from && to > from ? (double)c->njobs / ((double)(to - from) / 1e6) : 0;
+    }
+    return 0;
+}
 
-    int64_t lat50 = 0, lat99 = 0;
-    if (nlat > 0 && measure_latency(url, (int)nworkers, (int)nlat, &lat50, &lat99))
-        worker_fail = 1;
+static void bench_report_json(const bench_run *b)
+{
+    const bench_cfg *c = &b->c;
+    json_t *o = json_object();
+    json_object_set_new(
+        o, "engine", json_string(strncmp(c->url, "postgres", 8) ? "sqlite" : "postgres"));
+    json_object_set_new(o, "jobs", json_integer(b->total));
+    json_object_set_new(o, "workers", json_integer(c->nworkers));
+    json_object_set_new(o, "concurrency", json_integer(c->conc));
+    json_object_set_new(
+        o, "prefetch", json_integer(c->prefetch < 0 ? TQ_PREFETCH_DEFAULT : c->prefetch));
+    json_object_set_new(o, "done", json_integer(b->done_in_store));
+    json_object_set_new(o, "ran", json_integer(b->ran));
+    json_object_set_new(o, "lost", json_integer(b->lost));
+    json_object_set_new(o, "duplicates", json_integer(b->dups));
+    json_object_set_new(o, "enqueue_per_s", json_real(b->enq_rate));
+    json_object_set_new(o, "enqueue_batch", json_integer(c->ebatch));
+    json_object_set_new(o, "worker_peak_rss_kb", json_integer(b->peak_rss_kb));
+    json_object_set_new(o, "process_per_s", json_real(b->proc_rate));
+    json_object_set_new(o, "enqueue_s", json_real((double)b->t_enq / 1e6));
+    json_object_set_new(o, "process_s", json_real((double)b->t_work / 1e6));
+    json_object_set_new(o, "latency_p50_us", json_integer(b->p50));
+    json_object_set_new(o, "latency_p99_us", json_integer(b->p99));
+    json_object_set_new(o, "busy_retries",
+                        json_integer(atomic_load(&b->sh->busy_retries)));
+    json_object_set_new(o, "start_latency_jobs", json_integer(c->nlat));
+    json_object_set_new(o, "start_latency_p50_us", json_integer(b->lat50));
+    json_object_set_new(o, "start_latency_p99_us", json_integer(b->lat99));
+    json_object_set_new(o, "fenced_acks", json_integer(atomic_load(&b->sh->lost_acks)));
+    if (c->rounds > 1) {
+        json_t *a = json_array();
+        for (long long k = 0; k < c->rounds; k++)
+            json_array_append_new(a, json_real(b->round_rate[k]));
+        json_object_set_new(o, "rounds", json_integer(c->rounds));
+        json_object_set_new(o, "round_per_s", a);
+    }
+    char *s = json_dumps(o, JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (s)
+        puts(s);
+    free(s);
+}
 
-    double enq_rate = (double)total / ((double)t_enq / 1e6);
-    double proc_rate = (double)total / ((double)t_work / 1e6);
-    double round_rate[ROUNDS_MAX];
-    for (long long k = 1; k <= rounds && rounds > 1; k++) {
-        int64_t a = k == 1 ? t0 : atomic_load(&sh->round_end[k - 1]),
-                b = atomic_load(&sh->round_end[k]);
-        round_rate[k - 1] = a && b > a ? (double)njobs / ((double)(b - a) / 1e6) : 0;
+static void bench_report_text(const bench_run *b)
+{
+    const bench_cfg *c = &b->c;
+    char x[24], y[24];
+    printf("tq bench: %lld jobs, %lld worker processes x %lld slots, store %s\n",
+           b->total, c->nworkers, c->conc,
+           b->tmpdb[0] ? "(temporary SQLite file)" : b->store);
+    printf("  enqueue   %10.0f jobs/s  (%.2fs, batches of %d%s)\n", b->enq_rate,
+           (double)b->t_enq / 1e6, (int)c->ebatch,
+           c->rounds > 1 ? ", paced by the workers" : "");
+    printf("  process   %10.0f jobs/s  (%.2fs)\n", b->proc_rate, (double)b->t_work / 1e6);
+    if (c->rounds > 1) {
+        printf("  per round of %lld (jobs/s):", c->njobs);
+        for (long long k = 0; k < c->rounds; k++)
+            printf(" %.0f", b->round_rate[k]);
+        printf("\n");
     }
-    int64_t busy = atomic_load(&sh->busy_retries);
-    if (json) {
-        json_t *o = json_object();
-        json_object_set_new(
-            o, "engine",
-            json_string(strncmp(url, "postgres", 8) ? "sqlite" : "postgres"));
-        json_object_set_new(o, "jobs", json_integer(total));
-        json_object_set_new(o, "workers", json_integer(nworkers));
-        json_object_set_new(o, "concurrency", json_integer(conc));
-        json_object_set_new(o, "prefetch",
-                            json_integer(prefetch < 0 ? TQ_PREFETCH_DEFAULT : prefetch));
-        json_object_set_new(o, "done", json_integer(done_in_store));
-        json_object_set_new(o, "ran", json_integer(ran));
-        json_object_set_new(o, "lost", json_integer(lost));
-        json_object_set_new(o, "duplicates", json_integer(dups));
-        json_object_set_new(o, "enqueue_per_s", json_real(enq_rate));
-        json_object_set_new(o, "enqueue_batch", json_integer(ebatch));
-        json_object_set_new(o, "worker_peak_rss_kb", json_integer(peak_rss_kb));
-        json_object_set_new(o, "process_per_s", json_real(proc_rate));
-        json_object_set_new(o, "enqueue_s", json_real((double)t_enq / 1e6));
-        json_object_set_new(o, "process_s", json_real((double)t_work / 1e6));
-        json_object_set_new(o, "latency_p50_us", json_integer(p50));
-        json_object_set_new(o, "latency_p99_us", json_integer(p99));
-        json_object_set_new(o, "busy_retries", json_integer(busy));
-        json_object_set_new(o, "start_latency_jobs", json_integer(nlat));
-        json_object_set_new(o, "start_latency_p50_us", json_integer(lat50));
-        json_object_set_new(o, "start_latency_p99_us", json_integer(lat99));
-        json_object_set_new(o, "fenced_acks", json_integer(atomic_load(&sh->lost_acks)));
-        if (rounds > 1) {
-            json_t *a = json_array();
-            for (long long k = 0; k < rounds; k++)
-                json_array_append_new(a, json_real(round_rate[k]));
-            json_object_set_new(o, "rounds", json_integer(rounds));
-            json_object_set_new(o, "round_per_s", a);
-        }
-        char *s = json_dumps(o, JSON_PRESERVE_ORDER);
-        json_decref(o);
-        if (s)
-            puts(s);
-        free(s);
-    } else {
-        char a[24], b[24];
-        printf("tq bench: %lld jobs, %lld worker processes x %lld slots, store %s\n",
-               total, nworkers, conc, tmpdb[0] ? "(temporary SQLite file)" : store);
-        printf("  enqueue   %10.0f jobs/s  (%.2fs, batches of %d%s)\n", enq_rate,
-               (double)t_enq / 1e6, (int)batch,
-               rounds > 1 ? ", paced by the workers" : "");
-        printf("  process   %10.0f jobs/s  (%.2fs)\n", proc_rate, (double)t_work / 1e6);
-        if (rounds > 1) {
-            printf("  per round of %lld (jobs/s):", njobs);
-            for (long long k = 0; k < rounds; k++)
-                printf(" %.0f", round_rate[k]);
-            printf("\n");
-        }
-        printf("  start-to-done latency  p50 %s  p99 %s\n",
-               tq_duration_format(a, sizeof a, p50),
-               tq_duration_format(b, sizeof b, p99));
-        printf("  busy retries %lld\n", (long long)busy);
-        if (nlat > 0)
-            printf(
-                "  enqueue-to-start latency, idle workers  p50 %s  p99 %s  (%lld jobs)\n",
-                tq_duration_format(a, sizeof a, lat50),
-                tq_duration_format(b, sizeof b, lat99), nlat);
-        printf("  done %lld  lost %lld  duplicates %lld\n", (long long)done_in_store,
-               (long long)lost, (long long)dups);
-    }
-    if (lost || dups || worker_fail || done_in_store != total ||
-        atomic_load(&sh->out_of_range)) {
-        if (lost || dups)
-            cli_error("bench", "FAILED: %lld lost, %lld duplicates", (long long)lost,
-                      (long long)dups);
-        else
-            cli_error("bench",
-                      "FAILED: a worker failed or the store shows %lld of %lld "
-                      "done",
-                      (long long)done_in_store, total);
-        ex = EXIT_RUNTIME;
-    }
-    munmap(sh, shsize);
-cleanup:
-    if (tmpdb[0]) {
+    printf("  start-to-done latency  p50 %s  p99 %s\n",
+           tq_duration_format(x, sizeof x, b->p50),
+           tq_duration_format(y, sizeof y, b->p99));
+    printf("  busy retries %lld\n", (long long)atomic_load(&b->sh->busy_retries));
+    if (c->nlat > 0)
+        printf("  enqueue-to-start latency, idle workers  p50 %s  p99 %s  (%lld jobs)\n",
+               tq_duration_format(x, sizeof x, b->lat50),
+               tq_duration_format(y, sizeof y, b->lat99), c->nlat);
+    printf("  done %lld  lost %lld  duplicates %lld\n", (long long)b->done_in_store,
+           (long long)b->lost, (long long)b->dups);
+}
+
+/* The report, and the verdict: EXIT_RUNTIME if a job was lost or ran
+ * twice, a worker failed, or the store disagrees. */
+static int bench_report(const bench_run *b)
+{
+    if (b->c.json)
+        bench_report_json(b);
+    else
+        bench_report_text(b);
+    if (!b->lost && !b->dups && !b->worker_fail && b->done_in_store == b->total &&
+        !atomic_load(&b->sh->out_of_range))
+        return 0;
+    if (b->lost || b->dups)
+        cli_error("bench", "FAILED: %lld lost, %lld duplicates", (long long)b->lost,
+                  (long long)b->dups);
+    else
+        cli_error("bench", "FAILED: a worker failed or the store shows %lld of %lld done",
+                  (long long)b->done_in_store, b->total);
+    return EXIT_RUNTIME;
+}
+
+static void bench_cleanup(bench_run *b)
+{
+    free(b->payload);
+    if (b->sh)
+        munmap(b->sh, b->shsize);
+    if (b->tmpdb[0]) {
         char p[96];
-        unlink(tmpdb);
-        snprintf(p, sizeof p, "%s-wal", tmpdb);
+        unlink(b->tmpdb);
+        snprintf(p, sizeof p, "%s-wal", b->tmpdb);
         unlink(p);
-        snprintf(p, sizeof p, "%s-shm", tmpdb);
+        snprintf(p, sizeof p, "%s-shm", b->tmpdb);
         unlink(p);
-        rmdir(tmpdir);
     }
+    if (b->tmpdir[0])
+        rmdir(b->tmpdir);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    static bench_run b; /* large (per-batch payload table): not on the stack */
+    memset(&b, 0, sizeof b);
+    int ex = bench_parse(&b.c, argc, argv);
+    if (ex)
+        return ex < 0 ? 0 : ex;
+    if (!(ex = bench_setup(&b))) {
+        bench_work(&b);
+        if (!(ex = bench_verify(&b)))
+            ex = bench_report(&b);
+    }
+    bench_cleanup(&b);
     return ex;
 }
