@@ -36,7 +36,10 @@ static void work_log(void *ud, int level, const char *msg)
     fprintf(stderr, "%s %s %s: %s\n", t, (const char *)ud, names[level], msg);
 }
 
-int cmd_work(int argc, char **argv)
+/* tq work's options into *wo (queues in queues[64], the store in *url):
+ * 0, -1 after --help, or the exit code of a bad option. */
+static int work_parse(int argc, char **argv, tq_worker_opts *wo, const char **queues,
+                      const char **url)
 {
     static const char usage[] =
         "tq work [--queue Q]... [--concurrency N] [--prefetch N] [--name WORKER] "
@@ -67,14 +70,11 @@ int cmd_work(int argc, char **argv)
                 "--prefetch N: claim up to N jobs ahead of free slots when jobs are\n"
                 "short (about 20 ms of work; default 2048, 0: none).\n",
         .optstring = "+:"};
-    tq_worker_opts wo = TQ_WORKER_OPTS_INIT;
-    const char *url = NULL;
-    const char *queues[64];
     size_t nq = 0;
     long long n;
     int c, ex = 0;
-    wo.concurrency = 1;
-    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
+    wo->concurrency = 1;
+    while ((c = cli_option(&me, argc, argv, lo, url, &ex)) > 0) {
         switch (c) {
         case 'q':
             if (nq == 64) {
@@ -93,33 +93,33 @@ int cmd_work(int argc, char **argv)
         case 'c':
             if (cli_int("work", "--concurrency", optarg, 1, TQ_CONCURRENCY_MAX, &n))
                 return EXIT_USAGE;
-            wo.concurrency = (int)n;
+            wo->concurrency = (int)n;
             break;
         case 'p':
             if (cli_int("work", "--prefetch", optarg, 0, TQ_PREFETCH_MAX, &n))
                 return EXIT_USAGE;
-            wo.prefetch = n ? (int)n : -1;
+            wo->prefetch = n ? (int)n : -1;
             break;
         case 'n':
-            wo.name = optarg;
+            wo->name = optarg;
             break;
         case 'd':
-            wo.drain = 1;
+            wo->drain = 1;
             break;
         case 't':
-            if (cli_duration("work", "--timeout", optarg, &wo.timeout_us))
+            if (cli_duration("work", "--timeout", optarg, &wo->timeout_us))
                 return EXIT_USAGE;
             break;
         case 'g':
-            if (cli_duration("work", "--grace", optarg, &wo.grace_us))
+            if (cli_duration("work", "--grace", optarg, &wo->grace_us))
                 return EXIT_USAGE;
-            if (wo.grace_us == 0) /* none, as said: the library's 0 is its default */
-                wo.grace_us = 1;
+            if (wo->grace_us == 0) /* none, as said: the library's 0 is its default */
+                wo->grace_us = 1;
             break;
         case 'P':
-            if (cli_duration("work", "--poll", optarg, &wo.poll_max_us))
+            if (cli_duration("work", "--poll", optarg, &wo->poll_max_us))
                 return EXIT_USAGE;
-            if (wo.poll_max_us == 0) {
+            if (wo->poll_max_us == 0) {
                 cli_error("work",
                           "--poll 0 would poll without a pause: give at least 1ms");
                 return EXIT_USAGE;
@@ -136,18 +136,31 @@ int cmd_work(int argc, char **argv)
         }
     }
     if (c == CLI_OPTS_EXIT)
-        return ex;
+        return ex ? ex : -1;
     if (optind >= argc) {
         cli_error("work", "no COMMAND given: tq work [options] -- COMMAND [ARG...]");
         return EXIT_USAGE;
     }
-    if (wo.name && (strlen(wo.name) < 1 || strlen(wo.name) > 127)) {
+    if (wo->name && (strlen(wo->name) < 1 || strlen(wo->name) > 127)) {
         cli_error("work", "--name must be 1 to 127 bytes");
         return EXIT_USAGE;
     }
-    wo.queues = nq ? queues : NULL;
-    wo.nqueues = nq;
-    wo.argv = (const char *const *)&argv[optind];
+    wo->queues = nq ? queues : NULL;
+    wo->nqueues = nq;
+    wo->argv = (const char *const *)&argv[optind];
+    return 0;
+}
+
+/* Runs a worker pool per the options until it is stopped (SIGTERM, SIGINT)
+ * or drained, logging one line per event. */
+int cmd_work(int argc, char **argv)
+{
+    tq_worker_opts wo = TQ_WORKER_OPTS_INIT;
+    const char *url = NULL;
+    const char *queues[64];
+    int ex = work_parse(argc, argv, &wo, queues, &url);
+    if (ex)
+        return ex < 0 ? 0 : ex;
     wo.log = work_log;
     /* The default name, as the library would make it, so logs can show it. */
     char name[128];
