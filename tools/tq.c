@@ -123,6 +123,65 @@ static json_t *queue_json(const tq_queue_info *q)
     return o;
 }
 
+/* --backoff BASE[:CAP] into qo (a cap of 1h, or BASE if that is more, when
+ * none is given); -1 after saying what is wrong. */
+static int parse_backoff(const char *arg, tq_queue_opts *qo)
+{
+    char base[64];
+    const char *colon = strchr(arg, ':');
+    size_t bl = colon ? (size_t)(colon - arg) : strlen(arg);
+    if (bl >= sizeof base) {
+        cli_error("queue", "invalid backoff '%s'", arg);
+        return -1;
+    }
+    memcpy(base, arg, bl);
+    base[bl] = '\0';
+    if (cli_duration("queue", "--backoff", base, &qo->backoff_base_us))
+        return -1;
+    qo->backoff_cap_us = 3600 * 1000000LL;
+    if (colon && cli_duration("queue", "--backoff cap", colon + 1, &qo->backoff_cap_us))
+        return -1;
+    if (!colon && qo->backoff_base_us > qo->backoff_cap_us)
+        qo->backoff_cap_us = qo->backoff_base_us;
+    qo->set |= TQ_SET_BACKOFF;
+    return 0;
+}
+
+/* With name: creates or changes that queue and shows it; without: lists
+ * them all. Returns the exit code. */
+static int queue_apply(tq *db, const char *name, const tq_queue_opts *qo, int json)
+{
+    int rc, ex = 0;
+    if (name) {
+        tq_queue_info q;
+        if ((rc = tq_queue_set(db, name, qo)) || (rc = tq_queue_get(&q, db, name)))
+            ex = cli_fail("queue", db, rc);
+        else if (json)
+            ex = cli_print_json(queue_json(&q));
+        else
+            print_queue(&q);
+    } else {
+        tq_queue_info *v;
+        size_t nq;
+        if ((rc = tq_queue_list(&v, &nq, db))) {
+            ex = cli_fail("queue", db, rc);
+        } else if (json) {
+            json_t *a = json_array();
+            for (size_t i = 0; i < nq; i++)
+                json_array_append_new(a, queue_json(&v[i]));
+            ex = cli_print_json(a);
+        } else {
+            for (size_t i = 0; i < nq; i++)
+                print_queue(&v[i]);
+            if (nq == 0)
+                printf("no queues yet\n");
+        }
+        if (!rc)
+            tq_free(v);
+    }
+    return ex;
+}
+
 static int cmd_queue(int argc, char **argv)
 {
     static const char usage[] =
@@ -171,27 +230,10 @@ static int cmd_queue(int argc, char **argv)
             qo.max_attempts = (int)n;
             qo.set |= TQ_SET_MAX_ATTEMPTS;
             break;
-        case 'b': {
-            char base[64];
-            const char *colon = strchr(optarg, ':');
-            size_t bl = colon ? (size_t)(colon - optarg) : strlen(optarg);
-            if (bl >= sizeof base) {
-                cli_error("queue", "invalid backoff '%s'", optarg);
+        case 'b':
+            if (parse_backoff(optarg, &qo))
                 return EXIT_USAGE;
-            }
-            memcpy(base, optarg, bl);
-            base[bl] = '\0';
-            if (cli_duration("queue", "--backoff", base, &qo.backoff_base_us))
-                return EXIT_USAGE;
-            qo.backoff_cap_us = 3600 * 1000000LL;
-            if (colon &&
-                cli_duration("queue", "--backoff cap", colon + 1, &qo.backoff_cap_us))
-                return EXIT_USAGE;
-            if (!colon && qo.backoff_base_us > qo.backoff_cap_us)
-                qo.backoff_cap_us = qo.backoff_base_us;
-            qo.set |= TQ_SET_BACKOFF;
             break;
-        }
         case 'k':
         case 'K':
             qo.keep_done = c == 'k';
@@ -230,34 +272,7 @@ static int cmd_queue(int argc, char **argv)
     tq *db = cli_open("queue", cli_url(url), 0, &ex);
     if (!db)
         return ex;
-    int rc;
-    if (name) {
-        tq_queue_info q;
-        if ((rc = tq_queue_set(db, name, &qo)) || (rc = tq_queue_get(&q, db, name)))
-            ex = cli_fail("queue", db, rc);
-        else if (json)
-            ex = cli_print_json(queue_json(&q));
-        else
-            print_queue(&q);
-    } else {
-        tq_queue_info *v;
-        size_t nq;
-        if ((rc = tq_queue_list(&v, &nq, db))) {
-            ex = cli_fail("queue", db, rc);
-        } else if (json) {
-            json_t *a = json_array();
-            for (size_t i = 0; i < nq; i++)
-                json_array_append_new(a, queue_json(&v[i]));
-            ex = cli_print_json(a);
-        } else {
-            for (size_t i = 0; i < nq; i++)
-                print_queue(&v[i]);
-            if (nq == 0)
-                printf("no queues yet\n");
-        }
-        if (!rc)
-            tq_free(v);
-    }
+    ex = queue_apply(db, name, &qo, json);
     tq_close(db);
     return ex;
 }
@@ -377,6 +392,57 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo)
     return ex;
 }
 
+/* What the options of tq enqueue say together: 0, or EXIT_USAGE after one
+ * line. */
+static int enqueue_check(const char *queue, const tq_enqueue_opts *eo, int lines,
+                         int has_delay, int argc)
+{
+    if (has_delay && eo->run_at) {
+        cli_error("enqueue", "--delay and --at cannot be used together");
+        return EXIT_USAGE;
+    }
+    if (tq_name_check(queue)) {
+        cli_error("enqueue",
+                  "invalid queue name '%s': use 1 to 64 letters, digits, "
+                  "'_', '.' or '-'",
+                  queue);
+        return EXIT_USAGE;
+    }
+    if (eo->key && (strlen(eo->key) < 1 || strlen(eo->key) > 255)) {
+        cli_error("enqueue", "the key must be 1 to 255 bytes");
+        return EXIT_USAGE;
+    }
+    if (lines ? optind != argc : optind != argc - 1) {
+        cli_error("enqueue", lines ? "--lines takes no PAYLOAD argument"
+                                   : "expected one PAYLOAD argument (or - for stdin)");
+        return EXIT_USAGE;
+    }
+    if (lines && eo->key) {
+        cli_error("enqueue", "--key cannot be used with --lines");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* One job; prints its id (a duplicate key's kept job, said on stderr).
+ * Returns the exit code. */
+static int enqueue_one(tq *db, const char *queue, const void *data, size_t len,
+                       const tq_enqueue_opts *eo)
+{
+    int64_t id = 0;
+    int rc = tq_job_enqueue(&id, db, queue, data, len, eo);
+    if (rc == TQ_DUP) {
+        printf("%lld\n", (long long)id);
+        fprintf(stderr, "tq enqueue: duplicate key '%s': job %lld was kept\n", eo->key,
+                (long long)id);
+    } else if (rc) {
+        return cli_fail("enqueue", db, rc);
+    } else {
+        printf("%lld\n", (long long)id);
+    }
+    return 0;
+}
+
 static int cmd_enqueue(int argc, char **argv)
 {
     static const char usage[] =
@@ -443,30 +509,8 @@ static int cmd_enqueue(int argc, char **argv)
     }
     if (c == CLI_OPTS_EXIT)
         return ex;
-    if (has_delay && eo.run_at) {
-        cli_error("enqueue", "--delay and --at cannot be used together");
-        return EXIT_USAGE;
-    }
-    if (tq_name_check(queue)) {
-        cli_error("enqueue",
-                  "invalid queue name '%s': use 1 to 64 letters, digits, "
-                  "'_', '.' or '-'",
-                  queue);
-        return EXIT_USAGE;
-    }
-    if (eo.key && (strlen(eo.key) < 1 || strlen(eo.key) > 255)) {
-        cli_error("enqueue", "the key must be 1 to 255 bytes");
-        return EXIT_USAGE;
-    }
-    if (lines ? optind != argc : optind != argc - 1) {
-        cli_error("enqueue", lines ? "--lines takes no PAYLOAD argument"
-                                   : "expected one PAYLOAD argument (or - for stdin)");
-        return EXIT_USAGE;
-    }
-    if (lines && eo.key) {
-        cli_error("enqueue", "--key cannot be used with --lines");
-        return EXIT_USAGE;
-    }
+    if ((ex = enqueue_check(queue, &eo, lines, has_delay, argc)))
+        return ex;
 
     unsigned char *payload = NULL;
     size_t len = 0;
@@ -492,18 +536,8 @@ static int cmd_enqueue(int argc, char **argv)
     if (lines) {
         ex = enqueue_lines(db, queue, &eo);
     } else {
-        int64_t id = 0;
         const void *data = payload ? (const void *)payload : argv[optind];
-        int rc = tq_job_enqueue(&id, db, queue, data, len, &eo);
-        if (rc == TQ_DUP) {
-            printf("%lld\n", (long long)id);
-            fprintf(stderr, "tq enqueue: duplicate key '%s': job %lld was kept\n", eo.key,
-                    (long long)id);
-        } else if (rc) {
-            ex = cli_fail("enqueue", db, rc);
-        } else {
-            printf("%lld\n", (long long)id);
-        }
+        ex = enqueue_one(db, queue, data, len, &eo);
     }
     free(payload);
     tq_close(db);
