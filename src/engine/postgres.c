@@ -1465,163 +1465,224 @@ static void mark_applied(const PGresult *r, tq__ack *acks, const size_t *idx, si
     }
 }
 
-static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
-                       const tq__claim *claim, tq_job **out, size_t *out_n)
+/* One exchange (pg_exchange) as it goes through the pipeline. */
+typedef struct exchange_state {
+    const char *worker;
+    tq__ack *acks;
+    size_t nacks;
+    const tq__claim *claim; /* NULL: acknowledgements only */
+    /* idx: the "many" group from the front, the delete group at the back. */
+    size_t *idx, nmany, ndel, nfail;
+    enum stmt_id many; /* S_ACK_DONE when the group is all done */
+    char *arrays[10];  /* the groups' array parameters */
+    tq_job *jobs;
+    size_t njobs;
+} exchange_state;
+
+/* Sorts the acks into the grouped statements and prepares every statement
+ * the exchange will send (statements cannot be prepared inside a
+ * pipeline). */
+static int exchange_prepare(tq *db, exchange_state *x)
 {
     static const enum stmt_id claim_ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
-    PGconn *pg = C(db)->pg;
-    tq_job *jobs = NULL;
-    size_t njobs = 0, nmany = 0, ndel = 0, nfail = 0, nother = 0;
-    char *arrays[10] = {0};
-    const int do_claim = claim && claim->max > 0;
-    int rc = 0;
-    if (out) {
-        *out = NULL;
-        *out_n = 0;
-    }
-
-    /* idx: the "many" group from the front, the delete group at the back. */
-    size_t *idx = malloc((nacks + 1) * sizeof *idx);
-    /* At most: BEGIN, three settings, two groups, the claim, COMMIT, and
-     * one statement per failure. */
-    pipeline pl = {db, 0, malloc((nacks + 8) * sizeof *pl.what),
-                   malloc((nacks + 8) * sizeof *pl.ack)};
-    if (!idx || !pl.what || !pl.ack) {
-        rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < nacks; i++) {
-        acks[i].result = TQ_ELOST; /* until the store says otherwise */
-        if (acks[i].kind == TQ__ACK_FAIL)
-            nfail++;
-        else if (acks[i].kind == TQ__ACK_DONE && acks[i].delete_done)
-            idx[nacks - ++ndel] = i;
+    size_t nother = 0;
+    int rc;
+    for (size_t i = 0; i < x->nacks; i++) {
+        tq__ack *a = &x->acks[i];
+        a->result = TQ_ELOST; /* until the store says otherwise */
+        if (a->kind == TQ__ACK_FAIL)
+            x->nfail++;
+        else if (a->kind == TQ__ACK_DONE && a->delete_done)
+            x->idx[x->nacks - ++x->ndel] = i;
         else
-            idx[nmany++] = i;
-        nother += acks[i].kind == TQ__ACK_RELEASE || acks[i].kind == TQ__ACK_BEAT;
+            x->idx[x->nmany++] = i;
+        nother += a->kind == TQ__ACK_RELEASE || a->kind == TQ__ACK_BEAT;
     }
     /* All of the group done (the usual case): the simpler statement. */
-    const enum stmt_id many = nother ? S_ACK_MANY : S_ACK_DONE;
-    /* Statements cannot be prepared inside a pipeline. */
-    if ((nmany && (rc = prepare(db, many, "acknowledging jobs"))) ||
-        (ndel && (rc = prepare(db, S_ACK_DELETE, "acknowledging jobs"))) ||
-        (nfail && (rc = prepare(db, S_FAIL, "acknowledging a job"))) ||
+    x->many = nother ? S_ACK_MANY : S_ACK_DONE;
+    const int grouped = x->nmany || x->ndel;
+    if ((x->nmany && (rc = prepare(db, x->many, "acknowledging jobs"))) ||
+        (x->ndel && (rc = prepare(db, S_ACK_DELETE, "acknowledging jobs"))) ||
+        (x->nfail && (rc = prepare(db, S_FAIL, "acknowledging a job"))) ||
         (rc = prepare(db, S_PLAN, "exchanging with the store")) ||
-        ((nmany || ndel) &&
-         ((rc = prepare(db, S_PLAN_GROUP, "exchanging with the store")) ||
-          (rc = prepare(db, S_PLAN_CLAIM, "exchanging with the store")))))
-        goto done;
-    if (do_claim && (rc = prepare(db, claim_ids[claim->order], "claiming jobs")))
-        goto done;
+        (grouped && ((rc = prepare(db, S_PLAN_GROUP, "exchanging with the store")) ||
+                     (rc = prepare(db, S_PLAN_CLAIM, "exchanging with the store")))))
+        return rc;
+    if (x->claim && (rc = prepare(db, claim_ids[x->claim->order], "claiming jobs")))
+        return rc;
+    return 0;
+}
 
-    if (!PQenterPipelineMode(pg)) {
-        rc = fail_res(db, NULL, "starting a pipeline");
-        goto done;
-    }
+/* BEGIN, the plan settings, the two groups, one statement per failure,
+ * the claim, COMMIT: into the pipeline, not waiting for any answer. */
+static int exchange_send(pipeline *pl, exchange_state *x)
+{
+    static const enum stmt_id claim_ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
     const params none = {0};
-    if ((rc = pipe_sql(&pl, "BEGIN")) || (rc = pipe_send(&pl, S_PLAN, &none, 0)) ||
-        ((nmany || ndel) && (rc = pipe_send(&pl, S_PLAN_GROUP, &none, 0))) ||
-        (nmany && (rc = pipe_group(&pl, many, worker, acks, idx, nmany, arrays))) ||
-        (ndel && (rc = pipe_group(&pl, S_ACK_DELETE, worker, acks, idx + nacks - ndel,
-                                  ndel, arrays + 5))))
-        goto sync;
-    for (size_t i = 0; i < nacks && !rc; i++) {
-        if (acks[i].kind != TQ__ACK_FAIL)
+    const int grouped = x->nmany || x->ndel;
+    int rc;
+    if ((rc = pipe_sql(pl, "BEGIN")) || (rc = pipe_send(pl, S_PLAN, &none, 0)) ||
+        (grouped && (rc = pipe_send(pl, S_PLAN_GROUP, &none, 0))) ||
+        (x->nmany && (rc = pipe_group(pl, x->many, x->worker, x->acks, x->idx, x->nmany,
+                                      x->arrays))) ||
+        (x->ndel &&
+         (rc = pipe_group(pl, S_ACK_DELETE, x->worker, x->acks,
+                          x->idx + x->nacks - x->ndel, x->ndel, x->arrays + 5))))
+        return rc;
+    for (size_t i = 0; i < x->nacks && !rc; i++) {
+        const tq__ack *a = &x->acks[i];
+        if (a->kind != TQ__ACK_FAIL)
             continue;
         params p = {0};
-        p_i64(&p, acks[i].id);
-        p_text(&p, worker);
-        p_i64(&p, acks[i].claim);
-        p_i64(&p, acks[i].delay_us);
-        p_text(&p, acks[i].error);
-        p_i64(&p, acks[i].started_us > 0 ? acks[i].started_us : 0);
-        rc = pipe_send(&pl, S_FAIL, &p, i);
+        p_i64(&p, a->id);
+        p_text(&p, x->worker);
+        p_i64(&p, a->claim);
+        p_i64(&p, a->delay_us);
+        p_text(&p, a->error);
+        p_i64(&p, a->started_us > 0 ? a->started_us : 0);
+        rc = pipe_send(pl, S_FAIL, &p, i);
     }
-    if (!rc && do_claim && (nmany || ndel))
-        rc = pipe_send(&pl, S_PLAN_CLAIM, &none, 0);
-    if (!rc && do_claim) {
+    if (!rc && x->claim && grouped)
+        rc = pipe_send(pl, S_PLAN_CLAIM, &none, 0);
+    if (!rc && x->claim) {
         params p = {0};
-        p_text(&p, claim->queue);
-        p_i64(&p, (int64_t)claim->max);
-        p_text(&p, worker);
-        p_i64(&p, claim->lease_us);
-        p_i64(&p, claim->max_attempts);
-        p_text(&p, claim->start ? "true" : "false");
-        rc = pipe_send(&pl, claim_ids[claim->order], &p, 0);
+        p_text(&p, x->claim->queue);
+        p_i64(&p, (int64_t)x->claim->max);
+        p_text(&p, x->worker);
+        p_i64(&p, x->claim->lease_us);
+        p_i64(&p, x->claim->max_attempts);
+        p_text(&p, x->claim->start ? "true" : "false");
+        rc = pipe_send(pl, claim_ids[x->claim->order], &p, 0);
     }
-    if (!rc)
-        rc = pipe_sql(&pl, "COMMIT");
-sync:
-    if (!PQpipelineSync(pg)) {
-        rc = rc ? rc : fail_res(db, NULL, "sending to the store");
-        goto done; /* the connection is gone; reconnecting ends the pipeline */
+    return rc ? rc : pipe_sql(pl, "COMMIT");
+}
+
+/* One statement's answer: which acks it applied, or the claimed jobs. */
+static int exchange_take(tq *db, const pipeline *pl, size_t q, PGresult *r,
+                         exchange_state *x)
+{
+    int rc = 0;
+    switch (pl->what[q]) {
+    case S_ACK_MANY:
+    case S_ACK_DONE:
+        mark_applied(r, x->acks, x->idx, x->nmany);
+        break;
+    case S_ACK_DELETE:
+        mark_applied(r, x->acks, x->idx + x->nacks - x->ndel, x->ndel);
+        break;
+    case S_FAIL:
+        x->acks[pl->ack[q]].result =
+            strtoll(PQcmdTuples(r), NULL, 10) == 1 ? 0 : TQ_ELOST;
+        break;
+    case S_COUNT: /* BEGIN, COMMIT */
+    case S_PLAN:
+    case S_PLAN_GROUP:
+    case S_PLAN_CLAIM:
+        break;
+    default: /* the claim: read_jobs takes r */
+        return read_jobs(db, r, &tq__claimed_cols, x->claim->queue, x->worker, &x->jobs,
+                         &x->njobs);
     }
-    /* Each statement's result, then NULL; after all of them the Sync. An
-     * error aborts the rest: keep the first. */
-    for (size_t q = 0; q < pl.n; q++) {
+    PQclear(r);
+    return rc;
+}
+
+/* Each statement's result, then NULL; after all of them the Sync. An
+ * error aborts the rest: the first is kept (rc may hold one already, from
+ * sending). */
+static int exchange_read(tq *db, const pipeline *pl, exchange_state *x, int rc)
+{
+    PGconn *pg = C(db)->pg;
+    for (size_t q = 0; q < pl->n; q++) {
         PGresult *r = get_result(db);
         ExecStatusType st = PQresultStatus(r);
-        if (!r) {
-            rc = rc ? rc : fail_res(db, NULL, "reading from the store");
-            goto done;
-        }
+        if (!r)
+            return rc ? rc : fail_res(db, NULL, "reading from the store");
         if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
             if (!rc && st != PGRES_PIPELINE_ABORTED)
                 rc = fail_res(db, r, "exchanging with the store");
             else
                 PQclear(r);
-        } else if (rc || pl.what[q] == S_COUNT || pl.what[q] == S_PLAN ||
-                   pl.what[q] == S_PLAN_GROUP || pl.what[q] == S_PLAN_CLAIM) {
-            PQclear(r);
-        } else if (pl.what[q] == S_ACK_MANY || pl.what[q] == S_ACK_DONE) {
-            mark_applied(r, acks, idx, nmany);
-            PQclear(r);
-        } else if (pl.what[q] == S_ACK_DELETE) {
-            mark_applied(r, acks, idx + nacks - ndel, ndel);
-            PQclear(r);
-        } else if (pl.what[q] == S_FAIL) {
-            acks[pl.ack[q]].result =
-                strtoll(PQcmdTuples(r), NULL, 10) == 1 ? 0 : TQ_ELOST;
+        } else if (rc) {
             PQclear(r);
         } else {
-            rc = read_jobs(db, r, &tq__claimed_cols, claim->queue, worker, &jobs, &njobs);
+            rc = exchange_take(db, pl, q, r, x);
         }
         if ((r = get_result(db))) { /* not the end of that statement */
             PQclear(r);
-            rc = rc ? rc : tq__seterr(db, TQ_EDB, "unexpected result from the store");
-            goto done;
+            return rc ? rc : tq__seterr(db, TQ_EDB, "unexpected result from the store");
         }
     }
     PGresult *r = get_result(db);
     if (PQresultStatus(r) != PGRES_PIPELINE_SYNC) {
-        if (rc)
-            PQclear(r);
-        else
-            rc = fail_res(db, r, "reading from the store");
-        goto done;
+        if (!rc)
+            return fail_res(db, r, "reading from the store");
+        PQclear(r);
+        return rc;
     }
     PQclear(r);
     if (!PQexitPipelineMode(pg))
         rc = rc ? rc : fail_res(db, NULL, "ending a pipeline");
     else if (rc && PQtransactionStatus(pg) == PQTRANS_INERROR)
         rollback(db);
+    return rc;
+}
+
+/*
+ * The hot path (engine.h): the acknowledgements and the claim in one
+ * transaction, sent as one pipeline and read back in one round trip.
+ */
+static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
+                       const tq__claim *claim, tq_job **out, size_t *out_n)
+{
+    PGconn *pg = C(db)->pg;
+    exchange_state x = {.worker = worker,
+                        .acks = acks,
+                        .nacks = nacks,
+                        .claim = claim && claim->max > 0 ? claim : NULL};
+    int rc = 0;
+    if (out) {
+        *out = NULL;
+        *out_n = 0;
+    }
+    x.idx = malloc((nacks + 1) * sizeof *x.idx);
+    /* At most: BEGIN, three settings, two groups, the claim, COMMIT, and
+     * one statement per failure. */
+    pipeline pl = {db, 0, malloc((nacks + 8) * sizeof *pl.what),
+                   malloc((nacks + 8) * sizeof *pl.ack)};
+    if (!x.idx || !pl.what || !pl.ack) {
+        rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = exchange_prepare(db, &x)))
+        goto done;
+    if (!PQenterPipelineMode(pg)) {
+        rc = fail_res(db, NULL, "starting a pipeline");
+        goto done;
+    }
+    rc = exchange_send(&pl, &x);
+    if (!PQpipelineSync(pg)) {
+        rc = rc ? rc : fail_res(db, NULL, "sending to the store");
+        goto done; /* the connection is gone; reconnecting ends the pipeline */
+    }
+    rc = exchange_read(db, &pl, &x, rc);
 done:
-    free(idx);
+    free(x.idx);
     free(pl.what);
     free(pl.ack);
     for (int c = 0; c < 10; c++)
-        free(arrays[c]);
+        free(x.arrays[c]);
     if (rc) {
-        tq_job_array_free(jobs, njobs);
+        tq_job_array_free(x.jobs, x.njobs);
         for (size_t i = 0; i < nacks; i++)
             acks[i].result = 0;
         return rc;
     }
     if (out) {
-        *out = jobs;
-        *out_n = njobs;
+        *out = x.jobs;
+        *out_n = x.njobs;
     } else {
-        tq_job_array_free(jobs, njobs);
+        tq_job_array_free(x.jobs, x.njobs);
     }
     return 0;
 }
