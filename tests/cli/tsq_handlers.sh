@@ -101,18 +101,20 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
 fi
 
 # The program deleted while the worker runs: jobs go back unspent, and the
-# worker stops with one line once it stayed gone (10 s).
-handler quick.sh 'sleep 0.02'
+# worker stops with one line once it stayed gone (10 s). A binary, not a
+# script: a script's interpreter opens it after the exec, so deleting it
+# can also fail a run that did start (the handler's own failure).
+cp "$(command -v sleep)" "$T/quick"
 "$TQ" queue del --max-attempts 1 >/dev/null
 for i in $(seq 1 100); do echo "$i"; done | "$TQ" enqueue --queue del --lines >/dev/null
-bg "$TQ" work --queue del --concurrency 4 -- "$T/quick.sh" 2>"$T/w6.log"
+bg "$TQ" work --queue del --concurrency 4 -- "$T/quick" 0.02 2>"$T/w6.log"
 w=$BG
 some_done() { [ "$(sql "SELECT count(*) FROM $JOBS WHERE queue = 'del' AND state = 'done'")" -gt 5 ]; }
 wait_for 10 some_done
-rm "$T/quick.sh"
+rm "$T/quick"
 wait_rc "$w"
 expect_eq "$RC" 1 "exit status of a worker whose handler is gone"
-grep -q "cannot start '$T/quick.sh': No such file or directory (for .*); stopping" "$T/w6.log" ||
+grep -q "cannot start '$T/quick': No such file or directory (for .*); stopping" "$T/w6.log" ||
     fail "no reason given"
 expect_eq "$(sql "SELECT count(*) FROM $JOBS WHERE queue = 'del' AND state NOT IN ('done', 'ready')")" 0 \
     "jobs neither done nor ready"
