@@ -1140,10 +1140,13 @@ static int start_held(tq_worker *w)
 {
     if (w->handler)
         return 0; /* the threads take them */
-    int rc = 0;
+    int rc = 0, free_slots = free_slot_count(w);
     held_job h;
-    while (!rc && !w->stop_requested && free_slot_count(w) > 0 && pop_startable(w, &h))
+    while (!rc && !w->stop_requested && free_slots-- > 0 && pop_startable(w, &h)) {
         rc = start_job(w, h.qi, &h.job);
+        if (w->start_cap) /* a start failed: the room is smaller now */
+            free_slots = free_slot_count(w);
+    }
     return rc;
 }
 

@@ -225,3 +225,13 @@ int cli_no_args(const cli_cmd *cmd, int argc, char **argv, int from)
     cli_error(cmd->name, "unexpected argument '%s'", argv[from]);
     return EXIT_USAGE;
 }
+
+int cli_queue_name(const char *cmd, const char *name)
+{
+    if (!tq_name_check(name))
+        return 0;
+    cli_error(cmd,
+              "invalid queue name '%s': use 1 to 64 letters, digits, '_', '.' or '-'",
+              name);
+    return EXIT_USAGE;
+}

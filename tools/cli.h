@@ -64,6 +64,8 @@ int cli_bad_option(const cli_cmd *cmd, char **argv);
 /* 0 when argv has nothing from index from on; else says so, EXIT_USAGE. */
 int cli_no_args(const cli_cmd *cmd, int argc, char **argv, int from);
 
+/* 0 for a valid queue name; else says why, EXIT_USAGE. */
+int cli_queue_name(const char *cmd, const char *name);
 /* Opens the store; prints the failure and returns NULL on error. */
 tq *cli_open(const char *cmd, const char *url, int create, int *exit_code);
 /* Prints v (and frees it); 0, or EXIT_RUNTIME if it cannot be printed. */

@@ -262,13 +262,8 @@ static int cmd_queue(int argc, char **argv)
         cli_error("queue", "settings need a queue NAME");
         return EXIT_USAGE;
     }
-    if (name && tq_name_check(name)) {
-        cli_error("queue",
-                  "invalid queue name '%s': use 1 to 64 letters, digits, "
-                  "'_', '.' or '-'",
-                  name);
-        return EXIT_USAGE;
-    }
+    if (name && (ex = cli_queue_name("queue", name)))
+        return ex;
     tq *db = cli_open("queue", cli_url(url), 0, &ex);
     if (!db)
         return ex;
@@ -401,13 +396,8 @@ static int enqueue_check(const char *queue, const tq_enqueue_opts *eo, int lines
         cli_error("enqueue", "--delay and --at cannot be used together");
         return EXIT_USAGE;
     }
-    if (tq_name_check(queue)) {
-        cli_error("enqueue",
-                  "invalid queue name '%s': use 1 to 64 letters, digits, "
-                  "'_', '.' or '-'",
-                  queue);
+    if (cli_queue_name("enqueue", queue))
         return EXIT_USAGE;
-    }
     if (eo->key && (strlen(eo->key) < 1 || strlen(eo->key) > 255)) {
         cli_error("enqueue", "the key must be 1 to 255 bytes");
         return EXIT_USAGE;
@@ -573,10 +563,8 @@ static int cmd_stats(int argc, char **argv)
         return ex;
     if ((ex = cli_no_args(&me, argc, argv, optind)))
         return ex;
-    if (queue && tq_name_check(queue)) {
-        cli_error("stats", "invalid queue name '%s'", queue);
-        return EXIT_USAGE;
-    }
+    if (queue && (ex = cli_queue_name("stats", queue)))
+        return ex;
     tq *db = cli_open("stats", cli_url(url), 0, &ex);
     if (!db)
         return ex;
@@ -686,10 +674,8 @@ static int cmd_list(int argc, char **argv)
             break;
         }
         case 'q':
-            if (tq_name_check(optarg)) {
-                cli_error("list", "invalid queue name '%s'", optarg);
+            if (cli_queue_name("list", optarg))
                 return EXIT_USAGE;
-            }
             lo2.queue = optarg;
             break;
         case 'n':
@@ -850,10 +836,8 @@ static int cmd_retry_cancel(int argc, char **argv, int cancel)
         cli_error(cmd, "--queue only goes with --dead");
         return EXIT_USAGE;
     }
-    if (queue && tq_name_check(queue)) {
-        cli_error(cmd, "invalid queue name '%s'", queue);
-        return EXIT_USAGE;
-    }
+    if (queue && (ex = cli_queue_name(cmd, queue)))
+        return ex;
     if (dead == (optind < argc)) {
         cli_error(cmd, dead ? "--dead takes no job IDs" : "expected one or more job IDs");
         return EXIT_USAGE;

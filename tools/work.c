@@ -81,13 +81,8 @@ static int work_parse(int argc, char **argv, tq_worker_opts *wo, const char **qu
                 cli_error("work", "at most 64 queues");
                 return EXIT_USAGE;
             }
-            if (tq_name_check(optarg)) {
-                cli_error("work",
-                          "invalid queue name '%s': use 1 to 64 letters, digits, "
-                          "'_', '.' or '-'",
-                          optarg);
+            if (cli_queue_name("work", optarg))
                 return EXIT_USAGE;
-            }
             queues[nq++] = optarg;
             break;
         case 'c':
