@@ -1,27 +1,44 @@
 # The two commands of the README:
-#   make demo   install what is needed, build, run `tq bench` on SQLite
+#   make demo   install what is needed, build, run `tq bench` on SQLite,
+#               and say where the tq binary is
 #   make test   install what is needed, check the formatting (format-check),
 #               build with -Werror, run every test,
 #               then again under AddressSanitizer + UndefinedBehaviorSanitizer,
 #               and the tests that run threads under ThreadSanitizer
 JOBS ?= 2
 BUILD ?= build
+# make install: into $(DESTDIR)$(PREFIX) (bin/tq, lib/, include/tq.h, the
+# man page); DESTDIR stages an install for packaging.
+PREFIX ?= /usr/local
+DESTDIR ?=
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps build demo bench bench-quick test test-plain test-asan test-tsan test-model fuzz format format-check clean
+.PHONY: all deps build demo install bench bench-quick test test-plain test-asan test-tsan test-model fuzz format format-check clean
 
 all: build
 
 deps:
 	@scripts/deps.sh
 
+# A build that shows its result, not its steps: the compiler's output goes
+# to DIR/build.log, printed whole only when the build fails.
+quiet_build = @echo "building $(1) (log: $(1)/build.log)"; \
+	cmake --build $(1) -j $(JOBS) $(2) >$(1)/build.log 2>&1 || \
+	{ cat $(1)/build.log; echo "the build failed: see above, or $(1)/build.log"; exit 1; }
+
 build: deps
-	cmake -S . -B $(BUILD) -DTQ_WERROR=ON >/dev/null
-	cmake --build $(BUILD) -j $(JOBS)
+	@cmake -S . -B $(BUILD) -DTQ_WERROR=ON >/dev/null
+	$(call quiet_build,$(BUILD))
 
 demo: build
-	$(BUILD)/tq bench --jobs 20000 --workers 8
+	@$(BUILD)/tq bench --jobs 20000 --workers 8
+	@echo
+	@echo "tq is built as $(BUILD)/tq; 'make install' puts it in $(PREFIX)/bin"
+	@echo "(PREFIX=DIR to choose; DESTDIR=DIR to stage)."
+
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 # The benchmark harness (bench/run.sh): about 20 minutes; bench-quick: about 5.
 bench: build
@@ -38,9 +55,9 @@ test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DTQ_WERROR=ON -DTQ_SANITIZE=ON \
+	@cmake -S . -B $(ASAN_BUILD) -DTQ_WERROR=ON -DTQ_SANITIZE=ON \
 	      -DCMAKE_BUILD_TYPE=Debug >/dev/null
-	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	$(call quiet_build,$(ASAN_BUILD))
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	    ctest --output-on-failure -j $(JOBS)
@@ -50,8 +67,8 @@ test-asan: deps
 # registrations, on both engines. Command-mode workers run no threads.
 TSAN_TESTS = test_store test_exchange test_postgres
 test-tsan: deps
-	cmake -S . -B $(TSAN_BUILD) -DTQ_WERROR=ON -DTQ_TSAN=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
+	@cmake -S . -B $(TSAN_BUILD) -DTQ_WERROR=ON -DTQ_TSAN=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	$(call quiet_build,$(TSAN_BUILD),--target $(TSAN_TESTS))
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	    ctest --output-on-failure -j $(JOBS) -R '^test_(store|exchange|postgres)'
 

@@ -50,7 +50,9 @@ extern "C" {
     X(EINUSE, -11, "worker name held by a live worker")                                  \
     X(ENOTSUP, -12, "not supported by this engine or build")                             \
     X(ESYS, -13, "system call failed")                                                   \
-    X(EFULL, -14, "disk full: the store cannot grow")
+    X(EFULL, -14, "disk full: the store cannot grow")                                    \
+    X(EREFUSED, -15,                                                                     \
+      "the store refused the connection (authentication, no such database)")
 
 enum {
 #define TQ_ERRNO_ENUM(name, code, text) TQ_##name = (code),
@@ -118,7 +120,11 @@ typedef struct tq_open_opts {
  * a handle whose tq_errmsg() explains; free it with tq_close(). Not
  * thread-safe with respect to the returned handle. TQ_EINVAL for a
  * malformed URL, TQ_ENOTSUP for an engine this build lacks, TQ_ECONN for a
- * store that cannot be opened (or, without opts->create, does not exist).
+ * store that cannot be opened (or, without opts->create, does not exist):
+ * on PostgreSQL, a server that may answer if asked again (not running or
+ * not reachable yet, starting up, full). TQ_EREFUSED: a server that
+ * answered no (authentication, no such database or role): asking again
+ * will not help.
  */
 int tq_open(tq **out, const char *url, const tq_open_opts *opts);
 void tq_close(tq *db);
@@ -316,6 +322,11 @@ int tq_job_release(tq *db, const tq_job *job);
 int tq_job_retry(tq *db, int64_t id);
 /* ready or running -> cancelled. */
 int tq_job_cancel(tq *db, int64_t id);
+/* The same for n jobs (an id given twice counts once), all or none: when
+ * one of them is unknown or in the wrong state, nothing changes and the
+ * message names that one. One transaction. */
+int tq_job_retry_ids(tq *db, const int64_t *ids, size_t n);
+int tq_job_cancel_ids(tq *db, const int64_t *ids, size_t n);
 /* All dead jobs (of queue, or of every queue if NULL) -> ready. */
 int tq_job_retry_dead(int64_t *out_count, tq *db, const char *queue);
 
@@ -347,7 +358,8 @@ int tq_rescue_expired(int64_t *out_count, tq *db);
 
 typedef struct tq_stats {
     int64_t count[TQ_STATE_COUNT]; /* jobs by state */
-    int64_t oldest_ready_age_us;   /* age of the oldest due ready job, or 0 */
+    int64_t oldest_ready_age_us;   /* age of the oldest due ready job, or 0
+                                      (count[TQ_READY] - delayed are due) */
     int64_t done_last_minute;
     size_t recent;                  /* done jobs the durations below were taken from */
     int64_t p50_us, p95_us, max_us; /* started_at to finished_at */
@@ -356,7 +368,9 @@ typedef struct tq_stats {
         int64_t id;
         char worker[128];
         int64_t running_us;
-    } longest[5]; /* running jobs, longest first */
+    } longest[5];           /* running jobs, longest first */
+    int64_t delayed;        /* ready jobs not due yet (a delay, --at, a backoff) */
+    int64_t next_due_in_us; /* when the soonest of those is due, from now */
 } tq_stats;
 
 /* Stats for one queue, or all queues when queue is NULL. */
@@ -388,6 +402,10 @@ typedef struct tq_worker_info {
 } tq_worker_info;
 
 int tq_worker_list(tq_worker_info **out, size_t *out_n, tq *db);
+/* Deletes the registrations of workers that stopped, or went silent past
+ * their lease, longer than older_than_us ago (their names are free to take
+ * anyway); live workers are never touched. *out_count: how many. */
+int tq_worker_prune(int64_t *out_count, tq *db, int64_t older_than_us);
 
 typedef struct tq_worker tq_worker;
 
@@ -401,7 +419,7 @@ typedef int (*tq_handler_fn)(void *ud, const tq_job *job, char *err, size_t errl
 /* Log levels passed to tq_worker_opts.log. */
 enum { TQ_LOG_ERROR = 0, TQ_LOG_WARN, TQ_LOG_INFO, TQ_LOG_DEBUG };
 
-#define TQ_WORKER_OPTS_VERSION 2
+#define TQ_WORKER_OPTS_VERSION 3
 #define TQ_PREFETCH_DEFAULT    2048
 #define TQ_PREFETCH_MAX        65536 /* most jobs one worker claims ahead */
 #define TQ_CONCURRENCY_MAX     1024  /* most slots of one worker */
@@ -434,11 +452,15 @@ typedef struct tq_worker_opts {
      * holds fewer when its jobs are slow (about 20 ms of work), keeps their
      * leases alive like running ones and releases them unspent on stop. */
     int prefetch;
+    /* Version 3. Log each job's end (id, attempt, outcome, run time) and,
+     * for a command, each line it writes to stderr, at TQ_LOG_DEBUG
+     * (failures are logged at TQ_LOG_INFO either way). */
+    int log_jobs;
 } tq_worker_opts;
 #define TQ_WORKER_OPTS_INIT                                                              \
     {                                                                                    \
         TQ_WORKER_OPTS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL,    \
-            NULL, 0                                                                      \
+            NULL, 0, 0                                                                   \
     }
 
 /* Counters of one run, readable after tq_worker_run returns. */
@@ -467,7 +489,10 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *opts);
  * while it ran. */
 int tq_worker_run(tq_worker *w);
 /* Asks a running pool to stop: claim nothing more, let running jobs finish
- * within the grace period, then kill them and release their jobs.
+ * within the grace period, then kill them and release their jobs. A second
+ * call while it stops ends the grace at once: command handlers are killed
+ * (SIGKILL to their process groups) and their jobs released unspent;
+ * callback handlers, which cannot be killed, are still waited for.
  * Async-signal-safe and thread-safe. */
 void tq_worker_stop(tq_worker *w);
 void tq_worker_counters_get(tq_worker_counters *out, const tq_worker *w);

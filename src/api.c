@@ -464,36 +464,77 @@ int tq_job_release(tq *db, const tq_job *job)
 
 /* ---- management -------------------------------------------------------- */
 
-/* A retry or cancel of job id changed nothing: why, from the state the
- * engine found it in (-1: none). */
-static int why_unchanged(tq *db, int64_t id, int state, const char *action)
+/* A retry or cancel of n jobs changed nothing because of job id: why,
+ * from the state the engine found it in (-1: none). */
+static int why_unchanged(tq *db, int64_t id, int state, const char *action, size_t n)
 {
+    char rest[80] = "";
+    if (n > 1)
+        snprintf(rest, sizeof rest, "; none of the %zu jobs was %s", n,
+                 strcmp(action, "cancel") == 0 ? "cancelled" : "retried");
     if (state < 0)
-        return tq__seterr(db, TQ_ENOTFOUND, "no job with id %lld", (long long)id);
-    return tq__seterr(db, TQ_ESTATE, "job %lld is %s: cannot %s it", (long long)id,
-                      tq_state_name((tq_state)state), action);
+        return tq__seterr(db, TQ_ENOTFOUND, "no job with id %lld%s", (long long)id, rest);
+    return tq__seterr(db, TQ_ESTATE, "job %lld is %s: cannot %s it%s", (long long)id,
+                      tq_state_name((tq_state)state), action, rest);
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Retry or cancel of the jobs ids[], all or none: checked, sorted and
+ * made distinct (naming a job twice is naming it), then one transaction. */
+static int manage_ids(tq *db, const int64_t *ids, size_t n, int cancel)
+{
+    const char *action = cancel ? "cancel" : "retry";
+    tq__clearerr(db);
+    if (n == 0 || !ids)
+        return tq__seterr(db, TQ_EINVAL, "no job ids to %s", action);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] <= 0)
+            return tq__seterr(db, TQ_EINVAL, "job ids are positive integers");
+    int64_t *v = tq__memdup(ids, n * sizeof *ids, 0);
+    if (!v)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    qsort(v, n, sizeof *v, cmp_id);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || v[i] != v[k - 1])
+            v[k++] = v[i];
+    int64_t changed = 0;
+    size_t bad = 0;
+    int state = -1;
+    int rc = cancel ? db->engine->job_cancel(db, v, k, &changed, &bad, &state)
+                    : db->engine->job_retry(db, v, k, NULL, &changed, &bad, &state);
+    if (!rc && changed == 0)
+        rc = why_unchanged(db, v[bad], state, action, k);
+    free(v);
+    return rc;
 }
 
 int tq_job_retry(tq *db, int64_t id)
 {
-    int64_t n = 0;
-    tq__clearerr(db);
-    if (id <= 0)
-        return tq__seterr(db, TQ_EINVAL, "job ids are positive integers");
-    int state = -1, rc = db->engine->job_retry(db, id, NULL, &n, &state);
-    return rc || n ? rc : why_unchanged(db, id, state, "retry");
+    return manage_ids(db, &id, 1, 0);
+}
+
+int tq_job_retry_ids(tq *db, const int64_t *ids, size_t n)
+{
+    return manage_ids(db, ids, n, 0);
 }
 
 int tq_job_retry_dead(int64_t *out_count, tq *db, const char *queue)
 {
     int64_t n = 0;
+    size_t bad;
     tq__clearerr(db);
     if (queue) {
         int rc = check_queue_name(db, queue);
         if (rc)
             return rc;
     }
-    int state, rc = db->engine->job_retry(db, 0, queue, &n, &state);
+    int state, rc = db->engine->job_retry(db, NULL, 0, queue, &n, &bad, &state);
     if (out_count)
         *out_count = n;
     return rc;
@@ -501,12 +542,12 @@ int tq_job_retry_dead(int64_t *out_count, tq *db, const char *queue)
 
 int tq_job_cancel(tq *db, int64_t id)
 {
-    tq__clearerr(db);
-    if (id <= 0)
-        return tq__seterr(db, TQ_EINVAL, "job ids are positive integers");
-    int64_t n = 0;
-    int state = -1, rc = db->engine->job_cancel(db, id, &n, &state);
-    return rc || n ? rc : why_unchanged(db, id, state, "cancel");
+    return manage_ids(db, &id, 1, 1);
+}
+
+int tq_job_cancel_ids(tq *db, const int64_t *ids, size_t n)
+{
+    return manage_ids(db, ids, n, 1);
 }
 
 int tq_job_list(tq_job **out, size_t *out_n, tq *db, const tq_list_opts *opts)
@@ -593,6 +634,18 @@ int tq_job_durations(int64_t **out, size_t *out_n, tq *db, const char *queue,
             return rc;
     }
     return db->engine->durations(db, queue, limit, out, out_n);
+}
+
+int tq_worker_prune(int64_t *out_count, tq *db, int64_t older_than_us)
+{
+    int64_t n = 0;
+    tq__clearerr(db);
+    if (older_than_us < 0 || older_than_us > MAX_DURATION_US)
+        return tq__seterr(db, TQ_EINVAL, "age must be between 0 and 3650d");
+    int rc = db->engine->worker_prune(db, older_than_us, &n);
+    if (out_count)
+        *out_count = n;
+    return rc;
 }
 
 int tq_worker_list(tq_worker_info **out, size_t *out_n, tq *db)

@@ -286,11 +286,26 @@ void tq__child_feed(tq__child *c)
     }
 }
 
+/* Hands stderr to on_line a line at a time. */
+static void split_lines(tq__child *c, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != '\n')
+            c->line[c->line_len++] = p[i];
+        if (p[i] == '\n' || c->line_len == sizeof c->line) {
+            c->on_line(c->line_ud, c->line, c->line_len);
+            c->line_len = 0;
+        }
+    }
+}
+
 void tq__child_drain(tq__child *c)
 {
     char buf[4096];
     while (c->err_fd >= 0) {
         ssize_t n = read(c->err_fd, buf, sizeof buf);
+        if (n > 0 && c->on_line)
+            split_lines(c, buf, (size_t)n);
         if (n > 0) {
             /* Keep the last TQ__TAIL_MAX bytes. */
             size_t add = (size_t)n;
@@ -313,6 +328,9 @@ void tq__child_drain(tq__child *c)
         } else {
             close(c->err_fd);
             c->err_fd = -1;
+            if (c->on_line && c->line_len) /* a last line without its newline */
+                c->on_line(c->line_ud, c->line, c->line_len);
+            c->line_len = 0;
         }
     }
 }

@@ -22,6 +22,12 @@ typedef struct tq__child {
     size_t tail_len;
     int exited, status; /* waitpid status once exited */
     int group_done;     /* no process of the group is left, or all got SIGKILL */
+    /* Optional, set after tq__child_start: each line of stderr (without its
+     * newline; a line longer than line[] comes in pieces) as it arrives. */
+    void (*on_line)(void *ud, const char *line, size_t len);
+    void *line_ud;
+    char line[512];
+    size_t line_len;
 } tq__child;
 
 /* Starts the program at path (no shell) with argv in a new process group,

@@ -32,6 +32,29 @@ const char *tq_strerror(int code)
     }
 }
 
+/* A message is one line, as tools print it: what follows a line break
+ * (libpq's "\n\tIs the server running...?") goes on after "; ", and
+ * trailing breaks go. */
+static void one_line(char *s, size_t size)
+{
+    char buf[sizeof((tq *)0)->errmsg];
+    size_t o = 0;
+    for (const char *p = s; *p && o + 3 < sizeof buf;) {
+        if (*p != '\n' && *p != '\r') {
+            buf[o++] = *p++;
+            continue;
+        }
+        while (*p == '\n' || *p == '\r' || *p == '\t' || *p == ' ')
+            p++;
+        if (*p && o > 0) {
+            buf[o++] = ';';
+            buf[o++] = ' ';
+        }
+    }
+    buf[o] = '\0';
+    snprintf(s, size, "%s", buf);
+}
+
 int tq__seterr(tq *db, int code, const char *fmt, ...)
 {
     if (db) {
@@ -39,6 +62,7 @@ int tq__seterr(tq *db, int code, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(db->errmsg, sizeof db->errmsg, fmt, ap);
         va_end(ap);
+        one_line(db->errmsg, sizeof db->errmsg);
     }
     return code;
 }

@@ -98,7 +98,7 @@ typedef struct slot {
 /* A callback's outcome, from its thread to the loop. */
 typedef struct cb_result {
     int64_t id, claim, ran_us, started; /* started: monotonic */
-    int attempt, rc, lost, start_recorded;
+    int attempt, max_attempts, rc, lost, start_recorded;
     size_t qi;
     char *error; /* owned; NULL if the handler gave none */
 } cb_result;
@@ -130,7 +130,7 @@ struct tq_worker {
     void *handler_ud;
     void (*log)(void *ud, int level, const char *msg);
     void *log_ud;
-    int concurrency, drain;
+    int concurrency, drain, log_jobs;
     int64_t timeout_us, grace_us, poll_max_us;
     int64_t lease_us; /* the longest lease of its queues: its own liveness */
 
@@ -174,6 +174,7 @@ struct tq_worker {
     int name_taken;    /* another process registered the name since */
     int wake[2];       /* self-pipe: stop requests and finished callbacks */
     volatile sig_atomic_t stop_requested;
+    volatile sig_atomic_t stop_now; /* asked a second time: no more grace */
 
     /* Callback mode: threads take held jobs (cv signals new ones) and hand
      * back results; they wake the loop when the held jobs run below
@@ -193,8 +194,14 @@ struct tq_worker {
 
     /* The loop's own state from pass to pass (tq_worker_run). */
     int stopping;    /* a stop was asked for and begun */
+    int stopped_now; /* and then ended at once (stop_now) */
     int64_t stop_at; /* monotonic: the end of its grace time */
-    int64_t idle_us; /* backoff of claims that found nothing */
+    /* What an idle worker said of the store (note_idle): once per run, that
+     * its queues are empty while others are not; draining, once per wait,
+     * what it waits for. */
+    int said_empty, said_waiting;
+    int64_t empty_checked; /* monotonic: when note_idle last looked */
+    int64_t idle_us;       /* backoff of claims that found nothing */
     int64_t last_rescue, last_refresh;
 
     tq_worker_counters counters;
@@ -331,6 +338,7 @@ static void push_result(tq_worker *w, const slot *s, int rc, const char *err, in
     r->id = s->job.id;
     r->claim = s->job.claim;
     r->attempt = s->job.attempts;
+    r->max_attempts = s->job.max_attempts;
     r->start_recorded = s->start_recorded;
     r->qi = s->qi;
     r->rc = rc;
@@ -385,7 +393,6 @@ static int start_threads(tq_worker *w)
     if (!w->threads)
         return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
     for (int i = 0; i < w->concurrency; i++) {
-        w->slots[i].owner = w;
         int e = pthread_create(&w->threads[i], NULL, thread_main, &w->slots[i]);
         if (e)
             return tq__seterr(w->db, TQ_ESYS, "cannot start a thread: %s", strerror(e));
@@ -685,6 +692,7 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     w->db = db;
     w->concurrency = o->concurrency ? o->concurrency : 1;
     w->drain = o->drain;
+    w->log_jobs = o->version >= 3 ? o->log_jobs : 0;
     w->timeout_us = o->timeout_us;
     w->grace_us = o->grace_us ? o->grace_us : 10000000;
     w->poll_max_us = o->poll_max_us ? o->poll_max_us : 500000;
@@ -717,8 +725,10 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
         rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
         goto fail;
     }
-    for (int i = 0; i < w->concurrency; i++)
+    for (int i = 0; i < w->concurrency; i++) {
+        w->slots[i].owner = w;
         w->slots[i].child.in_fd = w->slots[i].child.err_fd = w->slots[i].child.pidfd = -1;
+    }
     if (pipe2(w->wake, O_CLOEXEC | O_NONBLOCK)) {
         rc = tq__seterr(db, TQ_ESYS, "pipe: %s", strerror(errno));
         goto fail;
@@ -763,6 +773,8 @@ void tq_worker_counters_get(tq_worker_counters *out, const tq_worker *w)
 void tq_worker_stop(tq_worker *w)
 {
     int saved = errno;
+    if (w->stop_requested)
+        w->stop_now = 1;
     w->stop_requested = 1;
     char b = 's';
     ssize_t r = write(w->wake[1], &b, 1);
@@ -825,14 +837,35 @@ static int add_held_ack(tq_worker *w, const held_job *h, tq__ack_kind kind,
 /* How a run ended, from either mode. */
 typedef struct outcome {
     ack_of job;
+    int max_attempts; /* the job's, as claimed: whether a failure ends it */
     int64_t ran_us;
     int lost, release, ok;
     const char *error;
 } outcome;
 
+/* A failure, in the log: the handler's text escaped to one line, and what
+ * becomes of the job (the store decides, with the queue's settings as they
+ * are then; the job's as claimed say the same unless they changed since). */
+static void log_failure(tq_worker *w, const outcome *o, int64_t backoff_us)
+{
+    char *text = tq_text_printable(o->error ? o->error : "");
+    char then[64], d[32];
+    if (o->job.attempt >= o->max_attempts)
+        snprintf(then, sizeof then, "dead, no attempts left");
+    else
+        snprintf(then, sizeof then, "retry in %s",
+                 tq_duration_format(d, sizeof d, backoff_us));
+    worker_log(w, TQ_LOG_INFO, "job %lld attempt %d of %d failed: %.300s; %s",
+               (long long)o->job.id, o->job.attempt, o->max_attempts,
+               text ? text : "(out of memory)", then);
+    free(text);
+}
+
 /* Turns a finished run into a pending ack. */
 static int finish(tq_worker *w, const outcome *o)
 {
+    char d[32];
+    int rc;
     int64_t ran = o->ran_us > 0 ? o->ran_us : 1;
     if (o->job.started_us) /* a run that never started says nothing of jobs */
         w->avg_run_us = w->avg_run_us ? (w->avg_run_us * 7 + ran) / 8 : ran;
@@ -846,17 +879,26 @@ static int finish(tq_worker *w, const outcome *o)
     }
     /* A handler that finished its job when told to stop (it trapped the
      * signal and exited 0) did the job: done, not run again. */
-    if (o->ok)
+    if (o->ok) {
+        if (w->log_jobs)
+            worker_log(w, TQ_LOG_DEBUG, "job %lld attempt %d done in %s",
+                       (long long)o->job.id, o->job.attempt,
+                       tq_duration_format(d, sizeof d, ran));
         return add_ack(w, &o->job, TQ__ACK_DONE, NULL);
-    if (o->release)
-        return add_ack(w, &o->job, TQ__ACK_RELEASE, NULL);
-    if (w->log) { /* the handler's text, escaped: one line */
-        char *text = tq_text_printable(o->error ? o->error : "");
-        worker_log(w, TQ_LOG_INFO, "job %lld attempt %d failed: %.300s",
-                   (long long)o->job.id, o->job.attempt, text ? text : "(out of memory)");
-        free(text);
     }
-    return add_ack(w, &o->job, TQ__ACK_FAIL, o->error);
+    if (o->release) {
+        if (w->log_jobs && o->job.started_us)
+            worker_log(w, TQ_LOG_DEBUG,
+                       "job %lld attempt %d stopped after %s: back to ready, unspent",
+                       (long long)o->job.id, o->job.attempt,
+                       tq_duration_format(d, sizeof d, ran));
+        return add_ack(w, &o->job, TQ__ACK_RELEASE, NULL);
+    }
+    if ((rc = add_ack(w, &o->job, TQ__ACK_FAIL, o->error)))
+        return rc;
+    if (w->log)
+        log_failure(w, o, w->acks[w->nacks - 1].ack.delay_us);
+    return 0;
 }
 
 /* How long ago a run started, as an acknowledgement carries it (at least 1:
@@ -873,6 +915,7 @@ static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
 {
     const int64_t ago = s->child.pid > 0 ? started_ago(s->started) : 0;
     outcome o = {.job = {s->job.id, s->job.claim, ago, s->job.attempts, s->qi},
+                 .max_attempts = s->job.max_attempts,
                  .ran_us = tq__mono_us() - s->started,
                  .lost = s->lost,
                  .release = s->release,
@@ -906,6 +949,7 @@ static int collect_results(tq_worker *w)
         }
         outcome o = {.job = {v[i].id, v[i].claim, started_ago(v[i].started), v[i].attempt,
                              v[i].qi},
+                     .max_attempts = v[i].max_attempts,
                      .ran_us = v[i].ran_us,
                      .lost = v[i].lost,
                      .ok = v[i].rc == 0,
@@ -1067,6 +1111,18 @@ static void start_failed(tq_worker *w, int program, const char *why)
 }
 
 /* Command mode: starts job in a free slot. */
+/* With log_jobs: a line a command handler wrote to stderr, escaped. */
+static void stderr_line(void *ud, const char *line, size_t len)
+{
+    const slot *s = ud;
+    char *raw = tq__memdup(line, len, 1);
+    char *text = raw ? tq_text_printable(raw) : NULL;
+    worker_log(s->owner, TQ_LOG_DEBUG, "job %lld stderr: %s", (long long)s->job.id,
+               text ? text : "(out of memory)");
+    free(text);
+    free(raw);
+}
+
 static int start_job(tq_worker *w, size_t qi, tq_job *job)
 {
     slot *s = NULL;
@@ -1090,6 +1146,10 @@ static int start_job(tq_worker *w, size_t qi, tq_job *job)
         int rc = finish_slot(w, s, 0, NULL);
         start_failed(w, why == TQ_EINVAL, err);
         return rc;
+    }
+    if (w->log_jobs) {
+        s->child.on_line = stderr_line;
+        s->child.line_ud = s;
     }
     w->start_failing_since = 0;
     w->start_backoff = 0;
@@ -1761,17 +1821,48 @@ typedef struct pass {
 } pass;
 
 /* A stop was asked for: claim nothing more, give back the held jobs, and
- * give the running ones the grace time. */
+ * give the running ones the grace time; asked again, end the grace now:
+ * the handlers are killed and their jobs go back unspent. */
 static int stop_if_asked(tq_worker *w, int64_t now)
 {
-    if (!w->stop_requested || w->stopping)
-        return 0;
-    w->stopping = 1;
-    w->stop_at = now + w->grace_us;
-    worker_log(w, TQ_LOG_INFO,
-               "stopping: no new jobs; %d running job(s) get %.1fs to finish",
-               running_count(w), (double)w->grace_us / 1e6);
-    return release_held(w, SIZE_MAX);
+    int rc = 0;
+    if (w->stop_requested && !w->stopping) {
+        char d[32];
+        int running = running_count(w);
+        w->stopping = 1;
+        w->stop_at = now + w->grace_us;
+        if (running)
+            worker_log(w, TQ_LOG_INFO,
+                       "stopping: no new jobs; %d running job(s) get %s to finish",
+                       running, tq_duration_format(d, sizeof d, w->grace_us));
+        else
+            worker_log(w, TQ_LOG_INFO, "stopping: no new jobs; nothing running");
+        rc = release_held(w, SIZE_MAX);
+    }
+    if (w->stop_now && w->stopping && !w->stopped_now) {
+        int killed = 0;
+        w->stopped_now = 1;
+        w->stop_at = now;
+        for (int i = 0; w->argv && i < w->concurrency; i++) {
+            slot *s = &w->slots[i];
+            if (s->state != SLOT_RUNNING)
+                continue;
+            if (!s->timed_out) /* a timeout's failure stands */
+                s->release = 1;
+            tq__child_kill(&s->child, SIGKILL);
+            s->kill_at = 0;
+            killed++;
+        }
+        if (w->argv)
+            worker_log(w, TQ_LOG_INFO,
+                       "stopping now: killed %d handler(s); their jobs go back to ready",
+                       killed);
+        else if (running_count(w))
+            worker_log(w, TQ_LOG_WARN,
+                       "stopping now: callback handlers cannot be killed; waiting for "
+                       "them");
+    }
+    return rc;
 }
 
 /* Finished jobs become pending acks; held jobs start in the freed slots;
@@ -1943,22 +2034,137 @@ static int maintain_leases(tq_worker *w, pass *p)
     return 0;
 }
 
+/* The index of queue name among the worker's, or -1. */
+static int queue_index(const tq_worker *w, const char *name)
+{
+    for (size_t i = 0; i < w->nqueues; i++)
+        if (strcmp(w->queues[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Appends to buf (a line being built) what fmt says, after ", " if buf
+ * has something already. */
+static void append(char *buf, size_t len, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void append(char *buf, size_t len, const char *fmt, ...)
+{
+    size_t used = strlen(buf);
+    if (used && used + 2 < len)
+        used += (size_t)snprintf(buf + used, len - used, ", ");
+    va_list ap;
+    va_start(ap, fmt);
+    if (used < len)
+        vsnprintf(buf + used, len - used, fmt, ap);
+    va_end(ap);
+}
+
+/*
+ * Words for an idle worker, so that nobody waits in silence: once per run
+ * (looking again each minute while it has claimed nothing), that its
+ * queues are empty while others hold ready jobs (a newcomer's jobs in
+ * 'mail' and a worker on 'default'); draining, once per wait, what it
+ * waits for. The counts scan every ready and running row, which is why
+ * they are asked for this rarely; a failure only loses the note.
+ */
+static void note_idle(tq_worker *w, const pass *p, int draining_wait)
+{
+    tq *db = w->db;
+    const int64_t now = p->now;
+    int empty_check = !w->said_empty && !w->counters.claimed && p->tried && !p->running &&
+                      !p->nheld &&
+                      (!w->empty_checked || now - w->empty_checked >= 60000000);
+    int wait_check = draining_wait && !w->said_waiting;
+    if (p->claimed)
+        w->said_waiting = 0;
+    if (!empty_check && !wait_check)
+        return;
+    tq__active *v = NULL;
+    size_t n = 0;
+    if (db->engine->active(db, &v, &n)) {
+        tq__clearerr(db);
+        w->empty_checked = now;
+        w->said_waiting = draining_wait;
+        return;
+    }
+    int64_t mine = 0, others = 0, delayed = 0, running = 0, paused = 0;
+    int64_t next = INT64_MAX;
+    char list[256] = "", d[32], t[40];
+    for (size_t i = 0; i < n; i++) {
+        int qi = queue_index(w, v[i].queue);
+        if (qi < 0) {
+            others += v[i].due;
+            if (v[i].due)
+                append(list, sizeof list, "%s (%lld)", v[i].queue, (long long)v[i].due);
+            continue;
+        }
+        mine += v[i].due + v[i].delayed + v[i].running;
+        delayed += v[i].delayed;
+        running += v[i].running;
+        if (w->qinfo[qi].paused)
+            paused += v[i].due;
+        if (v[i].delayed && v[i].next_due_in_us < next)
+            next = v[i].next_due_in_us;
+    }
+    free(v);
+    if (empty_check) {
+        w->empty_checked = now;
+        if (!mine && others) {
+            w->said_empty = 1;
+            char names[200] = "";
+            for (size_t i = 0; i < w->nqueues; i++)
+                append(names, sizeof names, "'%s'", w->queues[i]);
+            worker_log(
+                w, TQ_LOG_WARN,
+                "%s %s %s empty, but %lld job(s) are ready in other queues: %s; this "
+                "worker takes jobs from %s only (tq work --queue Q)",
+                w->nqueues > 1 ? "queues" : "queue", names, w->nqueues > 1 ? "are" : "is",
+                (long long)others, list, names);
+        }
+    }
+    if (wait_check) {
+        char what[320] = "";
+        w->said_waiting = 1;
+        if (delayed)
+            append(what, sizeof what, "%lld delayed job(s), next due %s (in %s)",
+                   (long long)delayed, tq_time_format(t, sizeof t, tq__now_us() + next),
+                   tq_duration_format(d, sizeof d, next > 0 ? next : 0));
+        if (running)
+            append(what, sizeof what, "%lld job(s) running on other workers",
+                   (long long)running);
+        if (paused)
+            append(what, sizeof what, "%lld ready job(s) of a paused queue",
+                   (long long)paused);
+        if (what[0])
+            worker_log(w, TQ_LOG_INFO, "draining: waiting for %s", what);
+    }
+}
+
 /* Whether the loop is over: a stop with nothing left running or unsent,
  * or, draining, nothing of its queues left ready or running anywhere. */
 static int finished(tq_worker *w, const pass *p, int *done)
 {
     tq *db = w->db;
     *done = w->stopping && p->running == 0 && w->nacks == 0;
-    if (*done || w->disconnected || !w->drain || w->stopping || p->running || p->nheld ||
-        w->nacks || p->claimed)
+    if (*done || w->disconnected || w->stopping)
         return 0;
+    if (!w->drain || p->running || p->nheld || w->nacks || p->claimed) {
+        note_idle(w, p, 0);
+        return 0;
+    }
     int pending = 0, rc = 0;
     for (size_t i = 0; i < w->nqueues && !pending && !rc; i++)
         rc = db->engine->pending(db, w->queues[i], &pending);
     if (rc)
         pending = 1;
     *done = !pending;
-    return ride_out(w, rc);
+    if ((rc = ride_out(w, rc)))
+        return rc;
+    note_idle(w, p, !*done);
+    return 0;
 }
 
 /* A notification of new jobs (PostgreSQL) with a slot free means: claim

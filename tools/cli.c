@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,16 @@ int cli_int(const char *cmd, const char *opt, const char *text, long long min,
 
 int cli_duration(const char *cmd, const char *opt, const char *text, int64_t *out)
 {
+    /* A bare number would be seconds to the library; on a command line it
+     * is more often the first half of "--delay 5 minutes", whose second
+     * half would silently become the payload. 0 needs no unit. */
+    if (text[strspn(text, "0123456789.")] == '\0' && strspn(text, "0") != strlen(text)) {
+        cli_error(cmd,
+                  "invalid duration '%s' for %s: a number needs a unit, as in %ss, "
+                  "%sm, %sh or %sd",
+                  text, opt, text, text, text, text);
+        return -1;
+    }
     if (tq_duration_parse(out, text)) {
         cli_error(cmd,
                   "invalid duration '%s' for %s: use e.g. 250ms, 30s, 5m, 2h, "
@@ -182,6 +193,65 @@ json_t *cli_job_json(const tq_job *j, int with_payload)
     return o;
 }
 
+/* The edit distance of a and b (insertions, deletions, substitutions and
+ * swaps of neighbours), for suggesting what a typo meant. */
+static size_t distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return SIZE_MAX;
+    size_t d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = i;
+    for (size_t j = 0; j <= lb; j++)
+        d[0][j] = j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            size_t best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+const char *cli_nearest(const char *word, const char *const *choices, size_t n)
+{
+    size_t len = strlen(word), most = len < 6 ? 1 : 2, best = SIZE_MAX;
+    const char *pick = NULL;
+    for (size_t i = 0; i < n; i++) {
+        size_t d = distance(word, choices[i]);
+        if (d <= most && d < best) {
+            best = d;
+            pick = choices[i];
+        }
+    }
+    return pick;
+}
+
+/* "unknown option '--dealy' (did you mean '--delay'?)", from the options the
+ * command takes. */
+static void unknown_option(const cli_cmd *cmd, const char *arg, const struct option *lo)
+{
+    const char *names[64];
+    size_t n = 0;
+    char word[64] = "";
+    if (strncmp(arg, "--", 2) == 0)
+        snprintf(word, sizeof word, "%.*s", (int)strcspn(arg + 2, "="), arg + 2);
+    for (; lo[n].name && n < 64; n++)
+        names[n] = lo[n].name;
+    const char *near = word[0] ? cli_nearest(word, names, n) : NULL;
+    if (near)
+        cli_error(cmd->name, "unknown option '%s' (did you mean '--%s'?)", arg, near);
+    else
+        cli_error(cmd->name, "unknown option '%s' (see tq %s --help)", arg, cmd->name);
+}
+
 int cli_option(const cli_cmd *cmd, int argc, char **argv, const struct option *lo,
                const char **url, int *ex)
 {
@@ -202,8 +272,7 @@ int cli_option(const cli_cmd *cmd, int argc, char **argv, const struct option *l
         *ex = EXIT_USAGE;
         return CLI_OPTS_EXIT;
     case '?':
-        cli_error(cmd->name, "unknown option '%s' (see tq %s --help)", argv[optind - 1],
-                  cmd->name);
+        unknown_option(cmd, argv[optind - 1], lo);
         *ex = EXIT_USAGE;
         return CLI_OPTS_EXIT;
     default:

@@ -59,6 +59,9 @@ enum { CLI_OPTS_END = -1, CLI_OPTS_EXIT = -2 };
  */
 int cli_option(const cli_cmd *cmd, int argc, char **argv, const struct option *lo,
                const char **url, int *ex);
+/* Of n choices, the one word is most likely a typo of (a small edit
+ * distance), or NULL. */
+const char *cli_nearest(const char *word, const char *const *choices, size_t n);
 /* An option the table knows that this command does not take. */
 int cli_bad_option(const cli_cmd *cmd, char **argv);
 /* 0 when argv has nothing from index from on; else says so, EXIT_USAGE. */

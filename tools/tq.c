@@ -99,14 +99,24 @@ static int cmd_init(int argc, char **argv)
 
 /* ---- tq queue ------------------------------------------------------------- */
 
+#define QUEUE_ROW "%-24s %-9s %-7s %-8s %-14s %-11s %s\n"
+
+static void print_queue_header(void)
+{
+    printf(QUEUE_ROW, "QUEUE", "ORDER", "LEASE", "ATTEMPTS", "BACKOFF", "DONE ROWS",
+           "STATUS");
+}
+
 static void print_queue(const tq_queue_info *q)
 {
-    char l[24], b[24], cap[24];
-    printf("%-24s %-9s lease=%-6s max_attempts=%-3d backoff=%s:%s %s%s\n", q->name,
-           tq_order_name(q->order), tq_duration_format(l, sizeof l, q->lease_us),
-           q->max_attempts, tq_duration_format(b, sizeof b, q->backoff_base_us),
-           tq_duration_format(cap, sizeof cap, q->backoff_cap_us),
-           q->keep_done ? "keep-done" : "delete-done", q->paused ? " paused" : "");
+    char l[24], b[24], cap[24], backoff[52], attempts[16];
+    snprintf(backoff, sizeof backoff, "%s:%s",
+             tq_duration_format(b, sizeof b, q->backoff_base_us),
+             tq_duration_format(cap, sizeof cap, q->backoff_cap_us));
+    snprintf(attempts, sizeof attempts, "%d", q->max_attempts);
+    printf(QUEUE_ROW, q->name, tq_order_name(q->order),
+           tq_duration_format(l, sizeof l, q->lease_us), attempts, backoff,
+           q->keep_done ? "kept" : "deleted", q->paused ? "paused" : "active");
 }
 
 static json_t *queue_json(const tq_queue_info *q)
@@ -154,12 +164,22 @@ static int queue_apply(tq *db, const char *name, const tq_queue_opts *qo, int js
     int rc, ex = 0;
     if (name) {
         tq_queue_info q;
-        if ((rc = tq_queue_set(db, name, qo)) || (rc = tq_queue_get(&q, db, name)))
+        /* Whether it is new, for the word "created": a queue made by someone
+         * else between the two calls is called created too, which is true
+         * of the moment it was looked for. */
+        int existed = tq_queue_get(&q, db, name) == 0;
+        if ((rc = tq_queue_set(db, name, qo)) || (rc = tq_queue_get(&q, db, name))) {
             ex = cli_fail("queue", db, rc);
-        else if (json)
-            ex = cli_print_json(queue_json(&q));
-        else
+        } else if (json) {
+            json_t *o = queue_json(&q);
+            json_object_set_new(o, "created", json_boolean(!existed));
+            ex = cli_print_json(o);
+        } else {
+            if (!existed)
+                printf("created queue '%s'\n", name);
+            print_queue_header();
             print_queue(&q);
+        }
     } else {
         tq_queue_info *v;
         size_t nq;
@@ -171,6 +191,8 @@ static int queue_apply(tq *db, const char *name, const tq_queue_opts *qo, int js
                 json_array_append_new(a, queue_json(&v[i]));
             ex = cli_print_json(a);
         } else {
+            if (nq)
+                print_queue_header();
             for (size_t i = 0; i < nq; i++)
                 print_queue(&v[i]);
             if (nq == 0)
@@ -274,6 +296,10 @@ static int cmd_queue(int argc, char **argv)
 
 /* ---- tq enqueue ----------------------------------------------------------- */
 
+/* The forms --at takes (tq_time_parse), said alike in --help and errors. */
+#define TIME_FORMS                                                                       \
+    "YYYY-MM-DDTHH:MM[:SS[.FRACTION]][Z|+HH:MM] (no zone: local time) or @UNIXSECONDS"
+
 /* Reads all of stdin, up to max bytes (one more is an error). */
 static int read_stdin(const char *cmd, unsigned char **out, size_t *out_len, size_t max)
 {
@@ -311,8 +337,10 @@ static int read_stdin(const char *cmd, unsigned char **out, size_t *out_len, siz
     return 0;
 }
 
-/* --lines: one job per line, in transactions of `batch` jobs. */
-static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo)
+/* --lines: one job per line, in transactions of `batch` jobs. Other
+ * producers may enqueue meanwhile, so the ids are not a range: said as a
+ * count with the first and last, or every one with --json. */
+static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo, int json)
 {
     enum { BATCH = 1000 };
     tq_payload items[BATCH];
@@ -321,6 +349,7 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo)
     int64_t first = 0, last = 0, ids[BATCH];
     cli_lines in = {.in = stdin};
     int ex = 0, tty = isatty(2);
+    json_t *all = json ? json_array() : NULL;
 
     for (;;) {
         char *line;
@@ -364,6 +393,8 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo)
             if (!first)
                 first = ids[0];
             last = ids[n - 1];
+            for (size_t i = 0; all && i < n; i++)
+                json_array_append_new(all, json_integer(ids[i]));
             total += n;
             n = 0;
             if (tty)
@@ -377,20 +408,29 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo)
     cli_lines_free(&in);
     if (tty && total)
         fputc('\n', stderr);
-    if (!ex) {
-        if (total)
-            printf("enqueued %zu jobs, ids %lld..%lld\n", total, (long long)first,
-                   (long long)last);
+    if (!ex && all) {
+        json_t *o = json_object();
+        json_object_set_new(o, "count", json_integer((json_int_t)total));
+        json_object_set_new(o, "ids", all);
+        all = NULL;
+        ex = cli_print_json(o);
+    } else if (!ex) {
+        if (total == 1)
+            printf("enqueued 1 job: id %lld\n", (long long)first);
+        else if (total)
+            printf("enqueued %zu jobs: first id %lld, last id %lld\n", total,
+                   (long long)first, (long long)last);
         else
             printf("enqueued 0 jobs\n");
     }
+    json_decref(all);
     return ex;
 }
 
 /* What the options of tq enqueue say together: 0, or EXIT_USAGE after one
  * line. */
 static int enqueue_check(const char *queue, const tq_enqueue_opts *eo, int lines,
-                         int has_delay, int argc)
+                         int has_delay, int argc, char **argv)
 {
     if (has_delay && eo->run_at) {
         cli_error("enqueue", "--delay and --at cannot be used together");
@@ -402,9 +442,25 @@ static int enqueue_check(const char *queue, const tq_enqueue_opts *eo, int lines
         cli_error("enqueue", "the key must be 1 to 255 bytes");
         return EXIT_USAGE;
     }
-    if (lines ? optind != argc : optind != argc - 1) {
-        cli_error("enqueue", lines ? "--lines takes no PAYLOAD argument"
-                                   : "expected one PAYLOAD argument (or - for stdin)");
+    if (lines && optind != argc) {
+        cli_error("enqueue", "--lines takes no PAYLOAD argument: got '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (!lines && optind == argc) {
+        cli_error("enqueue", "expected one PAYLOAD argument (- for stdin, or --lines)");
+        return EXIT_USAGE;
+    }
+    if (!lines && optind < argc - 1) {
+        /* "--delay 5 minutes x": say what came, and the likely slip. */
+        char got[160] = "";
+        size_t k = 0;
+        for (int i = optind; i < argc && i < optind + 3 && k < sizeof got; i++)
+            k += (size_t)snprintf(got + k, sizeof got - k, " '%.30s'", argv[i]);
+        cli_error("enqueue",
+                  "expected one PAYLOAD, got %d arguments:%s%s; %squote a payload "
+                  "with spaces",
+                  argc - optind, got, argc - optind > 3 ? " ..." : "",
+                  has_delay ? "--delay takes one DUR such as 5m; " : "");
         return EXIT_USAGE;
     }
     if (lines && eo->key) {
@@ -414,22 +470,25 @@ static int enqueue_check(const char *queue, const tq_enqueue_opts *eo, int lines
     return 0;
 }
 
-/* One job; prints its id (a duplicate key's kept job, said on stderr).
- * Returns the exit code. */
+/* One job; prints its id (a duplicate key's kept job, said on stderr, or
+ * in the JSON). Returns the exit code. */
 static int enqueue_one(tq *db, const char *queue, const void *data, size_t len,
-                       const tq_enqueue_opts *eo)
+                       const tq_enqueue_opts *eo, int json)
 {
     int64_t id = 0;
     int rc = tq_job_enqueue(&id, db, queue, data, len, eo);
-    if (rc == TQ_DUP) {
-        printf("%lld\n", (long long)id);
+    if (rc && rc != TQ_DUP)
+        return cli_fail("enqueue", db, rc);
+    if (json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_integer(id));
+        json_object_set_new(o, "duplicate", json_boolean(rc == TQ_DUP));
+        return cli_print_json(o);
+    }
+    printf("%lld\n", (long long)id);
+    if (rc == TQ_DUP)
         fprintf(stderr, "tq enqueue: duplicate key '%s': job %lld was kept\n", eo->key,
                 (long long)id);
-    } else if (rc) {
-        return cli_fail("enqueue", db, rc);
-    } else {
-        printf("%lld\n", (long long)id);
-    }
     return 0;
 }
 
@@ -437,7 +496,7 @@ static int cmd_enqueue(int argc, char **argv)
 {
     static const char usage[] =
         "tq enqueue [--queue Q] [--key K] [--delay DUR | --at TIME] [--priority N] "
-        "[--max-attempts N] (PAYLOAD | - | --lines) [--db URL]";
+        "[--max-attempts N] [--json] (PAYLOAD | - | --lines) [--db URL]";
     static const struct option lo[] = {CLI_COMMON_OPTS,
                                        {"queue", required_argument, NULL, 'q'},
                                        {"key", required_argument, NULL, 'k'},
@@ -446,18 +505,21 @@ static int cmd_enqueue(int argc, char **argv)
                                        {"priority", required_argument, NULL, 'p'},
                                        {"max-attempts", required_argument, NULL, 'm'},
                                        {"lines", no_argument, NULL, 'L'},
+                                       {"json", no_argument, NULL, 'j'},
                                        {0}};
     tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
     const char *url = NULL, *queue = "default";
-    int c, ex = 0, lines = 0, has_delay = 0;
+    int c, ex = 0, lines = 0, has_delay = 0, json = 0;
     long long n;
     static const cli_cmd me = {
         .name = "enqueue",
         .usage = usage,
-        .help = "Adds a job and prints its id. PAYLOAD '-' reads the payload "
-                "from stdin;\n--lines reads one job per line. A duplicate "
-                "--key prints the kept job's id.\nTIME is "
-                "YYYY-MM-DDTHH:MM[:SS][Z|+HH:MM] or @UNIXSECONDS.\n"};
+        .help = "Adds a job to queue Q (default: the queue named 'default') and prints "
+                "its id.\nPAYLOAD '-' reads the payload from stdin; --lines reads one "
+                "job per line\nand prints how many, with the first and last id "
+                "(--json: every id).\nA duplicate --key prints the kept job's id. "
+                "DUR is a number with a unit:\n250ms, 30s, 5m, 2h, 7d, 1h30m. "
+                "TIME is " TIME_FORMS ".\n"};
     while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
         switch (c) {
         case 'q':
@@ -474,8 +536,8 @@ static int cmd_enqueue(int argc, char **argv)
         case 'a':
             if (tq_time_parse(&eo.run_at, optarg)) {
                 cli_error("enqueue",
-                          "invalid time '%s' for --at: use YYYY-MM-DDTHH:MM[:SS][Z] "
-                          "or @UNIXSECONDS, from 1970 to 9999",
+                          "invalid time '%s' for --at: use " TIME_FORMS
+                          ", from 1970 to 9999",
                           optarg);
                 return EXIT_USAGE;
             }
@@ -493,13 +555,16 @@ static int cmd_enqueue(int argc, char **argv)
         case 'L':
             lines = 1;
             break;
+        case 'j':
+            json = 1;
+            break;
         default:
             return cli_bad_option(&me, argv);
         }
     }
     if (c == CLI_OPTS_EXIT)
         return ex;
-    if ((ex = enqueue_check(queue, &eo, lines, has_delay, argc)))
+    if ((ex = enqueue_check(queue, &eo, lines, has_delay, argc, argv)))
         return ex;
 
     unsigned char *payload = NULL;
@@ -524,10 +589,10 @@ static int cmd_enqueue(int argc, char **argv)
         return ex;
     }
     if (lines) {
-        ex = enqueue_lines(db, queue, &eo);
+        ex = enqueue_lines(db, queue, &eo, json);
     } else {
         const void *data = payload ? (const void *)payload : argv[optind];
-        ex = enqueue_one(db, queue, data, len, &eo);
+        ex = enqueue_one(db, queue, data, len, &eo, json);
     }
     free(payload);
     tq_close(db);
@@ -535,6 +600,40 @@ static int cmd_enqueue(int argc, char **argv)
 }
 
 /* ---- tq stats ------------------------------------------------------------- */
+
+/* Human output: empty states in words, never as a 0us that means nothing. */
+static void print_stats(const tq_stats *st, const char *queue)
+{
+    char a[24], b[24], d[24], e[24];
+    printf("queue:     %s\n", queue ? queue : "(all)");
+    for (int i = 0; i < TQ_STATE_COUNT; i++)
+        printf("%-10s %lld\n", tq_state_name((tq_state)i), (long long)st->count[i]);
+    const int64_t due = st->count[TQ_READY] - st->delayed;
+    if (due > 0)
+        printf("oldest ready: %s",
+               tq_duration_format(a, sizeof a, st->oldest_ready_age_us));
+    else if (st->delayed)
+        printf("oldest ready: none due");
+    else
+        printf("oldest ready: none ready");
+    if (st->delayed)
+        printf("; %lld delayed, next in %s", (long long)st->delayed,
+               tq_duration_format(a, sizeof a,
+                                  st->next_due_in_us > 0 ? st->next_due_in_us : 0));
+    putchar('\n');
+    printf("done in the last minute: %lld\n", (long long)st->done_last_minute);
+    if (st->recent)
+        printf("durations of the last %zu done: p50 %s  p95 %s  max %s\n", st->recent,
+               tq_duration_format(b, sizeof b, st->p50_us),
+               tq_duration_format(d, sizeof d, st->p95_us),
+               tq_duration_format(e, sizeof e, st->max_us));
+    else
+        printf("durations: no finished jobs yet\n");
+    for (size_t i = 0; i < st->nlongest; i++)
+        printf("running longest: job %lld on %s for %s\n", (long long)st->longest[i].id,
+               st->longest[i].worker,
+               tq_duration_format(a, sizeof a, st->longest[i].running_us));
+}
 
 static int cmd_stats(int argc, char **argv)
 {
@@ -569,7 +668,15 @@ static int cmd_stats(int argc, char **argv)
     if (!db)
         return ex;
     tq_stats st;
-    int rc = tq_stats_get(&st, db, queue);
+    tq_queue_info qi;
+    int rc = queue ? tq_queue_get(&qi, db, queue) : 0;
+    if (rc == TQ_ENOTFOUND) {
+        cli_error("stats", "no queue named '%s' (tq queue lists them)", queue);
+        tq_close(db);
+        return EXIT_RUNTIME;
+    }
+    if (!rc)
+        rc = tq_stats_get(&st, db, queue);
     if (rc) {
         ex = cli_fail("stats", db, rc);
     } else if (json) {
@@ -581,6 +688,9 @@ static int cmd_stats(int argc, char **argv)
         json_object_set_new(o, "counts", counts);
         json_object_set_new(o, "oldest_ready_age_us",
                             json_integer(st.oldest_ready_age_us));
+        json_object_set_new(o, "delayed", json_integer(st.delayed));
+        json_object_set_new(o, "next_due_in_us",
+                            st.delayed ? json_integer(st.next_due_in_us) : json_null());
         json_object_set_new(o, "done_last_minute", json_integer(st.done_last_minute));
         json_object_set_new(o, "recent_done", json_integer((json_int_t)st.recent));
         json_object_set_new(o, "duration_p50_us", json_integer(st.p50_us));
@@ -596,21 +706,7 @@ static int cmd_stats(int argc, char **argv)
         json_object_set_new(o, "longest_running", longest);
         ex = cli_print_json(o);
     } else {
-        char a[24], b[24], d[24], e[24];
-        printf("queue:     %s\n", queue ? queue : "(all)");
-        for (int i = 0; i < TQ_STATE_COUNT; i++)
-            printf("%-10s %lld\n", tq_state_name((tq_state)i), (long long)st.count[i]);
-        printf("oldest ready: %s\n",
-               tq_duration_format(a, sizeof a, st.oldest_ready_age_us));
-        printf("done in the last minute: %lld\n", (long long)st.done_last_minute);
-        printf("durations of the last %zu done: p50 %s  p95 %s  max %s\n", st.recent,
-               tq_duration_format(b, sizeof b, st.p50_us),
-               tq_duration_format(d, sizeof d, st.p95_us),
-               tq_duration_format(e, sizeof e, st.max_us));
-        for (size_t i = 0; i < st.nlongest; i++)
-            printf("running longest: job %lld on %s for %s\n",
-                   (long long)st.longest[i].id, st.longest[i].worker,
-                   tq_duration_format(a, sizeof a, st.longest[i].running_us));
+        print_stats(&st, queue);
     }
     tq_close(db);
     return ex;
@@ -628,12 +724,15 @@ static void put_text(const char *s)
     free(p);
 }
 
+#define JOB_ROW "%-8s %-16s %-9s %-8s %-24s %s"
+
 static void print_job_line(const tq_job *j)
 {
-    char pv[41], t[40];
+    char pv[41], t[40], id[24], attempts[24];
     preview(pv, sizeof pv, j->payload, j->payload_len);
-    printf("%-8lld %-16s %-9s %d/%-3d %-24s %s", (long long)j->id, j->queue,
-           tq_state_name(j->state), j->attempts, j->max_attempts,
+    snprintf(id, sizeof id, "%lld", (long long)j->id);
+    snprintf(attempts, sizeof attempts, "%d/%d", j->attempts, j->max_attempts);
+    printf(JOB_ROW, id, j->queue, tq_state_name(j->state), attempts,
            tq_time_format(t, sizeof t, j->created_at), pv);
     if (j->last_error) {
         fputs("  error: ", stdout);
@@ -708,7 +807,11 @@ static int cmd_list(int argc, char **argv)
             for (size_t i = 0; i < nj; i++)
                 json_array_append_new(a, cli_job_json(&jobs[i], 1));
             ex = cli_print_json(a);
+        } else if (nj == 0) {
+            printf("no jobs\n");
         } else {
+            printf(JOB_ROW "\n", "ID", "QUEUE", "STATE", "ATTEMPTS", "CREATED",
+                   "PAYLOAD");
             for (size_t i = 0; i < nj; i++)
                 print_job_line(&jobs[i]);
         }
@@ -819,9 +922,12 @@ static int cmd_retry_cancel(int argc, char **argv, int cancel)
     int c, ex = 0, dead = 0;
     const cli_cmd me = {.name = cmd,
                         .usage = usage,
-                        .help = cancel ? "Cancels ready or running jobs.\n"
+                        .help = cancel ? "Cancels ready or running jobs: all of them, or "
+                                         "none when one is\nunknown or finished.\n"
                                        : "Puts dead or cancelled jobs back to ready "
-                                         "with their attempts reset.\n"};
+                                         "with their attempts reset:\nall of them, or "
+                                         "none when one is unknown or in another "
+                                         "state.\n"};
     while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
         if (c == 'd' && !cancel)
             dead = 1;
@@ -858,11 +964,12 @@ static int cmd_retry_cancel(int argc, char **argv, int cancel)
         else
             printf("%lld dead job(s) back to ready\n", (long long)n);
     }
-    for (int i = 0; i < nids; i++) {
-        int rc = cancel ? tq_job_cancel(db, ids[i]) : tq_job_retry(db, ids[i]);
+    if (nids) { /* all or none */
+        int rc = cancel ? tq_job_cancel_ids(db, ids, (size_t)nids)
+                        : tq_job_retry_ids(db, ids, (size_t)nids);
         if (rc)
             ex = cli_fail(cmd, db, rc);
-        else
+        for (int i = 0; !rc && i < nids; i++)
             printf("%lld %s\n", (long long)ids[i], cancel ? "cancelled" : "ready");
     }
     tq_close(db);
@@ -932,22 +1039,73 @@ static int cmd_prune(int argc, char **argv)
 
 /* ---- tq workers ------------------------------------------------------------- */
 
+#define WORKER_ROW "%-32s %-7s %-8s %-24s %s\n"
+
+static int print_workers(tq *db, int json)
+{
+    tq_worker_info *v;
+    size_t n;
+    int rc = tq_worker_list(&v, &n, db);
+    if (rc)
+        return cli_fail("workers", db, rc);
+    json_t *a = json_array();
+    if (!json && n)
+        printf(WORKER_ROW, "NAME", "STATUS", "PID", "STARTED", "HEARTBEAT");
+    else if (!json)
+        printf("no workers\n");
+    for (size_t i = 0; i < n; i++) {
+        const char *status = v[i].alive ? "alive" : v[i].stopped_at ? "stopped" : "gone";
+        char t1[40], t2[40], pid[24];
+        if (json) {
+            json_t *o = json_object();
+            json_object_set_new(o, "name", cli_json_text(v[i].name));
+            json_object_set_new(o, "host", cli_json_text(v[i].host));
+            json_object_set_new(o, "pid", json_integer(v[i].pid));
+            json_object_set_new(o, "status", json_string(status));
+            json_object_set_new(o, "started_at", cli_json_time(v[i].started_at));
+            json_object_set_new(o, "heartbeat_at", cli_json_time(v[i].heartbeat_at));
+            json_object_set_new(o, "stopped_at", cli_json_time(v[i].stopped_at));
+            json_array_append_new(a, o);
+        } else {
+            snprintf(pid, sizeof pid, "%lld", (long long)v[i].pid);
+            printf(WORKER_ROW, v[i].name, status, pid,
+                   tq_time_format(t1, sizeof t1, v[i].started_at),
+                   tq_time_format(t2, sizeof t2, v[i].heartbeat_at));
+        }
+    }
+    tq_free(v);
+    if (json)
+        return cli_print_json(a);
+    json_decref(a);
+    return 0;
+}
+
 static int cmd_workers(int argc, char **argv)
 {
-    static const char usage[] = "tq workers [--json] [--db URL]";
-    static const struct option lo[] = {
-        CLI_COMMON_OPTS, {"json", no_argument, NULL, 'j'}, {0}};
+    static const char usage[] = "tq workers [--prune DUR] [--json] [--db URL]";
+    static const struct option lo[] = {CLI_COMMON_OPTS,
+                                       {"json", no_argument, NULL, 'j'},
+                                       {"prune", required_argument, NULL, 'p'},
+                                       {0}};
     const char *url = NULL;
-    int c, ex = 0, json = 0;
-    static const cli_cmd me = {.name = "workers",
-                               .usage = usage,
-                               .help =
-                                   "Lists registered workers: alive, stopped or gone.\n"};
+    int c, ex = 0, json = 0, prune = 0;
+    int64_t age = 0;
+    static const cli_cmd me = {
+        .name = "workers",
+        .usage = usage,
+        .help = "Lists registered workers: alive, stopped or gone (silent past their "
+                "lease).\n--prune DUR first removes those stopped or gone for longer "
+                "than DUR;\nlive workers are never removed.\n"};
     while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
-        if (c == 'j')
+        if (c == 'j') {
             json = 1;
-        else
+        } else if (c == 'p') {
+            if (cli_duration("workers", "--prune", optarg, &age))
+                return EXIT_USAGE;
+            prune = 1;
+        } else {
             return cli_bad_option(&me, argv);
+        }
     }
     if (c == CLI_OPTS_EXIT)
         return ex;
@@ -956,40 +1114,17 @@ static int cmd_workers(int argc, char **argv)
     tq *db = cli_open("workers", cli_url(url), 0, &ex);
     if (!db)
         return ex;
-    tq_worker_info *v;
-    size_t n;
-    int rc = tq_worker_list(&v, &n, db);
+    int64_t n = 0;
+    int rc = prune ? tq_worker_prune(&n, db, age) : 0;
     if (rc) {
         ex = cli_fail("workers", db, rc);
     } else {
-        json_t *a = json_array();
-        for (size_t i = 0; i < n; i++) {
-            const char *status = v[i].alive        ? "alive"
-                                 : v[i].stopped_at ? "stopped"
-                                                   : "gone";
-            char t1[40], t2[40];
-            if (json) {
-                json_t *o = json_object();
-                json_object_set_new(o, "name", cli_json_text(v[i].name));
-                json_object_set_new(o, "host", cli_json_text(v[i].host));
-                json_object_set_new(o, "pid", json_integer(v[i].pid));
-                json_object_set_new(o, "status", json_string(status));
-                json_object_set_new(o, "started_at", cli_json_time(v[i].started_at));
-                json_object_set_new(o, "heartbeat_at", cli_json_time(v[i].heartbeat_at));
-                json_object_set_new(o, "stopped_at", cli_json_time(v[i].stopped_at));
-                json_array_append_new(a, o);
-            } else {
-                printf("%-32s %-7s pid %-7lld started %s  heartbeat %s\n", v[i].name,
-                       status, (long long)v[i].pid,
-                       tq_time_format(t1, sizeof t1, v[i].started_at),
-                       tq_time_format(t2, sizeof t2, v[i].heartbeat_at));
-            }
+        if (prune && !json) {
+            char d[24];
+            printf("pruned %lld worker(s) stopped or gone for over %s\n", (long long)n,
+                   tq_duration_format(d, sizeof d, age));
         }
-        if (json)
-            ex = cli_print_json(a);
-        else
-            json_decref(a);
-        tq_free(v);
+        ex = print_workers(db, json);
     }
     tq_close(db);
     return ex;
@@ -1012,7 +1147,7 @@ static const struct {
     {"retry", NULL, "put dead or cancelled jobs back to ready"},
     {"cancel", NULL, "cancel ready or running jobs"},
     {"prune", cmd_prune, "delete old finished jobs"},
-    {"workers", cmd_workers, "list registered workers"},
+    {"workers", cmd_workers, "list registered workers, or prune old ones"},
     {"bench", cmd_bench, "enqueue and process N jobs, check each ran once"},
 };
 
@@ -1025,7 +1160,7 @@ static int usage_main(FILE *f)
             "commands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].what);
-    fprintf(f, "\n'tq COMMAND --help' describes each.\n");
+    fprintf(f, "\n'tq COMMAND --help' (or 'tq help COMMAND') describes each.\n");
     return f == stdout ? 0 : EXIT_USAGE;
 }
 
@@ -1067,8 +1202,17 @@ int main(int argc, char **argv)
     if (db_before)
         setenv("TQ_DB", db_before, 1);
     const char *name = argv[i];
-    if (strcmp(name, "help") == 0)
-        return usage_main(stdout);
+    static char help_opt[] = "--help";
+    char *help_argv[] = {NULL, help_opt, NULL};
+    if (strcmp(name, "help") == 0) {
+        if (i + 1 >= argc)
+            return usage_main(stdout);
+        /* tq help CMD: as tq CMD --help */
+        name = help_argv[0] = argv[i + 1];
+        argv = help_argv;
+        argc = 2;
+        i = 0;
+    }
     for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
         if (strcmp(name, commands[k].name) != 0)
             continue;
@@ -1082,6 +1226,13 @@ int main(int argc, char **argv)
             return cmd_retry_cancel(sub_argc, sub_argv, 1);
         return commands[k].fn(sub_argc, sub_argv);
     }
-    cli_error(NULL, "unknown command '%s' (see tq --help)", name);
+    const char *names[sizeof commands / sizeof commands[0]];
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
+        names[k] = commands[k].name;
+    const char *near = cli_nearest(name, names, sizeof names / sizeof names[0]);
+    if (near)
+        cli_error(NULL, "unknown command '%s' (did you mean '%s'?)", name, near);
+    else
+        cli_error(NULL, "unknown command '%s' (see tq --help)", name);
     return EXIT_USAGE;
 }

@@ -13,13 +13,17 @@
 #include <unistd.h>
 
 static tq_worker *volatile the_worker;
+/* A stop signal before the worker runs (while waiting for the store). */
+static volatile sig_atomic_t stop_early;
 
 static void on_stop_signal(int sig)
 {
     (void)sig;
     tq_worker *w = the_worker;
     if (w)
-        tq_worker_stop(w);
+        tq_worker_stop(w); /* a second one stops now */
+    else
+        stop_early = 1;
 }
 
 static int log_level = TQ_LOG_INFO;
@@ -33,7 +37,11 @@ static void work_log(void *ud, int level, const char *msg)
         return;
     clock_gettime(CLOCK_REALTIME, &ts);
     tq_time_format(t, sizeof t, (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
-    fprintf(stderr, "%s %s %s: %s\n", t, (const char *)ud, names[level], msg);
+    /* The library's stopping line, with what the second signal does here. */
+    const char *hint = strncmp(msg, "stopping: ", 10) == 0 && strstr(msg, "to finish")
+                           ? " (Ctrl-C again to stop now)"
+                           : "";
+    fprintf(stderr, "%s %s %s: %s%s\n", t, (const char *)ud, names[level], msg, hint);
 }
 
 /* tq work's options into *wo (queues in queues[64], the store in *url):
@@ -61,14 +69,20 @@ static int work_parse(int argc, char **argv, tq_worker_opts *wo, const char **qu
     static const cli_cmd me = {
         .name = "work",
         .usage = usage,
-        .help = "Runs COMMAND (no shell) once per job: payload on stdin, TQ_JOB_ID,\n"
-                "TQ_QUEUE and TQ_ATTEMPT in the environment. Exit 0 is done; anything\n"
-                "else, a signal or the --timeout (SIGTERM, then SIGKILL after --grace)\n"
-                "is a failure. --drain exits once nothing is ready or running.\n"
-                "SIGTERM/SIGINT: stop claiming, let running jobs finish within --grace\n"
-                "(default 10s), then kill them and put their jobs back.\n"
-                "--prefetch N: claim up to N jobs ahead of free slots when jobs are\n"
-                "short (about 20 ms of work; default 2048, 0: none).\n",
+        .help = "Runs COMMAND (no shell) once per job of the queues Q (default: the "
+                "queue\nnamed 'default'): payload on stdin, TQ_JOB_ID, TQ_QUEUE and "
+                "TQ_ATTEMPT in the\nenvironment. Exit 0 is done; anything else, a "
+                "signal or the --timeout (SIGTERM,\nthen SIGKILL after --grace) is a "
+                "failure. The handler's stdout is the worker's;\nits stderr's tail "
+                "becomes the job's last error (--verbose also logs each line).\n"
+                "--drain exits once nothing in the queues is ready (due or delayed) "
+                "or running.\nSIGTERM/SIGINT: stop claiming, let running jobs finish "
+                "within --grace\n(default 10s), then kill them and put their jobs "
+                "back; a second one kills\nthem at once (their jobs go back too).\n"
+                "--verbose: log each job's end and its handler's stderr; --quiet: "
+                "warnings only.\n--prefetch N: claim up to N jobs ahead of free slots "
+                "when jobs are\nshort (about 20 ms of work; default 2048, 0: none).\n"
+                "PostgreSQL: a server not up yet is waited for (the wait is logged).\n",
         .optstring = "+:"};
     size_t nq = 0;
     long long n;
@@ -122,6 +136,7 @@ static int work_parse(int argc, char **argv, tq_worker_opts *wo, const char **qu
             break;
         case 'v':
             log_level = TQ_LOG_DEBUG;
+            wo->log_jobs = 1;
             break;
         case 'Q':
             log_level = TQ_LOG_WARN;
@@ -144,6 +159,63 @@ static int work_parse(int argc, char **argv, tq_worker_opts *wo, const char **qu
     wo->nqueues = nq;
     wo->argv = (const char *const *)&argv[optind];
     return 0;
+}
+
+/*
+ * Opens the store, waiting for a PostgreSQL server that is not up yet
+ * (workers started by systemd, Compose or Kubernetes often come before
+ * their database): each failure that may pass (TQ_ECONN) is logged with the
+ * wait before the next try, 100 ms doubling to 10 s, as a running worker
+ * reconnects. Anything else (authentication, no such database, no schema,
+ * a bad URL) ends it at once, as does SIGTERM or SIGINT meanwhile.
+ */
+static tq *open_waiting(const char *url, const char *name, int *ex)
+{
+    const int network =
+        strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0;
+    int64_t wait_us = 100000;
+    for (;;) {
+        tq *db = NULL;
+        tq_open_opts o = TQ_OPEN_OPTS_INIT;
+        int rc = tq_open(&db, url, &o);
+        if (!rc)
+            return db;
+        if (!network || rc != TQ_ECONN || stop_early) {
+            *ex = cli_fail("work", db, rc);
+            tq_close(db);
+            return NULL;
+        }
+        char msg[1200], d[24];
+        snprintf(msg, sizeof msg, "waiting for the store: %s; next try in %s",
+                 cli_reason(db, rc), tq_duration_format(d, sizeof d, wait_us));
+        tq_close(db);
+        work_log((void *)name, TQ_LOG_WARN, msg);
+        struct timespec ts = {(time_t)(wait_us / 1000000),
+                              (long)(wait_us % 1000000) * 1000};
+        while (!stop_early && nanosleep(&ts, &ts) != 0)
+            ;
+        if (stop_early) {
+            work_log((void *)name, TQ_LOG_INFO, "stopped while waiting for the store");
+            *ex = 0;
+            return NULL;
+        }
+        wait_us = wait_us * 2 > 10000000 ? 10000000 : wait_us * 2;
+    }
+}
+
+/* The start line: what this worker runs, on what, from where. */
+static void log_start(const char *name, tq *db, const tq_worker_opts *wo)
+{
+    char msg[1024], queues[400] = "";
+    size_t k = 0;
+    for (size_t i = 0; i < (wo->nqueues ? wo->nqueues : 1) && k < sizeof queues; i++)
+        k += (size_t)snprintf(queues + k, sizeof queues - k, "%s%s", i ? ", " : "",
+                              wo->nqueues ? wo->queues[i] : "default");
+    snprintf(msg, sizeof msg,
+             "started: queue%s %s; concurrency %d; store %s (%s); command %s%s",
+             wo->nqueues > 1 ? "s" : "", queues, wo->concurrency, tq_store_name(db),
+             tq_engine_name(db), wo->argv[0], wo->drain ? "; draining" : "");
+    work_log((void *)name, TQ_LOG_INFO, msg);
 }
 
 /* Runs a worker pool per the options until it is stopped (SIGTERM, SIGINT)
@@ -169,7 +241,13 @@ int cmd_work(int argc, char **argv)
     }
     wo.log_ud = name;
 
-    tq *db = cli_open("work", cli_url(url), 0, &ex);
+    /* From here on a stop signal is ours: while waiting for the store it
+     * ends the wait; once the worker runs it stops it. */
+    struct sigaction sa = {.sa_handler = on_stop_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    tq *db = open_waiting(cli_url(url), name, &ex);
     if (!db)
         return ex;
     tq_worker *w = NULL;
@@ -180,11 +258,9 @@ int cmd_work(int argc, char **argv)
         return ex;
     }
     the_worker = w;
-    struct sigaction sa = {.sa_handler = on_stop_signal};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    work_log(name, TQ_LOG_INFO, "started");
+    log_start(name, db, &wo);
+    if (stop_early) /* a signal came before the worker could hear it */
+        tq_worker_stop(w);
     rc = tq_worker_run(w);
     the_worker = NULL;
     tq_worker_counters k;

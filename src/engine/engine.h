@@ -92,6 +92,15 @@ typedef struct tq__ack {
     int result;         /* out: 0 applied, TQ_ELOST fenced out */
 } tq__ack;
 
+/* What one queue holds that is not finished (tq__engine.active). */
+typedef struct tq__active {
+    char queue[65];
+    int64_t due;            /* ready, and due */
+    int64_t delayed;        /* ready, due later */
+    int64_t running;        /* claimed, by any worker */
+    int64_t next_due_in_us; /* delayed: when the soonest is due, from now */
+} tq__active;
+
 /* The claim half of an exchange. */
 typedef struct tq__claim {
     const char *queue;
@@ -157,17 +166,29 @@ struct tq__engine {
 
     int (*job_get)(tq *db, int64_t id, tq_job **out);
     int (*job_list)(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n);
-    /* id > 0: that job (dead or cancelled); id == 0: every dead job of
-     * queue (NULL: all queues). */
-    int (*job_retry)(tq *db, int64_t id, const char *queue, int64_t *count, int *state);
-    /* id: that job, if ready or running. Both, when id named a job and
-     * nothing changed: *state is the state it was found in, in the same
-     * transaction (-1: there is no such job); the layer above says why. */
-    int (*job_cancel)(tq *db, int64_t id, int64_t *count, int *state);
+    /*
+     * The n jobs ids[] (distinct), all or none, in one transaction: retry
+     * puts dead or cancelled ones back to ready, cancel cancels ready or
+     * running ones. When one of them cannot change, nothing does: *count
+     * is 0, *bad its index and *state the state it was found in, in the
+     * same transaction (-1: there is no such job); the layer above says
+     * why. retry with n == 0: every dead job of queue (NULL: all queues).
+     */
+    int (*job_retry)(tq *db, const int64_t *ids, size_t n, const char *queue,
+                     int64_t *count, size_t *bad, int *state);
+    int (*job_cancel)(tq *db, const int64_t *ids, size_t n, int64_t *count, size_t *bad,
+                      int *state);
     int (*prune)(tq *db, int64_t older_than_us, unsigned state_mask, int64_t *count);
+    /* Deletes the registrations of workers stopped, or silent past their
+     * lease, for longer than older_than_us. */
+    int (*worker_prune)(tq *db, int64_t older_than_us, int64_t *count);
 
     /* Everything of tq_stats but the duration percentiles. */
     int (*stats)(tq *db, const char *queue, tq_stats *out);
+    /* Every queue that has jobs ready or running, by name: how many of
+     * each, for the worker's notes on what it waits for (not a hot path:
+     * it counts every such row). *out is freed with free(). */
+    int (*active)(tq *db, tq__active **out, size_t *out_n);
     int (*durations)(tq *db, const char *queue, size_t limit, int64_t **out,
                      size_t *out_n);
 

@@ -286,6 +286,8 @@ enum stmt_id {
     S_PRUNE,
     S_COUNTS,
     S_OLDEST_READY,
+    S_DELAYED,
+    S_ACTIVE,
     S_DONE_SINCE,
     S_LONGEST,
     S_DURATIONS,
@@ -295,6 +297,7 @@ enum stmt_id {
     S_WORKER_BEAT,
     S_WORKER_STOP,
     S_WORKER_LIST,
+    S_WORKER_PRUNE,
     S_SCHEMA_VERSION,
     S_COUNT
 };
@@ -472,6 +475,21 @@ static const char *const sql[S_COUNT] = {
     [S_OLDEST_READY] = "SELECT (extract(epoch from now() - min(run_at)) * 1000000)::int8"
                        " FROM TQ.jobs WHERE state = 'ready' AND run_at <= now()"
                        " AND ($1::text IS NULL OR queue = $1)",
+    [S_DELAYED] =
+        "SELECT count(*),"
+        "  coalesce((extract(epoch from min(run_at) - now()) * 1000000)::int8, 0)"
+        " FROM TQ.jobs WHERE state = 'ready' AND run_at > now()"
+        " AND ($1::text IS NULL OR queue = $1)",
+    [S_ACTIVE] =
+        "SELECT queue,"
+        "  count(*) FILTER (WHERE state = 'ready' AND run_at <= now()),"
+        "  count(*) FILTER (WHERE state = 'ready' AND run_at > now()),"
+        "  count(*) FILTER (WHERE state = 'running'),"
+        "  coalesce((extract(epoch from"
+        "    min(run_at) FILTER (WHERE state = 'ready' AND run_at > now()) - now())"
+        "    * 1000000)::int8, 0)"
+        " FROM TQ.jobs WHERE state IN ('ready', 'running')"
+        " GROUP BY queue ORDER BY queue",
     [S_DONE_SINCE] =
         "SELECT count(*) FROM TQ.jobs WHERE state = 'done'"
         " AND finished_at IS NOT NULL AND finished_at >= now() - " DUR("$2")
@@ -520,6 +538,11 @@ static const char *const sql[S_COUNT] = {
         "   heartbeat_at > now() - lease_us * interval '1 microsecond'),"
         "  coalesce(host_id, '')"
         " FROM TQ.workers ORDER BY name",
+    /* Gone since its heartbeat's lease ran out, or since it stopped. */
+    [S_WORKER_PRUNE] =
+        "DELETE FROM TQ.workers"
+        " WHERE coalesce(stopped_at, heartbeat_at + " DUR("lease_us") ")"
+        "   < now() - " DUR("$1"),
     [S_SCHEMA_VERSION] = "SELECT value FROM TQ.meta WHERE key = 'schema_version'",
 };
 /* clang-format on */
@@ -884,9 +907,45 @@ static void ignore_notice(void *arg, const char *msg)
     (void)arg, (void)msg;
 }
 
+/*
+ * Whether a failed connection may work when tried again: the server is not
+ * there yet (refused, no socket, no route, a name not resolved yet, a
+ * timeout) or not ready (starting, stopping, recovering, full). libpq gives
+ * no SQLSTATE for a failed connection, so this goes by its words and the
+ * server's; anything else (authentication, no such database or role, SSL
+ * settings) is refused for good: TQ_EREFUSED, and waiting cannot fix it.
+ */
+static int connect_may_pass(const char *msg)
+{
+    static const char *const transient[] = {
+        "Connection refused",
+        "No such file or directory", /* the unix socket, before the server */
+        "timeout expired",
+        "Connection timed out",
+        "could not translate host name",
+        "Temporary failure in name resolution",
+        "Network is unreachable",
+        "No route to host",
+        "Connection reset",
+        "server closed the connection unexpectedly",
+        "the database system is starting up",
+        "the database system is shutting down",
+        "the database system is in recovery mode",
+        "the database system is not yet accepting connections",
+        "the database system is not accepting connections",
+        "too many clients already",
+        "remaining connection slots are reserved",
+    };
+    for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++)
+        if (strstr(msg, transient[i]))
+            return 1;
+    return 0;
+}
+
 static int pg_open(tq *db, const tq__url *url, int create)
 {
     (void)create; /* the schema is created by init, and checked by tq_open */
+    int rc;
     conn *c = calloc(1, sizeof *c);
     if (!c)
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
@@ -924,14 +983,15 @@ static int pg_open(tq *db, const tq__url *url, int create)
         size_t n = strlen(m);
         while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
             n--;
-        tq__seterr(db, TQ_ECONN, "cannot connect to %s: %.*s", c->where, (int)n, m);
+        rc = c->pg && connect_may_pass(m) ? TQ_ECONN : TQ_EREFUSED;
+        tq__seterr(db, rc, "cannot connect to %s: %.*s", c->where, (int)n, m);
         pg_close(db);
-        return TQ_ECONN;
+        return rc;
     }
     /* Notices (e.g. "schema already exists") are not for our users. */
     PQsetNoticeProcessor(c->pg, ignore_notice, NULL);
-    int rc = simple(db, "SET client_min_messages = warning; SET TIME ZONE 'UTC'",
-                    "configuring the session");
+    rc = simple(db, "SET client_min_messages = warning; SET TIME ZONE 'UTC'",
+                "configuring the session");
     if (rc)
         pg_close(db);
     return rc;
@@ -1785,28 +1845,53 @@ static int state_of(tq *db, int64_t id, int *state)
     return 0;
 }
 
-static int manage(tq *db, enum stmt_id id, int64_t job, const char *queue, int64_t *count,
-                  int *state, const char *action)
+/* A management update in its own transaction: with ids, $1 each id (all
+ * or none: see engine.h), else $1 the queue. */
+static int manage(tq *db, enum stmt_id id, const int64_t *ids, size_t n,
+                  const char *queue, int64_t *count, size_t *bad, int *state,
+                  const char *action)
 {
-    params p = {0};
-    if (job)
-        p_i64(&p, job);
-    else
-        p_text(&p, queue);
-    int rc = run_count(db, id, &p, count, action);
-    if (!rc && job && *count == 0)
-        rc = state_of(db, job, state);
-    return rc;
+    int rc;
+    *count = 0;
+    if ((rc = begin(db)))
+        return rc;
+    for (size_t i = 0; i < (n ? n : 1) && !rc; i++) {
+        params p = {0};
+        int64_t changed = 0;
+        if (n)
+            p_i64(&p, ids[i]);
+        else
+            p_text(&p, queue);
+        if ((rc = run_count(db, id, &p, &changed, action)))
+            break;
+        if (n && changed == 0) { /* that one cannot change: none do */
+            *bad = i;
+            *count = 0;
+            rc = state_of(db, ids[i], state);
+            rollback(db);
+            return rc;
+        }
+        *count += changed;
+    }
+    if (rc) {
+        *count = 0;
+        rollback(db);
+        return rc;
+    }
+    return commit(db);
 }
 
-static int pg_job_retry(tq *db, int64_t id, const char *queue, int64_t *count, int *state)
+static int pg_job_retry(tq *db, const int64_t *ids, size_t n, const char *queue,
+                        int64_t *count, size_t *bad, int *state)
 {
-    return manage(db, id ? S_RETRY_ONE : S_RETRY_DEAD, id, queue, count, state, "retry");
+    return manage(db, n ? S_RETRY_ONE : S_RETRY_DEAD, ids, n, queue, count, bad, state,
+                  "retry");
 }
 
-static int pg_job_cancel(tq *db, int64_t id, int64_t *count, int *state)
+static int pg_job_cancel(tq *db, const int64_t *ids, size_t n, int64_t *count,
+                         size_t *bad, int *state)
 {
-    return manage(db, S_CANCEL, id, NULL, count, state, "cancel");
+    return manage(db, S_CANCEL, ids, n, NULL, count, bad, state, "cancel");
 }
 
 static int pg_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t *count)
@@ -1857,6 +1942,13 @@ static int pg_stats(tq *db, const char *queue, tq_stats *out)
     if ((rc = query_i64(db, S_OLDEST_READY, &p, &out->oldest_ready_age_us,
                         "reading stats")))
         goto done;
+    if (!(r = run(db, S_DELAYED, &p, &rc, "reading stats")))
+        goto done;
+    if (PQntuples(r)) {
+        out->delayed = g_i64(r, 0, 0);
+        out->next_due_in_us = g_i64(r, 0, 1);
+    }
+    PQclear(r);
     params p2 = {0};
     p_text(&p2, queue);
     p_i64(&p2, 60000000);
@@ -1877,6 +1969,31 @@ done:
     else
         rc = commit(db);
     return rc;
+}
+
+static int pg_active(tq *db, tq__active **out, size_t *out_n)
+{
+    int rc;
+    PGresult *r = run(db, S_ACTIVE, NULL, &rc, "counting active jobs");
+    if (!r)
+        return rc;
+    int n = PQntuples(r);
+    tq__active *v = calloc((size_t)n + 1, sizeof *v);
+    if (!v) {
+        PQclear(r);
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        g_strbuf(r, i, 0, v[i].queue, sizeof v[i].queue);
+        v[i].due = g_i64(r, i, 1);
+        v[i].delayed = g_i64(r, i, 2);
+        v[i].running = g_i64(r, i, 3);
+        v[i].next_due_in_us = g_i64(r, i, 4);
+    }
+    PQclear(r);
+    *out = v;
+    *out_n = (size_t)n;
+    return 0;
 }
 
 static int pg_durations(tq *db, const char *queue, size_t limit, int64_t **out,
@@ -1980,6 +2097,13 @@ static int pg_worker_beat(tq *db, const tq_worker_info *me)
 static int pg_worker_stop(tq *db, const tq_worker_info *me)
 {
     return worker_touch(db, S_WORKER_STOP, me);
+}
+
+static int pg_worker_prune(tq *db, int64_t older_than_us, int64_t *count)
+{
+    params p = {0};
+    p_i64(&p, older_than_us);
+    return run_count(db, S_WORKER_PRUNE, &p, count, "pruning workers");
 }
 
 static int pg_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
@@ -2189,7 +2313,9 @@ const struct tq__engine tq__engine_postgres = {
     .job_retry = pg_job_retry,
     .job_cancel = pg_job_cancel,
     .prune = pg_prune,
+    .worker_prune = pg_worker_prune,
     .stats = pg_stats,
+    .active = pg_active,
     .durations = pg_durations,
     .worker_register = pg_worker_register,
     .worker_beat = pg_worker_beat,

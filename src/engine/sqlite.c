@@ -349,6 +349,8 @@ enum stmt_id {
     S_PRUNE,
     S_COUNTS,
     S_OLDEST_READY,
+    S_DELAYED,
+    S_ACTIVE,
     S_DONE_SINCE,
     S_LONGEST,
     S_DURATIONS,
@@ -357,6 +359,7 @@ enum stmt_id {
     S_WORKER_BEAT,
     S_WORKER_STOP,
     S_WORKER_LIST,
+    S_WORKER_PRUNE,
     S_SCHEMA_VERSION,
     S_LIFO_INDEX,
     S_LIFO_INDEX_DROP,
@@ -463,6 +466,13 @@ static const char *const sql[S_COUNT] = {
                  " GROUP BY state",
     [S_OLDEST_READY] = "SELECT min(run_at) FROM tq_jobs WHERE state = 'ready'"
                        " AND run_at <= ?2 AND (?1 IS NULL OR queue = ?1)",
+    [S_DELAYED] = "SELECT count(*), min(run_at) FROM tq_jobs WHERE state = 'ready'"
+                  " AND run_at > ?2 AND (?1 IS NULL OR queue = ?1)",
+    [S_ACTIVE] = "SELECT queue, sum(state = 'ready' AND run_at <= ?1),"
+                 " sum(state = 'ready' AND run_at > ?1), sum(state = 'running'),"
+                 " min(CASE WHEN state = 'ready' AND run_at > ?1 THEN run_at END)"
+                 " FROM tq_jobs WHERE state IN ('ready', 'running')"
+                 " GROUP BY queue ORDER BY queue",
     [S_DONE_SINCE] = "SELECT count(*) FROM tq_jobs WHERE state = 'done'"
                      " AND finished_at IS NOT NULL AND finished_at >= ?2"
                      " AND (?1 IS NULL OR queue = ?1)",
@@ -491,6 +501,9 @@ static const char *const sql[S_COUNT] = {
     [S_WORKER_LIST] = "SELECT name, host, pid, started_at, heartbeat_at,"
                       " coalesce(stopped_at, 0), lease_us, coalesce(host_id, '')"
                       " FROM tq_workers ORDER BY name",
+    /* Gone since its heartbeat's lease ran out, or since it stopped. */
+    [S_WORKER_PRUNE] = "DELETE FROM tq_workers"
+                       " WHERE coalesce(stopped_at, heartbeat_at + lease_us) < ?1",
     [S_SCHEMA_VERSION] = "SELECT value FROM tq_meta WHERE key = 'schema_version'",
     /* Prepared once, stepped before every LIFO claim: a no-op while the
      * index exists, and SQLite prepares it again (finding the index gone)
@@ -707,10 +720,29 @@ static void sqlite_close(tq *db)
     db->conn = NULL;
 }
 
+/* A store path whose directory is missing: "directory 'D' does not
+ * exist" into buf and 1 (tq init would not help: it creates the file, not
+ * its directory); else 0. */
+static int missing_dir(const char *path, char *buf, size_t len)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path || (size_t)(slash - path) >= sizeof dir)
+        return 0;
+    memcpy(dir, path, (size_t)(slash - path));
+    dir[slash - path] = '\0';
+    struct stat st;
+    if (stat(dir, &st) == 0 || errno != ENOENT)
+        return 0;
+    snprintf(buf, len, "directory '%s' does not exist", dir);
+    return 1;
+}
+
 /* Creates the file with mode 0600 so that the store, and the -wal and -shm
  * files SQLite derives from its mode, are private to their owner. */
 static int create_private(tq *db, const char *path)
 {
+    char why[4200];
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) {
         close(fd);
@@ -718,6 +750,8 @@ static int create_private(tq *db, const char *path)
     }
     if (errno == EEXIST)
         return 0;
+    if (errno == ENOENT && missing_dir(path, why, sizeof why))
+        return tq__seterr(db, TQ_ECONN, "cannot create the store '%s': %s", path, why);
     return tq__seterr(db, TQ_ECONN, "cannot create the store '%s': %s", path,
                       strerror(errno));
 }
@@ -738,7 +772,10 @@ static int sqlite_open(tq *db, const tq__url *url, int create)
                               SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (src != SQLITE_OK) {
         struct stat st;
-        if (stat(url->path, &st) != 0)
+        char why[4200];
+        if (missing_dir(url->path, why, sizeof why))
+            rc = tq__seterr(db, TQ_ECONN, "no store at '%s': %s", url->path, why);
+        else if (stat(url->path, &st) != 0)
             rc = tq__seterr(db, TQ_ECONN, "no store at '%s' (%s): create it with tq init",
                             url->path, strerror(errno));
         else
@@ -1301,43 +1338,56 @@ static int state_of(tq *db, int64_t id, int *state)
     return rc;
 }
 
-/* Runs a management update in its own transaction; ?1 is the id (or queue
- * text), ?2 is now. If one job was named and nothing changed, *state is
- * the state it is in (state_of). */
-static int manage(tq *db, enum stmt_id id, int64_t job, const char *queue, int64_t *count,
-                  int *state, const char *action)
+/* Runs a management update in its own transaction: with ids, ?1 each id
+ * (all or none: see engine.h), else ?1 the queue text; ?2 is now. */
+static int manage(tq *db, enum stmt_id id, const int64_t *ids, size_t n,
+                  const char *queue, int64_t *count, size_t *bad, int *state,
+                  const char *action)
 {
     int rc;
     sqlite3_stmt *s;
+    *count = 0;
     if ((rc = begin(db)))
         return rc;
-    if (!(s = stmt(db, id, &rc)))
-        goto fail;
-    if (job)
-        sqlite3_bind_int64(s, 1, job);
-    else
-        bind_text(s, 1, queue);
-    sqlite3_bind_int64(s, 2, tq__now_us());
-    if ((rc = run(db, s, action)))
-        goto fail;
-    *count = sqlite3_changes(C(db)->h);
-    if (job && *count == 0 && (rc = state_of(db, job, state)))
-        goto fail;
+    for (size_t i = 0; i < (n ? n : 1) && !rc; i++) {
+        if (!(s = stmt(db, id, &rc)))
+            break;
+        if (n)
+            sqlite3_bind_int64(s, 1, ids[i]);
+        else
+            bind_text(s, 1, queue);
+        sqlite3_bind_int64(s, 2, tq__now_us());
+        if ((rc = run(db, s, action)))
+            break;
+        int changed = sqlite3_changes(C(db)->h);
+        if (n && changed == 0) { /* that one cannot change: none do */
+            *bad = i;
+            *count = 0;
+            rc = state_of(db, ids[i], state);
+            rollback(db);
+            return rc;
+        }
+        *count += changed;
+    }
+    if (rc) {
+        *count = 0;
+        rollback(db);
+        return rc;
+    }
     return commit(db);
-fail:
-    rollback(db);
-    return rc;
 }
 
-static int sqlite_job_retry(tq *db, int64_t id, const char *queue, int64_t *count,
-                            int *state)
+static int sqlite_job_retry(tq *db, const int64_t *ids, size_t n, const char *queue,
+                            int64_t *count, size_t *bad, int *state)
 {
-    return manage(db, id ? S_RETRY_ONE : S_RETRY_DEAD, id, queue, count, state, "retry");
+    return manage(db, n ? S_RETRY_ONE : S_RETRY_DEAD, ids, n, queue, count, bad, state,
+                  "retry");
 }
 
-static int sqlite_job_cancel(tq *db, int64_t id, int64_t *count, int *state)
+static int sqlite_job_cancel(tq *db, const int64_t *ids, size_t n, int64_t *count,
+                             size_t *bad, int *state)
 {
-    return manage(db, S_CANCEL, id, NULL, count, state, "cancel");
+    return manage(db, S_CANCEL, ids, n, NULL, count, bad, state, "cancel");
 }
 
 static int sqlite_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t *count)
@@ -1393,6 +1443,20 @@ static int sqlite_stats(tq *db, const char *queue, tq_stats *out)
     if ((rc = query_int(db, S_OLDEST_READY, queue, now, &v, "reading stats")))
         goto done;
     out->oldest_ready_age_us = v ? now - v : 0;
+    if (!(s = stmt(db, S_DELAYED, &rc)))
+        goto done;
+    bind_text(s, 1, queue);
+    sqlite3_bind_int64(s, 2, now);
+    if ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        out->delayed = sqlite3_column_int64(s, 0);
+        if (out->delayed)
+            out->next_due_in_us = sqlite3_column_int64(s, 1) - now;
+    }
+    done_with(s);
+    if (src != SQLITE_ROW) {
+        rc = fail_rc(db, src, "reading stats");
+        goto done;
+    }
     if ((rc = query_int(db, S_DONE_SINCE, queue, now - 60000000, &v, "reading stats")))
         goto done;
     out->done_last_minute = v;
@@ -1410,6 +1474,44 @@ static int sqlite_stats(tq *db, const char *queue, tq_stats *out)
 done:
     sqlite3_exec(C(db)->h, "COMMIT", NULL, NULL, NULL);
     return rc;
+}
+
+static int sqlite_active(tq *db, tq__active **out, size_t *out_n)
+{
+    int rc, src;
+    size_t n = 0, cap = 0;
+    tq__active *v = NULL;
+    const int64_t now = tq__now_us();
+    sqlite3_stmt *s = stmt(db, S_ACTIVE, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_int64(s, 1, now);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            tq__active *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                done_with(s);
+                free(v);
+                return tq__seterr(db, TQ_ENOMEM, "out of memory");
+            }
+            v = nv;
+        }
+        tq__active *a = &v[n++];
+        snprintf(a->queue, sizeof a->queue, "%s", sqlite3_column_text(s, 0));
+        a->due = sqlite3_column_int64(s, 1);
+        a->delayed = sqlite3_column_int64(s, 2);
+        a->running = sqlite3_column_int64(s, 3);
+        a->next_due_in_us = a->delayed ? sqlite3_column_int64(s, 4) - now : 0;
+    }
+    done_with(s);
+    if (src != SQLITE_DONE) {
+        free(v);
+        return fail_rc(db, src, "counting active jobs");
+    }
+    *out = v;
+    *out_n = n;
+    return 0;
 }
 
 static int sqlite_durations(tq *db, const char *queue, size_t limit, int64_t **out,
@@ -1574,6 +1676,18 @@ static int sqlite_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
     return 0;
 }
 
+static int sqlite_worker_prune(tq *db, int64_t older_than_us, int64_t *count)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_WORKER_PRUNE, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_int64(s, 1, tq__now_us() - older_than_us);
+    if (!(rc = run(db, s, "pruning workers")))
+        *count = sqlite3_changes(C(db)->h);
+    return rc;
+}
+
 const char *tq__sqlite_claim_sql(tq_order order)
 {
     static const enum stmt_id ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
@@ -1634,7 +1748,9 @@ const struct tq__engine tq__engine_sqlite = {
     .job_retry = sqlite_job_retry,
     .job_cancel = sqlite_job_cancel,
     .prune = sqlite_prune,
+    .worker_prune = sqlite_worker_prune,
     .stats = sqlite_stats,
+    .active = sqlite_active,
     .durations = sqlite_durations,
     .worker_register = sqlite_worker_register,
     .worker_beat = sqlite_worker_beat,

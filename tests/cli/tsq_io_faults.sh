@@ -26,16 +26,15 @@ for i in $(seq 1 200); do
     e=$((i % 2 ? 5 : 28))
     set +e
     if [ $((i % 3)) = 0 ]; then
-        seq "$((i * 100))" "$((i * 100 + 19))" | faulty 0.05 $e "$TQ" enqueue --lines --queue $Q \
-            >"$T/out" 2>"$T/err"
+        seq "$((i * 100))" "$((i * 100 + 19))" |
+            faulty 0.05 $e "$TQ" enqueue --lines --json --queue $Q >"$T/out" 2>"$T/err"
     else
-        faulty 0.05 $e "$TQ" enqueue --queue $Q "$((i * 100))" >"$T/out" 2>"$T/err"
+        faulty 0.05 $e "$TQ" enqueue --json --queue $Q "$((i * 100))" >"$T/out" 2>"$T/err"
     fi
     rc=$?
     set -e
-    if [ $rc = 0 ]; then # "ID", or "enqueued N jobs, ids FIRST..LAST"
-        sed -E 's/.*ids ([0-9]+)\.\.([0-9]+)/\1 \2/' "$T/out" |
-            { read -r a b; seq "$a" "${b:-$a}"; } >>"$T/acked"
+    if [ $rc = 0 ]; then # {"id": ID} or {"count": N, "ids": [...]}
+        jq -r '.ids[]? // .id' "$T/out" >>"$T/acked"
         ok=$((ok + 1))
     else
         expect_clean_failure "enqueue $i" $rc "$T/err"
