@@ -299,10 +299,12 @@ static void split_lines(tq__child *c, const char *p, size_t n)
     }
 }
 
-void tq__child_drain(tq__child *c)
+int tq__child_drain(tq__child *c, size_t max)
 {
     char buf[4096];
-    while (c->err_fd >= 0) {
+    for (size_t got = 0; c->err_fd >= 0; got += sizeof buf) {
+        if (got >= max)
+            return 1;
         ssize_t n = read(c->err_fd, buf, sizeof buf);
         if (n > 0 && c->on_line)
             split_lines(c, buf, (size_t)n);
@@ -324,7 +326,7 @@ void tq__child_drain(tq__child *c)
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else if (n < 0 && errno == EAGAIN) {
-            return;
+            return 0;
         } else {
             close(c->err_fd);
             c->err_fd = -1;
@@ -333,6 +335,7 @@ void tq__child_drain(tq__child *c)
             c->line_len = 0;
         }
     }
+    return 0;
 }
 
 int tq__child_reap(tq__child *c)

@@ -45,8 +45,10 @@ int tq__command_path(char *out, size_t len, const char *name, char *err, size_t 
 /* Writes more payload; closes stdin when done or when the child stops
  * reading. */
 void tq__child_feed(tq__child *c);
-/* Reads what stderr has, keeping the tail. */
-void tq__child_drain(tq__child *c);
+/* Reads what stderr has, keeping the tail: at most max bytes, so that a
+ * handler writing without end cannot hold the caller's loop. Returns 1
+ * when it stopped at max with more perhaps waiting, else 0. */
+int tq__child_drain(tq__child *c, size_t max);
 /* Reaps the child if it exited; returns 1 once it has. */
 int tq__child_reap(tq__child *c);
 /* Sends sig to the child's process group, as long as any of it may be

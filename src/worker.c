@@ -62,6 +62,9 @@
 #define ACK_DELAY_US       10000LL   /* longest an acknowledgement waits */
 #define ACK_BATCH          512       /* most acknowledgements waiting */
 #define CMD_PATH_MAX       4096
+#define NOTE_EVERY_US      10000000LL /* an idle worker's notes (note_idle) */
+#define DRAIN_PASS_MAX     65536      /* most stderr bytes read per slot and pass */
+#define DRAIN_END_MAX      1048576    /* and once the handler's group ended */
 #define START_RETRY_MIN_US 100000LL   /* a handler that cannot start: try again */
 #define START_RETRY_MAX_US 5000000LL  /* after this, doubling up to this */
 #define START_PROBE_US     1000000LL  /* one more slot per this without a failure */
@@ -173,8 +176,9 @@ struct tq_worker {
     tq_worker_info me; /* the registration: what makes the name mine */
     int name_taken;    /* another process registered the name since */
     int wake[2];       /* self-pipe: stop requests and finished callbacks */
-    volatile sig_atomic_t stop_requested;
-    volatile sig_atomic_t stop_now; /* asked a second time: no more grace */
+    volatile sig_atomic_t stop_requested; /* by tq_worker_stop, or the worker */
+    volatile sig_atomic_t stop_asked;     /* tq_worker_stop was called */
+    volatile sig_atomic_t stop_now;       /* and called again: no more grace */
 
     /* Callback mode: threads take held jobs (cv signals new ones) and hand
      * back results; they wake the loop when the held jobs run below
@@ -200,8 +204,9 @@ struct tq_worker {
      * its queues are empty while others are not; draining, once per wait,
      * what it waits for. */
     int said_empty, said_waiting;
-    int64_t empty_checked; /* monotonic: when note_idle last looked */
-    int64_t idle_us;       /* backoff of claims that found nothing */
+    int64_t empty_checked, wait_checked; /* monotonic: when note_idle last looked */
+    int64_t idle_us;                     /* backoff of claims that found nothing */
+    int64_t notify_look_at; /* monotonic: the engine asked to drain again then */
     int64_t last_rescue, last_refresh;
 
     tq_worker_counters counters;
@@ -773,8 +778,9 @@ void tq_worker_counters_get(tq_worker_counters *out, const tq_worker *w)
 void tq_worker_stop(tq_worker *w)
 {
     int saved = errno;
-    if (w->stop_requested)
+    if (w->stop_asked) /* the worker's own stops (start_failed, ...) do not count */
         w->stop_now = 1;
+    w->stop_asked = 1;
     w->stop_requested = 1;
     char b = 's';
     ssize_t r = write(w->wake[1], &b, 1);
@@ -1012,10 +1018,12 @@ static int collect(tq_worker *w)
         if (s->state != SLOT_RUNNING)
             continue;
         tq__child_feed(&s->child);
-        tq__child_drain(&s->child);
+        tq__child_drain(&s->child, DRAIN_PASS_MAX);
         if (!tq__child_reap(&s->child) || !group_ended(w, s))
             continue;
-        tq__child_drain(&s->child);
+        /* The rest: what the pipe held when the group ended (a process
+         * that left the group may still write: not forever). */
+        tq__child_drain(&s->child, DRAIN_END_MAX);
         size_t off = 0;
         if (s->timed_out) {
             char d[32];
@@ -1842,16 +1850,21 @@ static int stop_if_asked(tq_worker *w, int64_t now)
     if (w->stop_now && w->stopping && !w->stopped_now) {
         int killed = 0;
         w->stopped_now = 1;
-        w->stop_at = now;
+        if (w->argv) /* callbacks cannot be cut short: their grace stands */
+            w->stop_at = now;
         for (int i = 0; w->argv && i < w->concurrency; i++) {
             slot *s = &w->slots[i];
             if (s->state != SLOT_RUNNING)
                 continue;
-            if (!s->timed_out) /* a timeout's failure stands */
+            /* A handler that has exited said how its job went (only its
+             * group is left to end); a timeout's failure stands too. The
+             * others are cut short: their jobs go back. */
+            if (!tq__child_reap(&s->child) && !s->timed_out) {
                 s->release = 1;
+                killed++;
+            }
             tq__child_kill(&s->child, SIGKILL);
             s->kill_at = 0;
-            killed++;
         }
         if (w->argv)
             worker_log(w, TQ_LOG_INFO,
@@ -2067,8 +2080,10 @@ static void append(char *buf, size_t len, const char *fmt, ...)
  * (looking again each minute while it has claimed nothing), that its
  * queues are empty while others hold ready jobs (a newcomer's jobs in
  * 'mail' and a worker on 'default'); draining, once per wait, what it
- * waits for. The counts scan every ready and running row, which is why
- * they are asked for this rarely; a failure only loses the note.
+ * waits for, at most every NOTE_EVERY_US (a backlog of delayed jobs
+ * coming due one by one ends a wait with each). The counts scan every
+ * ready and running row, which is why they are asked for this rarely; a
+ * failure only loses the note.
  */
 static void note_idle(tq_worker *w, const pass *p, int draining_wait)
 {
@@ -2076,12 +2091,15 @@ static void note_idle(tq_worker *w, const pass *p, int draining_wait)
     const int64_t now = p->now;
     int empty_check = !w->said_empty && !w->counters.claimed && p->tried && !p->running &&
                       !p->nheld &&
-                      (!w->empty_checked || now - w->empty_checked >= 60000000);
-    int wait_check = draining_wait && !w->said_waiting;
+                      (!w->empty_checked || now - w->empty_checked >= 6 * NOTE_EVERY_US);
+    int wait_check = draining_wait && !w->said_waiting &&
+                     (!w->wait_checked || now - w->wait_checked >= NOTE_EVERY_US);
     if (p->claimed)
         w->said_waiting = 0;
-    if (!empty_check && !wait_check)
+    if ((!empty_check && !wait_check) || w->disconnected)
         return;
+    if (wait_check)
+        w->wait_checked = now;
     tq__active *v = NULL;
     size_t n = 0;
     if (db->engine->active(db, &v, &n)) {
@@ -2176,8 +2194,10 @@ static int take_notifications(tq_worker *w, const pass *p, int *notified)
     *notified = 0;
     if (!(db->engine->caps & TQ__CAP_NOTIFY) || w->stopping)
         return 0;
-    if ((rc = ride_out(w, db->engine->notify_drain(db, &k))))
+    int64_t again = 0;
+    if ((rc = ride_out(w, db->engine->notify_drain(db, &k, &again))))
         return rc;
+    w->notify_look_at = again > 0 ? p->now + again : 0;
     *notified = k > 0 && p->free_slots > 0;
     return 0;
 }
@@ -2219,6 +2239,8 @@ static int64_t next_wakeup(tq_worker *w, const pass *p)
                w->start_retry_at > now ? w->start_retry_at - now : START_PROBE_US);
     if (w->stopping)
         sooner(&timeout, w->stop_at - now);
+    if (w->notify_look_at)
+        sooner(&timeout, w->notify_look_at - now);
     return timeout;
 }
 

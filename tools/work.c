@@ -180,7 +180,11 @@ static tq *open_waiting(const char *url, const char *name, int *ex)
         int rc = tq_open(&db, url, &o);
         if (!rc)
             return db;
-        if (!network || rc != TQ_ECONN || stop_early) {
+        if (stop_early) { /* a signal cut the connecting short */
+            tq_close(db);
+            break;
+        }
+        if (!network || rc != TQ_ECONN) {
             *ex = cli_fail("work", db, rc);
             tq_close(db);
             return NULL;
@@ -190,17 +194,19 @@ static tq *open_waiting(const char *url, const char *name, int *ex)
                  cli_reason(db, rc), tq_duration_format(d, sizeof d, wait_us));
         tq_close(db);
         work_log((void *)name, TQ_LOG_WARN, msg);
-        struct timespec ts = {(time_t)(wait_us / 1000000),
-                              (long)(wait_us % 1000000) * 1000};
-        while (!stop_early && nanosleep(&ts, &ts) != 0)
-            ;
-        if (stop_early) {
-            work_log((void *)name, TQ_LOG_INFO, "stopped while waiting for the store");
-            *ex = 0;
-            return NULL;
+        /* In slices, so that a signal between the check and the sleep is
+         * heard within one. */
+        for (int64_t slept = 0; slept < wait_us && !stop_early; slept += 50000) {
+            struct timespec ts = {0, 50000000};
+            nanosleep(&ts, NULL);
         }
+        if (stop_early)
+            break;
         wait_us = wait_us * 2 > 10000000 ? 10000000 : wait_us * 2;
     }
+    work_log((void *)name, TQ_LOG_INFO, "stopped while waiting for the store");
+    *ex = 0;
+    return NULL;
 }
 
 /* The start line: what this worker runs, on what, from where. */
@@ -245,6 +251,8 @@ int cmd_work(int argc, char **argv)
      * ends the wait; once the worker runs it stops it. */
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGTERM); /* one at a time: two are two stops */
+    sigaddset(&sa.sa_mask, SIGINT);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     tq *db = open_waiting(cli_url(url), name, &ex);

@@ -217,7 +217,9 @@ struct tq__engine {
      * the descriptor that becomes readable when a notification may have
      * arrived; and take the arrived ones, *count of them. Notifications are
      * a hint to claim now: they are lost while disconnected, so workers
-     * still poll. */
+     * still poll. *again_us > 0: a sign of a change the engine could not
+     * confirm yet; call notify_drain again after that long even if the
+     * descriptor stays quiet. */
     int (*listen)(tq *db);
     /* TQ__CAP_NETWORK only: connect again after TQ_ECONN; prepared
      * statements and LISTENs are gone. */
@@ -228,7 +230,7 @@ struct tq__engine {
      * a transaction idle that long. 0: wait as long as it takes. */
     int (*set_wait_limit)(tq *db, int64_t us);
     int (*notify_fd)(tq *db);
-    int (*notify_drain)(tq *db, int *count);
+    int (*notify_drain)(tq *db, int *count, int64_t *again_us);
 };
 
 /* For worker_register: whether the holder found is the one expected. */

@@ -912,10 +912,14 @@ static void ignore_notice(void *arg, const char *msg)
  * there yet (refused, no socket, no route, a name not resolved yet, a
  * timeout) or not ready (starting, stopping, recovering, full). libpq gives
  * no SQLSTATE for a failed connection, so this goes by its words and the
- * server's; anything else (authentication, no such database or role, SSL
- * settings) is refused for good: TQ_EREFUSED, and waiting cannot fix it.
+ * server's (in English: a server whose lc_messages is another language is
+ * taken at its word, refused). libpq tries each address of a host in turn
+ * and says how each failed, a line "connection to server ... failed: ..."
+ * each: one refusal among them (authentication, no such database or role,
+ * SSL settings) means a server answered no, and waiting cannot fix it:
+ * TQ_EREFUSED.
  */
-static int connect_may_pass(const char *msg)
+static int attempt_may_pass(const char *msg, size_t len)
 {
     static const char *const transient[] = {
         "Connection refused",
@@ -936,10 +940,29 @@ static int connect_may_pass(const char *msg)
         "too many clients already",
         "remaining connection slots are reserved",
     };
-    for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++)
-        if (strstr(msg, transient[i]))
-            return 1;
+    for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++) {
+        size_t tl = strlen(transient[i]);
+        for (size_t k = 0; k + tl <= len; k++)
+            if (memcmp(msg + k, transient[i], tl) == 0)
+                return 1;
+    }
     return 0;
+}
+
+static int connect_may_pass(const char *msg)
+{
+    static const char start[] = "connection to server";
+    const char *p = msg;
+    while (*p) {
+        /* One attempt: up to the next line that starts another. */
+        const char *end = p + 1;
+        while (*end && !(end[-1] == '\n' && strncmp(end, start, sizeof start - 1) == 0))
+            end++;
+        if (!attempt_may_pass(p, (size_t)(end - p)))
+            return 0;
+        p = end;
+    }
+    return p != msg;
 }
 
 static int pg_open(tq *db, const tq__url *url, int create)
@@ -983,7 +1006,7 @@ static int pg_open(tq *db, const tq__url *url, int create)
         size_t n = strlen(m);
         while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
             n--;
-        rc = c->pg && connect_may_pass(m) ? TQ_ECONN : TQ_EREFUSED;
+        rc = !c->pg ? TQ_ENOMEM : connect_may_pass(m) ? TQ_ECONN : TQ_EREFUSED;
         tq__seterr(db, rc, "cannot connect to %s: %.*s", c->where, (int)n, m);
         pg_close(db);
         return rc;
@@ -2242,11 +2265,12 @@ static int pg_notify_fd(tq *db)
     return PQsocket(C(db)->pg);
 }
 
-static int pg_notify_drain(tq *db, int *count)
+static int pg_notify_drain(tq *db, int *count, int64_t *again_us)
 {
     conn *c = C(db);
     PGnotify *n;
     *count = 0;
+    *again_us = 0;
     if (!PQconsumeInput(c->pg))
         return fail_res(db, NULL, "reading notifications");
     while ((n = PQnotifies(c->pg))) {

@@ -13,6 +13,12 @@
  *
  * Times are INTEGER microseconds since the epoch from this machine's clock;
  * there is only one machine, so there is no skew to guard against.
+ *
+ * Idle workers are woken by enqueues without polling the file in a tight
+ * loop (sqlite_listen): every commit writes the -wal file, which inotify
+ * watches; a write is confirmed as another connection's insert by
+ * PRAGMA data_version and the tq_jobs sequence, so plain-SQL producers
+ * wake workers too.
  */
 #define _DEFAULT_SOURCE
 #include "engine.h"
@@ -24,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -364,6 +371,8 @@ enum stmt_id {
     S_LIFO_INDEX,
     S_LIFO_INDEX_DROP,
     S_ANY_LIFO,
+    S_DATA_VERSION,
+    S_JOBS_SEQ,
     S_COUNT
 };
 
@@ -511,6 +520,11 @@ static const char *const sql[S_COUNT] = {
     [S_LIFO_INDEX] = "CREATE INDEX IF NOT EXISTS " READY_LIFO_INDEX,
     [S_LIFO_INDEX_DROP] = "DROP INDEX IF EXISTS tq_jobs_ready_lifo",
     [S_ANY_LIFO] = "SELECT EXISTS (SELECT 1 FROM tq_queues WHERE ord = 'lifo')",
+    [S_DATA_VERSION] = "PRAGMA data_version",
+    /* AUTOINCREMENT's high-water mark: it grows with every insert, from
+     * tq or plain SQL, and never goes back (even when rows are deleted). */
+    [S_JOBS_SEQ] =
+        "SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'tq_jobs'",
 };
 
 typedef struct conn {
@@ -521,6 +535,13 @@ typedef struct conn {
     sqlite3_stmt *stmt[S_COUNT];
     dev_t dev; /* the store file opened (sqlite_same_store) */
     ino_t ino;
+    /* Wake-ups (sqlite_listen): the inotify descriptor watching the -wal
+     * file, what was last seen of other connections' commits and inserts,
+     * and the next look when a write was not visible yet. */
+    int notify_fd, notify_wd;
+    int64_t seen_version, seen_seq;
+    int64_t look_at; /* monotonic; 0: none due */
+    int look_step;
 } conn;
 
 #define C(db) ((conn *)(db)->conn)
@@ -716,6 +737,8 @@ static void sqlite_close(tq *db)
     for (int i = 0; i < S_COUNT; i++)
         sqlite3_finalize(c->stmt[i]);
     sqlite3_close(c->h);
+    if (c->notify_fd >= 0)
+        close(c->notify_fd);
     free(c);
     db->conn = NULL;
 }
@@ -764,6 +787,7 @@ static int sqlite_open(tq *db, const tq__url *url, int create)
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
     c->db = db;
     c->busy_timeout_ms = url->busy_timeout_ms;
+    c->notify_fd = c->notify_wd = -1;
     db->conn = c;
 
     if (create && (rc = create_private(db, url->path)))
@@ -1688,6 +1712,126 @@ static int sqlite_worker_prune(tq *db, int64_t older_than_us, int64_t *count)
     return rc;
 }
 
+/* ---- wake-ups ------------------------------------------------------------ */
+
+/* Other connections' commits so far (data_version) and the jobs ever
+ * inserted (the sequence). */
+static int read_marks(tq *db, int64_t *version, int64_t *seq)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_DATA_VERSION, &rc);
+    if (!s)
+        return rc;
+    int src = sqlite3_step(s);
+    *version = src == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    done_with(s);
+    if (src != SQLITE_ROW)
+        return fail_rc(db, src, "reading the data version");
+    if (seq)
+        return query_int(db, S_JOBS_SEQ, NULL, 0, seq, "reading the job sequence");
+    return 0;
+}
+
+/* Watches the -wal file, which every commit writes. (It exists while any
+ * connection has the store open in WAL mode, ours included; should it be
+ * replaced, the watch is made again: see sqlite_notify_drain.) */
+static int watch_wal(tq *db)
+{
+    conn *c = C(db);
+    const char *wal = sqlite3_filename_wal(sqlite3_db_filename(c->h, "main"));
+    if (!wal || !*wal)
+        return tq__seterr(db, TQ_ENOTSUP, "a store in memory has no file to watch");
+    c->notify_wd = inotify_add_watch(c->notify_fd, wal, IN_MODIFY);
+    if (c->notify_wd < 0)
+        return tq__seterr(db, TQ_ESYS, "cannot watch '%s': %s", wal, strerror(errno));
+    return 0;
+}
+
+static int sqlite_listen(tq *db)
+{
+    conn *c = C(db);
+    if (c->notify_fd < 0 && (c->notify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0)
+        return tq__seterr(db, TQ_ESYS, "inotify: %s", strerror(errno));
+    if (c->notify_wd < 0) {
+        int rc = watch_wal(db);
+        if (rc)
+            return rc;
+    }
+    c->look_at = 0;
+    return read_marks(db, &c->seen_version, &c->seen_seq);
+}
+
+static int sqlite_notify_fd(tq *db)
+{
+    return C(db)->notify_fd;
+}
+
+/*
+ * A write to the -wal file is seen before the commit it belongs to is
+ * visible: the writer syncs the file, then publishes the commit in the
+ * shared index, which no event reports. So a write with nothing new to see
+ * is looked at again 1, 2, 4, ... 64 ms later (own commits, which
+ * data_version does not count, cost those few looks too); a commit of
+ * another connection's with no insert in it (an acknowledgement, a
+ * heartbeat) ends the looking.
+ */
+static int sqlite_notify_drain(tq *db, int *count, int64_t *again_us)
+{
+    conn *c = C(db);
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    int wrote = 0, gone = 0;
+    ssize_t n;
+    *count = 0;
+    *again_us = 0;
+    if (c->notify_fd < 0)
+        return 0;
+    while ((n = read(c->notify_fd, buf, sizeof buf)) > 0)
+        for (char *p = buf; p < buf + n;) {
+            const struct inotify_event *e = (const struct inotify_event *)p;
+            wrote |= (e->mask & (IN_MODIFY | IN_Q_OVERFLOW)) != 0;
+            gone |= (e->mask & IN_IGNORED) != 0;
+            p += sizeof *e + e->len;
+        }
+    if (gone) { /* the file went (a checkpoint that deleted it): watch the new one */
+        c->notify_wd = -1;
+        wrote = 1;
+        if (watch_wal(db))
+            tq__clearerr(db); /* polling covers it until the next listen */
+    }
+    const int64_t now = tq__mono_us();
+    if (wrote) {
+        c->look_at = now;
+        c->look_step = 0;
+    }
+    if (!c->look_at)
+        return 0;
+    if (now < c->look_at) {
+        *again_us = c->look_at - now;
+        return 0;
+    }
+    int64_t version, seq;
+    int rc = read_marks(db, &version, NULL);
+    if (rc)
+        return rc;
+    if (version != c->seen_version) { /* another connection committed */
+        c->seen_version = version;
+        c->look_at = 0;
+        if ((rc = query_int(db, S_JOBS_SEQ, NULL, 0, &seq, "reading the job sequence")))
+            return rc;
+        if (seq > c->seen_seq)
+            *count = seq - c->seen_seq > 1000 ? 1000 : (int)(seq - c->seen_seq);
+        c->seen_seq = seq;
+        return 0;
+    }
+    if (c->look_step < 7) { /* not visible yet, or our own */
+        c->look_at = now + (1000LL << c->look_step++);
+        *again_us = c->look_at - now;
+    } else {
+        c->look_at = 0;
+    }
+    return 0;
+}
+
 const char *tq__sqlite_claim_sql(tq_order order)
 {
     static const enum stmt_id ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
@@ -1731,7 +1875,7 @@ static int sqlite_same_store(tq *db)
 
 const struct tq__engine tq__engine_sqlite = {
     .name = "sqlite",
-    .caps = 0,
+    .caps = TQ__CAP_NOTIFY,
     .open = sqlite_open,
     .close = sqlite_close,
     .init = sqlite_init,
@@ -1757,4 +1901,7 @@ const struct tq__engine tq__engine_sqlite = {
     .worker_stop = sqlite_worker_stop,
     .worker_list = sqlite_worker_list,
     .same_store = sqlite_same_store,
+    .listen = sqlite_listen,
+    .notify_fd = sqlite_notify_fd,
+    .notify_drain = sqlite_notify_drain,
 };

@@ -221,6 +221,32 @@ expect_eq "$RC" 0 "exit after the second SIGINT"
 has "$T/slow.log" "stopping now: killed 1 handler(s)" "said"
 expect_eq "$(job "$s" state),$(job "$s" attempts)" ready,0 "the job back, unspent"
 
+# A handler that had already failed, and only left a process behind, is not
+# given back by the second stop: its failure stands.
+handler linger.sh 'echo ran >>"'"$T"'/linger"; (trap "" TERM; exec sleep 60) & exit 1'
+"$TQ" queue lq --max-attempts 1 >/dev/null
+l=$("$TQ" enqueue --queue lq x)
+bg "$TQ" work --queue lq --grace 30s -- "$T/linger.sh" 2>"$T/linger.log"
+w=$BG
+wait_for 10 grep -q "left processes running" "$T/linger.log"
+kill -INT "$w"
+wait_for 10 grep -q "stopping:" "$T/linger.log"
+kill -INT "$w"
+wait_rc "$w"
+expect_eq "$RC" 0 "exit after two SIGINTs"
+expect_eq "$(job "$l" state)" dead "the failed job whose process lingered"
+
+# --verbose with a handler that floods stderr: the worker's loop goes on
+# (here: its timeout fires).
+"$TQ" queue flood --max-attempts 1 >/dev/null
+"$TQ" enqueue --queue flood x >/dev/null
+handler flood.sh 'exec yes "a line of stderr" >&2'
+start=$(date +%s)
+expect_exit 0 "$TQ" work --queue flood --drain --verbose --timeout 1s --grace 1s -- "$T/flood.sh"
+[ $(($(date +%s) - start)) -lt 60 ] || fail "the flood held the worker"
+grep -q "timed out after 1s" "$T/err" || fail "no timeout: $(tail -c 300 "$T/err")"
+rm -f "$T/err"
+
 # ---- --help, README and the man page say the same ----------------------------------
 for c in init queue enqueue work stats list show retry cancel prune workers bench; do
     "$TQ" "$c" --help | head -1 | grep -oE -- '--[a-z-]+' | sort -u | while read -r opt; do
