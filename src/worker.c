@@ -63,6 +63,7 @@
 #define ACK_BATCH          512       /* most acknowledgements waiting */
 #define CMD_PATH_MAX       4096
 #define NOTE_EVERY_US      10000000LL /* an idle worker's notes (note_idle) */
+#define NOTE_WAIT_US       1000000LL  /* a drain's wait worth a note */
 #define DRAIN_PASS_MAX     65536      /* most stderr bytes read per slot and pass */
 #define DRAIN_END_MAX      1048576    /* and once the handler's group ended */
 #define START_RETRY_MIN_US 100000LL   /* a handler that cannot start: try again */
@@ -205,8 +206,10 @@ struct tq_worker {
      * what it waits for. */
     int said_empty, said_waiting;
     int64_t empty_checked, wait_checked; /* monotonic: when note_idle last looked */
-    int64_t idle_us;                     /* backoff of claims that found nothing */
+    int64_t waiting_since;  /* monotonic: when this drain's wait began; 0: none */
+    int64_t idle_us;        /* backoff of claims that found nothing */
     int64_t notify_look_at; /* monotonic: the engine asked to drain again then */
+    int listening;          /* a new job could start now: notifications matter */
     int64_t last_rescue, last_refresh;
 
     tq_worker_counters counters;
@@ -1613,7 +1616,7 @@ static void wait_events(tq_worker *w, int64_t timeout_us)
     nfds_t n = 0;
     int need_reap_poll = 0;
     fds[n++] = (struct pollfd){w->wake[0], POLLIN, 0};
-    int nfd = (w->db->engine->caps & TQ__CAP_NOTIFY) && !w->disconnected
+    int nfd = (w->db->engine->caps & TQ__CAP_NOTIFY) && !w->disconnected && w->listening
                   ? w->db->engine->notify_fd(w->db)
                   : -1;
     if (nfd >= 0)
@@ -2080,8 +2083,10 @@ static void append(char *buf, size_t len, const char *fmt, ...)
  * (looking again each minute while it has claimed nothing), that its
  * queues are empty while others hold ready jobs (a newcomer's jobs in
  * 'mail' and a worker on 'default'); draining, once per wait, what it
- * waits for, at most every NOTE_EVERY_US (a backlog of delayed jobs
- * coming due one by one ends a wait with each). The counts scan every
+ * waits for, once the wait has lasted NOTE_WAIT_US (the other workers'
+ * last jobs of a run are not worth a note) and at most every
+ * NOTE_EVERY_US (a backlog of delayed jobs coming due one by one ends a
+ * wait with each). The counts scan every
  * ready and running row, which is why they are asked for this rarely; a
  * failure only loses the note.
  */
@@ -2092,7 +2097,12 @@ static void note_idle(tq_worker *w, const pass *p, int draining_wait)
     int empty_check = !w->said_empty && !w->counters.claimed && p->tried && !p->running &&
                       !p->nheld &&
                       (!w->empty_checked || now - w->empty_checked >= 6 * NOTE_EVERY_US);
+    if (!draining_wait)
+        w->waiting_since = 0;
+    else if (!w->waiting_since)
+        w->waiting_since = now;
     int wait_check = draining_wait && !w->said_waiting &&
+                     now - w->waiting_since >= NOTE_WAIT_US &&
                      (!w->wait_checked || now - w->wait_checked >= NOTE_EVERY_US);
     if (p->claimed)
         w->said_waiting = 0;
@@ -2100,6 +2110,19 @@ static void note_idle(tq_worker *w, const pass *p, int draining_wait)
         return;
     if (wait_check)
         w->wait_checked = now;
+    if (empty_check) {
+        /* Only a worker whose queues hold nothing at all has a note to
+         * make; the index seeks of pending say so before any count. */
+        int pending = 0;
+        w->empty_checked = now;
+        for (size_t i = 0; i < w->nqueues && !pending; i++)
+            if (db->engine->pending(db, w->queues[i], &pending))
+                pending = 1;
+        tq__clearerr(db);
+        empty_check = !pending;
+        if (!empty_check && !wait_check)
+            return;
+    }
     tq__active *v = NULL;
     size_t n = 0;
     if (db->engine->active(db, &v, &n)) {
@@ -2192,7 +2215,13 @@ static int take_notifications(tq_worker *w, const pass *p, int *notified)
     tq *db = w->db;
     int k = 0, rc = 0;
     *notified = 0;
-    if (!(db->engine->caps & TQ__CAP_NOTIFY) || w->stopping)
+    /* Only while a new job could start at once: a slot free and nothing
+     * held to fill it. A busy worker claims as its slots free up anyway,
+     * and leaves the notifications queued (inotify merges repeats) rather
+     * than wake for every commit of every other worker. */
+    w->listening = !w->stopping && p->free_slots > 0 && p->nheld == 0;
+    w->notify_look_at = 0;
+    if (!(db->engine->caps & TQ__CAP_NOTIFY) || !w->listening)
         return 0;
     int64_t again = 0;
     if ((rc = ride_out(w, db->engine->notify_drain(db, &k, &again))))
