@@ -61,7 +61,10 @@ enum {
         TQ_OK = 0,
     /* tq_job_enqueue: the (queue, key) pair already exists; *out holds the
      * id of the job that was kept. Not an error. */
-    TQ_DUP = 1
+    TQ_DUP = 1,
+    /* tq_job_enqueue with TQ_ON_CONFLICT_REPLACE: the key's kept job was
+     * ready and took this payload, run time and priority; *out is its id. */
+    TQ_REPLACED = 2
 };
 
 /*
@@ -216,7 +219,37 @@ int tq_queue_list(tq_queue_info **out, size_t *out_n, tq *db);
 
 /* ---- Jobs -------------------------------------------------------------- */
 
-#define TQ_ENQUEUE_OPTS_VERSION 1
+/*
+ * How long a job holds its key (tq_enqueue_opts.unique): no other job of
+ * the queue may be enqueued with the same key while the kept job is
+ *   TQ_UNIQUE_STORED  in the table at all (until it is pruned or deleted);
+ *   TQ_UNIQUE_QUEUED  ready (from its claim on the key is free again);
+ *   TQ_UNIQUE_ACTIVE  ready or running (free once it is done, dead or
+ *                     cancelled).
+ * STORED keys and QUEUED/ACTIVE keys are two separate sets (two columns:
+ * dedup_key, and unique_key with unique_scope): the same text in both does
+ * not collide.
+ */
+typedef enum tq_unique {
+    TQ_UNIQUE_STORED = 0,
+    TQ_UNIQUE_QUEUED,
+    TQ_UNIQUE_ACTIVE
+} tq_unique;
+/* "stored", "queued", "active"; NULL for an out-of-range value. */
+const char *tq_unique_name(tq_unique u);
+int tq_unique_parse(tq_unique *out, const char *name);
+
+/* What an enqueue whose key is held does (tq_enqueue_opts.on_conflict). */
+typedef enum tq_on_conflict {
+    TQ_ON_CONFLICT_IGNORE = 0, /* nothing is written: TQ_DUP */
+    /* the kept job, if it is ready, takes the new payload, run time and
+     * priority (a debounce: the latest payload wins, one run): TQ_REPLACED;
+     * a kept job that is not ready (running, or finished under
+     * TQ_UNIQUE_STORED) is left alone: TQ_DUP */
+    TQ_ON_CONFLICT_REPLACE
+} tq_on_conflict;
+
+#define TQ_ENQUEUE_OPTS_VERSION 2
 typedef struct tq_enqueue_opts {
     int version;
     const char *key;  /* dedup key or NULL; 1 to 255 bytes */
@@ -224,18 +257,30 @@ typedef struct tq_enqueue_opts {
     int64_t run_at;   /* if non-zero: absolute time, overrides delay_us */
     int priority;     /* higher runs first; default 0 */
     int max_attempts; /* 0: the queue's setting */
+    /* Version 2: with a key only. */
+    tq_unique unique;      /* how long the key holds; default TQ_UNIQUE_STORED */
+    int64_t unique_for_us; /* > 0: the key is also free this long after the
+                              kept job's enqueue, whatever its state */
+    tq_on_conflict on_conflict;
 } tq_enqueue_opts;
 #define TQ_ENQUEUE_OPTS_INIT                                                             \
     {                                                                                    \
-        TQ_ENQUEUE_OPTS_VERSION, NULL, 0, 0, 0, 0                                        \
+        TQ_ENQUEUE_OPTS_VERSION, NULL, 0, 0, 0, 0, TQ_UNIQUE_STORED, 0,                  \
+            TQ_ON_CONFLICT_IGNORE                                                        \
     }
 
 /*
  * Enqueues one job; the queue is created with defaults if unknown. On return
  * of 0 the job is durable and *out holds its id. With a key that the queue
- * already holds, nothing is written, *out holds the existing job's id and
- * TQ_DUP is returned. opts may be NULL. TQ_EINVAL for a bad queue name, key
- * or option, TQ_ETOOBIG for a payload over the store's limit.
+ * holds (see tq_unique), nothing is written, *out holds the kept job's id
+ * and TQ_DUP is returned, or, with TQ_ON_CONFLICT_REPLACE and a ready kept
+ * job, that job is updated and TQ_REPLACED returned. The rule is the
+ * store's (a unique index; the time limit is a statement before the
+ * insert), so it holds against concurrent producers and plain-SQL INSERTs
+ * alike. A kept job that is running when its unique_for_us has passed
+ * keeps its key until it ends. opts may be NULL. TQ_EINVAL for a
+ * bad queue name, key or option, TQ_ETOOBIG for a payload over the store's
+ * limit.
  */
 int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
                    size_t len, const tq_enqueue_opts *opts);

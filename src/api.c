@@ -200,7 +200,36 @@ static int check_enqueue(tq *db, const char *queue, const tq_enqueue_opts *o)
                           "max attempts must be between 1 and 1000 (0: the queue's)");
     if (o->priority < -1000000 || o->priority > 1000000)
         return tq__seterr(db, TQ_EINVAL, "priority must be between -1000000 and 1000000");
+    if ((unsigned)o->unique > TQ_UNIQUE_ACTIVE)
+        return tq__seterr(db, TQ_EINVAL, "unknown uniqueness %d", (int)o->unique);
+    if ((unsigned)o->on_conflict > TQ_ON_CONFLICT_REPLACE)
+        return tq__seterr(db, TQ_EINVAL, "unknown on-conflict action %d",
+                          (int)o->on_conflict);
+    if (o->unique_for_us < 0 || o->unique_for_us > MAX_DURATION_US)
+        return tq__seterr(db, TQ_EINVAL, "unique-for must be between 0 and 3650d");
+    if (!o->key && (o->unique || o->unique_for_us || o->on_conflict))
+        return tq__seterr(db, TQ_EINVAL, "uniqueness and on-conflict options need a key");
     return 0;
+}
+
+/* The caller's options as this version's struct: the fields an older
+ * caller's struct lacks keep their defaults. */
+static tq_enqueue_opts enqueue_opts(const tq_enqueue_opts *given)
+{
+    tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
+    if (!given)
+        return o;
+    if (given->version >= 2) {
+        o = *given;
+    } else {
+        o.key = given->key;
+        o.delay_us = given->delay_us;
+        o.run_at = given->run_at;
+        o.priority = given->priority;
+        o.max_attempts = given->max_attempts;
+    }
+    o.version = TQ_ENQUEUE_OPTS_VERSION;
+    return o;
 }
 
 static int check_payload(tq *db, size_t len)
@@ -215,14 +244,13 @@ static int check_payload(tq *db, size_t len)
 int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
                    size_t len, const tq_enqueue_opts *opts)
 {
-    tq_enqueue_opts none = TQ_ENQUEUE_OPTS_INIT;
+    const tq_enqueue_opts o = enqueue_opts(opts);
     tq_payload item = {payload, len};
     int64_t id = 0;
     int dup = 0;
 
     tq__clearerr(db);
-    if (!opts)
-        opts = &none;
+    opts = &o;
     int rc = check_enqueue(db, queue, opts);
     if (!rc)
         rc = check_payload(db, len);
@@ -243,16 +271,14 @@ int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
         return rc;
     if (out)
         *out = id;
-    return dup ? TQ_DUP : 0;
+    return dup == 2 ? TQ_REPLACED : dup ? TQ_DUP : 0;
 }
 
 int tq_job_enqueue_batch(int64_t *out, tq *db, const char *queue, const tq_payload *items,
                          size_t n, const tq_enqueue_opts *opts)
 {
-    tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
+    tq_enqueue_opts o = enqueue_opts(opts);
     tq__clearerr(db);
-    if (opts)
-        o = *opts;
     if (o.key)
         return tq__seterr(db, TQ_EINVAL, "a batch enqueue cannot carry a dedup key");
     int rc = check_enqueue(db, queue, &o);

@@ -27,6 +27,8 @@ const char *tq_strerror(int code)
         return "success";
     case TQ_DUP:
         return "duplicate key: the existing job was kept";
+    case TQ_REPLACED:
+        return "duplicate key: the kept ready job took the new payload";
     default:
         return "unknown error";
     }
@@ -231,6 +233,23 @@ int tq_order_parse(tq_order *out, const char *name)
     for (int i = 0; i < 3; i++)
         if (name && strcmp(name, order_names[i]) == 0) {
             *out = (tq_order)i;
+            return 0;
+        }
+    return TQ_EINVAL;
+}
+
+static const char *const unique_names[] = {"stored", "queued", "active"};
+
+const char *tq_unique_name(tq_unique u)
+{
+    return (unsigned)u < 3 ? unique_names[u] : NULL;
+}
+
+int tq_unique_parse(tq_unique *out, const char *name)
+{
+    for (int i = 0; i < 3; i++)
+        if (name && strcmp(name, unique_names[i]) == 0) {
+            *out = (tq_unique)i;
             return 0;
         }
     return TQ_EINVAL;

@@ -583,22 +583,34 @@ static void version_1_store_migrates(void **state)
     assert_int_equal(tq_job_enqueue(&id, db, "q", "kept", 4, NULL), 0);
     tq_close(db);
     PGconn *c = pg();
-    exec(c, "ALTER TABLE old.jobs DROP CONSTRAINT jobs_queue_check;"
-            "ALTER TABLE old.jobs ADD CONSTRAINT jobs_queue_check"
-            "  CHECK (queue ~ '^[A-Za-z0-9_.-]{1,64}$');"
-            "ALTER TABLE old.jobs RESET (fillfactor, autovacuum_vacuum_scale_factor,"
-            "  autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay);"
-            "DROP INDEX old.jobs_ready_lifo;"
-            "CREATE INDEX jobs_ready_lifo ON old.jobs (queue, priority DESC, id DESC)"
-            "  WHERE state = 'ready';"
-            "DROP INDEX old.jobs_running;"
-            "CREATE INDEX jobs_running ON old.jobs (lease_until) WHERE state = 'running';"
-            "ALTER TABLE old.jobs DROP COLUMN claims;"
-            "ALTER TABLE old.jobs DROP COLUMN unknown_starts;"
-            "ALTER TABLE old.jobs DROP CONSTRAINT jobs_running_leased;"
-            "ALTER TABLE old.jobs DROP CONSTRAINT jobs_run_at_finite;"
-            "ALTER TABLE old.workers DROP COLUMN host_id;"
-            "UPDATE old.meta SET value = '1' WHERE key = 'schema_version'");
+    exec(c, /* back through 7, then 6 ... 2 */
+         "DROP FUNCTION old.expire_key(text, text);"
+         "CREATE OR REPLACE FUNCTION old.new_queues() RETURNS trigger LANGUAGE plpgsql"
+         "  AS $f$ BEGIN"
+         "  INSERT INTO old.queues (name) SELECT DISTINCT queue FROM new_jobs"
+         "   ON CONFLICT DO NOTHING;"
+         "  PERFORM pg_notify('tq_' || TG_TABLE_SCHEMA, q)"
+         "   FROM (SELECT DISTINCT queue AS q FROM new_jobs) s;"
+         "  RETURN NULL; END $f$;"
+         "DROP INDEX old.jobs_unique;"
+         "ALTER TABLE old.jobs DROP COLUMN unique_key, DROP COLUMN unique_scope,"
+         "  DROP COLUMN unique_until;"
+         "ALTER TABLE old.jobs DROP CONSTRAINT jobs_queue_check;"
+         "ALTER TABLE old.jobs ADD CONSTRAINT jobs_queue_check"
+         "  CHECK (queue ~ '^[A-Za-z0-9_.-]{1,64}$');"
+         "ALTER TABLE old.jobs RESET (fillfactor, autovacuum_vacuum_scale_factor,"
+         "  autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay);"
+         "DROP INDEX old.jobs_ready_lifo;"
+         "CREATE INDEX jobs_ready_lifo ON old.jobs (queue, priority DESC, id DESC)"
+         "  WHERE state = 'ready';"
+         "DROP INDEX old.jobs_running;"
+         "CREATE INDEX jobs_running ON old.jobs (lease_until) WHERE state = 'running';"
+         "ALTER TABLE old.jobs DROP COLUMN claims;"
+         "ALTER TABLE old.jobs DROP COLUMN unknown_starts;"
+         "ALTER TABLE old.jobs DROP CONSTRAINT jobs_running_leased;"
+         "ALTER TABLE old.jobs DROP CONSTRAINT jobs_run_at_finite;"
+         "ALTER TABLE old.workers DROP COLUMN host_id;"
+         "UPDATE old.meta SET value = '1' WHERE key = 'schema_version'");
     /* What plain SQL could write before version 6, mended by it. */
     exec(c,
          "INSERT INTO old.jobs (id, queue, state, payload, attempts, worker,"
@@ -659,6 +671,71 @@ static void version_1_store_migrates(void **state)
     PQfinish(c);
 }
 
+/* A store of schema 6 takes keys with a scope (migration 7): stored keys
+ * hold as before, and the INSERT producers had still works; scoped keys
+ * work beside them; plain SQL cannot write a scope no index knows, nor a
+ * second holder of a scoped key; the claim is still an index scan. */
+static void version_6_store_migrates(void **state)
+{
+    (void)state;
+    char url[512];
+    tq *db = store("v6");
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    int64_t kept, id, scoped;
+    eo.key = "k1";
+    assert_int_equal(tq_job_enqueue(&kept, db, "q", "kept", 4, &eo), 0);
+    tq_close(db);
+    PGconn *c = pg();
+    exec(c, "DROP FUNCTION v6.expire_key(text, text);"
+            "CREATE OR REPLACE FUNCTION v6.new_queues() RETURNS trigger LANGUAGE plpgsql"
+            "  AS $f$ BEGIN"
+            "  INSERT INTO v6.queues (name) SELECT DISTINCT queue FROM new_jobs"
+            "   ON CONFLICT DO NOTHING;"
+            "  PERFORM pg_notify('tq_' || TG_TABLE_SCHEMA, q)"
+            "   FROM (SELECT DISTINCT queue AS q FROM new_jobs) s;"
+            "  RETURN NULL; END $f$;"
+            "DROP INDEX v6.jobs_unique;"
+            "ALTER TABLE v6.jobs DROP COLUMN unique_key, DROP COLUMN unique_scope,"
+            "  DROP COLUMN unique_until;"
+            "UPDATE v6.meta SET value = '6' WHERE key = 'schema_version'");
+    snprintf(url, sizeof url, "%s&tq_schema=v6", base);
+    assert_int_equal(tq_open(&db, url, NULL), TQ_ESCHEMA); /* asks for tq init */
+    tq_close(db);
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    assert_int_equal(tq_open(&db, url, &o), 0);
+    assert_int_equal(tq_init(db), 0);
+    assert_int_equal(tq_job_enqueue(&id, db, "q", "again", 5, &eo), TQ_DUP);
+    assert_int_equal(id, kept);
+    eo.unique = TQ_UNIQUE_ACTIVE;
+    assert_int_equal(tq_job_enqueue(&scoped, db, "q", "scoped", 6, &eo), 0);
+    assert_int_equal(tq_job_enqueue(&id, db, "q", "scoped", 6, &eo), TQ_DUP);
+    assert_int_equal(id, scoped);
+    tq_close(db);
+    exec(c, "INSERT INTO v6.jobs (queue, payload, dedup_key) VALUES ('q', 'x', 'k1')"
+            " ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING");
+    expect_row(c, "SELECT count(*) FROM v6.jobs WHERE dedup_key = 'k1'", 1,
+               (const char *[]){"1"});
+    static const struct {
+        const char *sql, *state;
+    } bad[] = {
+        {"INSERT INTO v6.jobs (queue, payload, unique_key, unique_scope)"
+         " VALUES ('q', 'x', 'u', 'bogus')",
+         "23514"},
+        {"INSERT INTO v6.jobs (queue, payload, unique_key, unique_scope)"
+         " VALUES ('q', 'x', 'k1', 'queued')",
+         "23505"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        PGresult *b = PQexec(c, bad[i].sql);
+        assert_int_equal(PQresultStatus(b), PGRES_FATAL_ERROR);
+        assert_string_equal(PQresultErrorField(b, PG_DIAG_SQLSTATE), bad[i].state);
+        PQclear(b);
+    }
+    check_plans(c, "v6", "q", "store upgraded from 6");
+    PQfinish(c);
+}
+
 int main(void)
 {
     base = getenv("TQ_TEST_PG_URL");
@@ -678,6 +755,7 @@ int main(void)
         cmocka_unit_test(plain_inserts_check_queue_names),
         cmocka_unit_test(keyed_enqueue_when_the_kept_row_vanishes),
         cmocka_unit_test(version_1_store_migrates),
+        cmocka_unit_test(version_6_store_migrates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

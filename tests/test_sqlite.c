@@ -401,6 +401,65 @@ static void upgrade_from_version_5(void **state)
     sqlite3_close(h);
 }
 
+/* A store made by schema 6 takes keys with a scope (migration 7): its
+ * stored keys hold as before, scoped keys work beside them, the claim is
+ * still a seek, and plain SQL cannot write a scope no index knows. */
+static void upgrade_from_version_6(void **state)
+{
+    (void)state;
+    char path[128];
+    sqlite3 *h;
+    snprintf(path, sizeof path, "%s/v6.db", dir);
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    exec(h, "PRAGMA journal_mode = WAL; BEGIN");
+    for (int v = 1; v <= 6; v++)
+        exec(h, tq__sqlite_migration(v));
+    exec(h, "INSERT INTO tq_meta (key, value) VALUES ('schema_version', '6');"
+            "INSERT INTO tq_queues (name, ord) VALUES ('stack', 'lifo');"
+            "CREATE INDEX tq_jobs_ready_lifo ON tq_jobs (queue, priority, id, run_at)"
+            " WHERE state = 'ready';" /* as a LIFO queue has it */
+            "INSERT INTO tq_jobs (queue, payload, dedup_key) VALUES ('q', 'kept', 'k1'),"
+            " ('q', 'plain', NULL);"
+            "COMMIT");
+    sqlite3_close(h);
+    tq *db;
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    assert_int_equal(tq_open(&db, path, &o), 0);
+    assert_int_equal(tq_init(db), 0);
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    int64_t id;
+    eo.key = "k1";
+    assert_int_equal(tq_job_enqueue(&id, db, "q", "again", 5, &eo), TQ_DUP);
+    assert_int_equal(id, 1);
+    eo.unique = TQ_UNIQUE_QUEUED;
+    int64_t scoped;
+    assert_int_equal(tq_job_enqueue(&scoped, db, "q", "scoped", 6, &eo), 0);
+    assert_int_equal(tq_job_enqueue(&id, db, "q", "scoped", 6, &eo), TQ_DUP);
+    assert_int_equal(id, scoped);
+    tq_close(db);
+
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_true(has_index(h, "tq_jobs_unique"));
+    check_plans(h, "store upgraded from 6");
+    /* The INSERT producers already had still works, as documented. */
+    exec(h, "INSERT INTO tq_jobs (queue, payload, dedup_key) VALUES ('q', 'x', 'k1')"
+            " ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING");
+    assert_int_equal(count_of(h, "SELECT count(*) FROM tq_jobs WHERE dedup_key = 'k1'"),
+                     1);
+    assert_int_equal(sqlite3_exec(h,
+                                  "INSERT INTO tq_jobs (queue, payload, unique_key,"
+                                  " unique_scope) VALUES ('q', 'x', 'u', 'bogus')",
+                                  NULL, NULL, NULL),
+                     SQLITE_CONSTRAINT);
+    assert_int_equal(sqlite3_exec(h,
+                                  "INSERT INTO tq_jobs (queue, payload, unique_key,"
+                                  " unique_scope) VALUES ('q', 'x', 'k1', 'queued')",
+                                  NULL, NULL, NULL),
+                     SQLITE_CONSTRAINT); /* held by the scoped job */
+    sqlite3_close(h);
+}
+
 static void wal_and_version(void **state)
 {
     (void)state;
@@ -438,6 +497,7 @@ int main(void)
         cmocka_unit_test(ack_program_has_no_temp_table),
         cmocka_unit_test(upgrade_from_version_4),
         cmocka_unit_test(upgrade_from_version_5),
+        cmocka_unit_test(upgrade_from_version_6),
         cmocka_unit_test(wal_and_version),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

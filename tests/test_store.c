@@ -380,6 +380,149 @@ static void dedup_keys(void **state)
     tq_job_array_free(all, n);
 }
 
+/* Keys with a scope (tq_unique): held while queued (ready, unclaimed) or
+ * active (ready or running), by time with unique_for, replaced when ready. */
+static void unique_scopes(void **state)
+{
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    int64_t a, b, c;
+    eo.key = "k";
+
+    /* queued: the first claim frees the key, for good. */
+    eo.unique = TQ_UNIQUE_QUEUED;
+    OK(tq_job_enqueue(&a, DB, "uq", "1", 1, &eo));
+    assert_int_equal(tq_job_enqueue(&b, DB, "uq", "2", 1, &eo), TQ_DUP);
+    assert_int_equal(b, a);
+    tq_job *j = claim1(state, "uq", "w");
+    OK(tq_job_enqueue(&c, DB, "uq", "3", 1, &eo));
+    assert_int_not_equal(c, a);
+    OK(tq_job_fail(DB, j, "again")); /* back to ready: it does not take the key back */
+    tq_job_free(j);
+    assert_int_equal(state_of(state, a), TQ_READY);
+    assert_int_equal(tq_job_enqueue(&b, DB, "uq", "4", 1, &eo), TQ_DUP);
+    assert_int_equal(b, c);
+
+    /* active: held while ready or running; free once done or cancelled. */
+    eo.unique = TQ_UNIQUE_ACTIVE;
+    OK(tq_job_enqueue(&a, DB, "ua", "1", 1, &eo));
+    j = claim1(state, "ua", "w");
+    assert_int_equal(tq_job_enqueue(&b, DB, "ua", "2", 1, &eo), TQ_DUP);
+    assert_int_equal(b, a);
+    OK(tq_job_complete(DB, j));
+    tq_job_free(j);
+    OK(tq_job_enqueue(&c, DB, "ua", "3", 1, &eo));
+    assert_int_not_equal(c, a);
+    OK(tq_job_cancel(DB, c));
+    OK(tq_job_enqueue(&b, DB, "ua", "4", 1, &eo));
+    OK(tq_job_retry(DB, c)); /* retried by hand: ready, without the key */
+    assert_int_equal(state_of(state, c), TQ_READY);
+    assert_int_equal(tq_job_enqueue(&a, DB, "ua", "5", 1, &eo), TQ_DUP);
+    assert_int_equal(a, b);
+    /* Stored keys are another set: the same text is free there. */
+    eo.unique = TQ_UNIQUE_STORED;
+    OK(tq_job_enqueue(&c, DB, "ua", "6", 1, &eo));
+    assert_int_not_equal(c, b);
+
+    /* replace: a ready kept job takes the payload, run time and priority. */
+    eo.unique = TQ_UNIQUE_QUEUED;
+    eo.key = "r";
+    eo.on_conflict = TQ_ON_CONFLICT_REPLACE;
+    OK(tq_job_enqueue(&a, DB, "ur", "old", 3, &eo));
+    eo.priority = 5;
+    eo.delay_us = 60000000;
+    assert_int_equal(tq_job_enqueue(&b, DB, "ur", "new", 3, &eo), TQ_REPLACED);
+    assert_int_equal(b, a);
+    j = get(state, a);
+    assert_string_equal((char *)j->payload, "new");
+    assert_int_equal(j->priority, 5);
+    assert_true(j->run_at > wall_us() + 50000000);
+    assert_string_equal(j->key, "r");
+    tq_job_free(j);
+    /* ... but a running one is left alone (active), as is a done one
+     * (stored). */
+    eo.unique = TQ_UNIQUE_ACTIVE;
+    eo.delay_us = 0;
+    OK(tq_job_enqueue(&a, DB, "ur2", "old", 3, &eo));
+    j = claim1(state, "ur2", "w");
+    assert_int_equal(tq_job_enqueue(&b, DB, "ur2", "new", 3, &eo), TQ_DUP);
+    assert_int_equal(b, a);
+    OK(tq_job_complete(DB, j));
+    tq_job_free(j);
+    j = get(state, a);
+    assert_string_equal((char *)j->payload, "old");
+    tq_job_free(j);
+    eo.unique = TQ_UNIQUE_STORED;
+    OK(tq_job_enqueue(&a, DB, "ur3", "old", 3, &eo));
+    j = claim1(state, "ur3", "w");
+    OK(tq_job_complete(DB, j));
+    tq_job_free(j);
+    assert_int_equal(tq_job_enqueue(&b, DB, "ur3", "new", 3, &eo), TQ_DUP);
+    assert_int_equal(b, a);
+
+    /* unique_for: the key is free that long after the kept job's enqueue,
+     * whatever its state; the kept job keeps its key for the record. */
+    for (int scope = TQ_UNIQUE_STORED; scope <= TQ_UNIQUE_ACTIVE; scope++) {
+        tq_enqueue_opts t = TQ_ENQUEUE_OPTS_INIT;
+        char q[16];
+        snprintf(q, sizeof q, "ut%d", scope);
+        t.key = "t";
+        t.unique = (tq_unique)scope;
+        t.unique_for_us = 300000;
+        OK(tq_job_enqueue(&a, DB, q, "1", 1, &t));
+        assert_int_equal(tq_job_enqueue(&b, DB, q, "2", 1, &t), TQ_DUP);
+        assert_int_equal(b, a);
+        sleep_ms(400);
+        OK(tq_job_enqueue(&c, DB, q, "3", 1, &t));
+        assert_int_not_equal(c, a);
+        assert_int_equal(tq_job_enqueue(&b, DB, q, "4", 1, &t), TQ_DUP);
+        assert_int_equal(b, c);
+        j = get(state, a);
+        assert_string_equal(j->key, "t");
+        tq_job_free(j);
+    }
+
+    /* A running kept job whose time is up keeps its key until it ends
+     * (expiring it would lock a row a worker is about to acknowledge). */
+    tq_enqueue_opts r = TQ_ENQUEUE_OPTS_INIT;
+    r.key = "run";
+    r.unique = TQ_UNIQUE_ACTIVE;
+    r.unique_for_us = 200000;
+    OK(tq_job_enqueue(&a, DB, "utr", "1", 1, &r));
+    j = claim1(state, "utr", "w");
+    sleep_ms(300);
+    assert_int_equal(tq_job_enqueue(&b, DB, "utr", "2", 1, &r), TQ_DUP);
+    assert_int_equal(b, a);
+    OK(tq_job_complete(DB, j));
+    tq_job_free(j);
+    OK(tq_job_enqueue(&c, DB, "utr", "3", 1, &r));
+    assert_int_not_equal(c, a);
+
+    /* Bad options change nothing. */
+    tq_enqueue_opts bad = TQ_ENQUEUE_OPTS_INIT;
+    bad.unique = TQ_UNIQUE_QUEUED; /* without a key */
+    assert_int_equal(tq_job_enqueue(&a, DB, "ub", "x", 1, &bad), TQ_EINVAL);
+    bad.key = "x";
+    bad.unique = (tq_unique)7;
+    assert_int_equal(tq_job_enqueue(&a, DB, "ub", "x", 1, &bad), TQ_EINVAL);
+    bad.unique = TQ_UNIQUE_QUEUED;
+    bad.unique_for_us = -1;
+    assert_int_equal(tq_job_enqueue(&a, DB, "ub", "x", 1, &bad), TQ_EINVAL);
+    assert_int_equal(claim_n(state, "ub", 10), 0);
+
+    /* A caller built against version 1 of the options: stored keys. */
+    struct {
+        int version;
+        const char *key;
+        int64_t delay_us, run_at;
+        int priority, max_attempts;
+    } v1 = {1, "v1", 0, 0, 0, 0};
+    OK(tq_job_enqueue(&a, DB, "uv", "1", 1, (const tq_enqueue_opts *)(void *)&v1));
+    assert_int_equal(
+        tq_job_enqueue(&b, DB, "uv", "2", 1, (const tq_enqueue_opts *)(void *)&v1),
+        TQ_DUP);
+    assert_int_equal(b, a);
+}
+
 static void delayed_not_claimed_early(void **state)
 {
     tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
@@ -1116,6 +1259,7 @@ int main(void)
         T(heartbeat_extends_lease),
         T(expired_lease_rescued),
         T(dedup_keys),
+        T(unique_scopes),
         T(delayed_not_claimed_early),
         T(orders_and_priority),
         T(batch_claim_returns_queue_order),

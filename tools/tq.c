@@ -430,7 +430,7 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo, i
 /* What the options of tq enqueue say together: 0, or EXIT_USAGE after one
  * line. */
 static int enqueue_check(const char *queue, const tq_enqueue_opts *eo, int lines,
-                         int has_delay, int argc, char **argv)
+                         int has_delay, int key_opts, int argc, char **argv)
 {
     if (has_delay && eo->run_at) {
         cli_error("enqueue", "--delay and --at cannot be used together");
@@ -467,6 +467,10 @@ static int enqueue_check(const char *queue, const tq_enqueue_opts *eo, int lines
         cli_error("enqueue", "--key cannot be used with --lines");
         return EXIT_USAGE;
     }
+    if (!eo->key && key_opts) {
+        cli_error("enqueue", "--unique, --unique-for and --on-conflict go with --key");
+        return EXIT_USAGE;
+    }
     return 0;
 }
 
@@ -477,26 +481,37 @@ static int enqueue_one(tq *db, const char *queue, const void *data, size_t len,
 {
     int64_t id = 0;
     int rc = tq_job_enqueue(&id, db, queue, data, len, eo);
-    if (rc && rc != TQ_DUP)
+    if (rc && rc != TQ_DUP && rc != TQ_REPLACED)
         return cli_fail("enqueue", db, rc);
     if (json) {
         json_t *o = json_object();
         json_object_set_new(o, "id", json_integer(id));
-        json_object_set_new(o, "duplicate", json_boolean(rc == TQ_DUP));
+        json_object_set_new(o, "duplicate", json_boolean(rc != 0));
+        json_object_set_new(o, "replaced", json_boolean(rc == TQ_REPLACED));
         return cli_print_json(o);
     }
     printf("%lld\n", (long long)id);
     if (rc == TQ_DUP)
-        fprintf(stderr, "tq enqueue: duplicate key '%s': job %lld was kept\n", eo->key,
+        fprintf(stderr,
+                "tq enqueue: duplicate key '%s' (unique while %s): job %lld was kept\n",
+                eo->key,
+                eo->unique == TQ_UNIQUE_STORED ? "stored" : tq_unique_name(eo->unique),
                 (long long)id);
+    else if (rc == TQ_REPLACED)
+        fprintf(
+            stderr,
+            "tq enqueue: duplicate key '%s': ready job %lld took this payload and run "
+            "time\n",
+            eo->key, (long long)id);
     return 0;
 }
 
 static int cmd_enqueue(int argc, char **argv)
 {
     static const char usage[] =
-        "tq enqueue [--queue Q] [--key K] [--delay DUR | --at TIME] [--priority N] "
-        "[--max-attempts N] [--json] (PAYLOAD | - | --lines) [--db URL]";
+        "tq enqueue [--queue Q] [--key K [--unique queued|active|stored] "
+        "[--unique-for DUR] [--on-conflict ignore|replace]] [--delay DUR | --at TIME] "
+        "[--priority N] [--max-attempts N] [--json] (PAYLOAD | - | --lines) [--db URL]";
     static const struct option lo[] = {CLI_COMMON_OPTS,
                                        {"queue", required_argument, NULL, 'q'},
                                        {"key", required_argument, NULL, 'k'},
@@ -506,10 +521,13 @@ static int cmd_enqueue(int argc, char **argv)
                                        {"max-attempts", required_argument, NULL, 'm'},
                                        {"lines", no_argument, NULL, 'L'},
                                        {"json", no_argument, NULL, 'j'},
+                                       {"unique", required_argument, NULL, 'u'},
+                                       {"unique-for", required_argument, NULL, 'U'},
+                                       {"on-conflict", required_argument, NULL, 'c'},
                                        {0}};
     tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
     const char *url = NULL, *queue = "default";
-    int c, ex = 0, lines = 0, has_delay = 0, json = 0;
+    int c, ex = 0, lines = 0, has_delay = 0, json = 0, key_opts = 0;
     long long n;
     static const cli_cmd me = {
         .name = "enqueue",
@@ -517,7 +535,12 @@ static int cmd_enqueue(int argc, char **argv)
         .help = "Adds a job to queue Q (default: the queue named 'default') and prints "
                 "its id.\nPAYLOAD '-' reads the payload from stdin; --lines reads one "
                 "job per line\nand prints how many, with the first and last id "
-                "(--json: every id).\nA duplicate --key prints the kept job's id. "
+                "(--json: every id).\n--key K: no other job of the queue with key K "
+                "while the kept one is\n--unique stored (in the table: the default), "
+                "queued (ready, until its first\nclaim) or active (ready or running); "
+                "--unique-for DUR also frees the key DUR\nafter the kept job's enqueue. "
+                "A duplicate prints the kept job's id; with\n--on-conflict replace a "
+                "ready kept job takes the new payload and run time.\n"
                 "DUR is a number with a unit:\n250ms, 30s, 5m, 2h, 7d, 1h30m. "
                 "TIME is " TIME_FORMS ".\n"};
     while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
@@ -558,13 +581,42 @@ static int cmd_enqueue(int argc, char **argv)
         case 'j':
             json = 1;
             break;
+        case 'u':
+            key_opts = 1;
+            if (tq_unique_parse(&eo.unique, optarg)) {
+                cli_error("enqueue",
+                          "unknown uniqueness '%s': use queued, active or stored",
+                          optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'U':
+            key_opts = 1;
+            if (cli_duration("enqueue", "--unique-for", optarg, &eo.unique_for_us))
+                return EXIT_USAGE;
+            if (!eo.unique_for_us) {
+                cli_error("enqueue", "--unique-for needs a duration above 0");
+                return EXIT_USAGE;
+            }
+            break;
+        case 'c':
+            key_opts = 1;
+            if (strcmp(optarg, "ignore") && strcmp(optarg, "replace")) {
+                cli_error("enqueue",
+                          "unknown on-conflict action '%s': use ignore or replace",
+                          optarg);
+                return EXIT_USAGE;
+            }
+            eo.on_conflict = strcmp(optarg, "replace") ? TQ_ON_CONFLICT_IGNORE
+                                                       : TQ_ON_CONFLICT_REPLACE;
+            break;
         default:
             return cli_bad_option(&me, argv);
         }
     }
     if (c == CLI_OPTS_EXIT)
         return ex;
-    if ((ex = enqueue_check(queue, &eo, lines, has_delay, argc, argv)))
+    if ((ex = enqueue_check(queue, &eo, lines, has_delay, key_opts, argc, argv)))
         return ex;
 
     unsigned char *payload = NULL;

@@ -249,6 +249,32 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  INSERT OR IGNORE INTO tq_queues (name) VALUES (NEW.queue);"
     "END;"
     "ALTER TABLE tq_workers ADD COLUMN host_id TEXT;",
+    /* 7: keys with a scope (tq_unique). A key held while its job is queued
+     * or active lives in unique_key with unique_scope, under a unique index
+     * whose predicate follows the row: a queued job holds its key until its
+     * first claim (claims only grows, so it never takes it back), an active
+     * one until it is done, dead or cancelled (a retry by hand marks it
+     * 'expired': it does not take its key back either). So no change of
+     * state can ever collide in that index, and a job leaves it, freeing
+     * the key, in the same statement that moves it on. dedup_key and its
+     * index are unchanged: stored keys, and the INSERTs producers already
+     * have, keep working. unique_until frees a key by time: a keyed enqueue
+     * first moves holders whose time is up out of both indexes (scope
+     * 'expired', the key kept in unique_key for the record); see
+     * S_EXPIRE_KEY. (Not a trigger: one, even with a WHEN that is false,
+     * costs every insert a sub-program, 7 % of tq bench's instructions.)
+     * The CHECK names only columns no hot statement writes, so SQLite does
+     * not test it there; a unique_key needs a scope an index knows. */
+    "ALTER TABLE tq_jobs ADD COLUMN unique_key TEXT;"
+    "ALTER TABLE tq_jobs ADD COLUMN unique_scope TEXT"
+    "  CHECK (unique_key IS NULL AND unique_scope IS NULL"
+    "         OR unique_scope IS NOT NULL AND (unique_scope = 'queued'"
+    "            OR unique_scope = 'active' OR unique_scope = 'expired'));"
+    "ALTER TABLE tq_jobs ADD COLUMN unique_until INTEGER;"
+    "CREATE UNIQUE INDEX tq_jobs_unique ON tq_jobs (queue, unique_key)"
+    "  WHERE unique_key IS NOT NULL"
+    "  AND (unique_scope = 'queued' AND state = 'ready' AND claims = 0"
+    "       OR unique_scope = 'active' AND state IN ('ready', 'running'));",
 };
 
 /* clang-format on */
@@ -272,10 +298,18 @@ static const char *const migrations[SCHEMA_VERSION] = {
     " started_at = COALESCE(started_at, CASE WHEN ?5 > 0 THEN ?4 - ?5 END),"             \
     " unknown_starts = CASE WHEN ?5 > 0 THEN 0 ELSE unknown_starts END"
 
+/* The predicate of tq_jobs_unique (migration 7), word for word: the rows
+ * whose unique_key is held. */
+#define UNIQUE_HELD                                                                      \
+    "unique_key IS NOT NULL"                                                             \
+    " AND (unique_scope = 'queued' AND state = 'ready' AND claims = 0"                   \
+    "      OR unique_scope = 'active' AND state IN ('ready', 'running'))"
+
 /* A job row (tq__all_cols). */
 #define JOB_COLS                                                                         \
     "id, queue, payload, state, priority, attempts, COALESCE(max_attempts, (SELECT"      \
-    " q.max_attempts FROM tq_queues q WHERE q.name = tq_jobs.queue), 3), dedup_key,"     \
+    " q.max_attempts FROM tq_queues q WHERE q.name = tq_jobs.queue), 3),"                \
+    " coalesce(dedup_key, unique_key),"                                                   \
     " worker, last_error, created_at, run_at, started_at, finished_at, lease_until,"     \
     " claims"
 
@@ -306,8 +340,9 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "                                WHERE name = ?1 AND paused)"                        \
     "              " order_by                                                            \
     "              LIMIT ?3)"                                                            \
-    " RETURNING id, payload, priority, attempts, COALESCE(max_attempts, ?6), dedup_key," \
-    "  last_error, created_at, run_at, started_at, lease_until, claims"
+    " RETURNING id, payload, priority, attempts, COALESCE(max_attempts, ?6),"            \
+    "  coalesce(dedup_key, unique_key), last_error, created_at, run_at, started_at,"     \
+    "  lease_until, claims"
 
 /* What a rescue does to a running row: back to ready, or dead when its
  * started run used the last attempt; a claim that never started is put
@@ -342,6 +377,11 @@ enum stmt_id {
     S_ENQUEUE,
     S_ENQUEUE_KEY,
     S_FIND_KEY,
+    S_ENQUEUE_UKEY,
+    S_FIND_UKEY,
+    S_REPLACE,
+    S_EXPIRE_KEY,
+    S_EXPIRE_UKEY,
     S_QUEUE_ENSURE,
     S_QUEUE_UPDATE,
     S_QUEUE_GET,
@@ -432,11 +472,36 @@ static const char *const sql[S_COUNT] = {
     /* clang-format on */
     [S_ENQUEUE] = "INSERT INTO tq_jobs (queue, payload, priority, run_at,"
                   " max_attempts, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    /* Keyed: ?7 the key, ?8 unique_until (NULL: none), ?9 the scope of a
+     * unique_key (migration 7). A conflict target names its index's
+     * predicate word for word, and so does the look-up of the kept job. */
     [S_ENQUEUE_KEY] =
         "INSERT INTO tq_jobs (queue, payload, priority, run_at, max_attempts,"
-        " created_at, dedup_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+        " created_at, dedup_key, unique_until) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
         " ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING",
     [S_FIND_KEY] = "SELECT id FROM tq_jobs WHERE queue = ?1 AND dedup_key = ?2",
+    [S_ENQUEUE_UKEY] =
+        "INSERT INTO tq_jobs (queue, payload, priority, run_at, max_attempts,"
+        " created_at, unique_key, unique_until, unique_scope)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+        " ON CONFLICT (queue, unique_key) WHERE " UNIQUE_HELD " DO NOTHING",
+    [S_FIND_UKEY] = "SELECT id FROM tq_jobs WHERE queue = ?1 AND unique_key = ?2"
+                    " AND " UNIQUE_HELD,
+    /* On conflict, replace: the kept job takes the new payload, run time and
+     * priority if it is ready (same transaction as the failed insert). */
+    [S_REPLACE] = "UPDATE tq_jobs SET payload = ?2, run_at = ?3, priority = ?4"
+                  " WHERE id = ?1 AND state = 'ready'",
+    /* Before a keyed insert: the holder of ?2 whose unique_until (?3 now)
+     * has passed lets the key go (migration 7), unless it is running (as
+     * on PostgreSQL, where expiring it would lock a worker's row);
+     * plain-SQL producers run the same UPDATE first, as the README shows. */
+    [S_EXPIRE_KEY] =
+        "UPDATE tq_jobs SET unique_key = dedup_key, unique_scope = 'expired',"
+        " dedup_key = NULL WHERE queue = ?1 AND dedup_key = ?2"
+        " AND dedup_key IS NOT NULL AND unique_until <= ?3 AND state <> 'running'",
+    [S_EXPIRE_UKEY] = "UPDATE tq_jobs SET unique_scope = 'expired'"
+                      " WHERE queue = ?1 AND unique_key = ?2 AND " UNIQUE_HELD
+                      " AND unique_until <= ?3 AND state <> 'running'",
     [S_QUEUE_ENSURE] = "INSERT OR IGNORE INTO tq_queues (name) VALUES (?1)",
     [S_QUEUE_UPDATE] =
         "UPDATE tq_queues SET ord = coalesce(?2, ord),"
@@ -460,11 +525,15 @@ static const char *const sql[S_COUNT] = {
                    " WHERE (?1 IS NULL OR queue = ?1) AND (?2 IS NULL OR state = ?2)"
                    " ORDER BY id DESC LIMIT ?3",
     [S_JOB_STATE] = "SELECT state FROM tq_jobs WHERE id = ?1",
+    /* A job retried by hand does not take a scoped key back (migration 7):
+     * another job may hold it by now. */
     [S_RETRY_ONE] = "UPDATE tq_jobs SET state = 'ready', attempts = 0, run_at = ?2,"
-                    " finished_at = NULL, lease_until = NULL, unknown_starts = 0"
+                    " finished_at = NULL, lease_until = NULL, unknown_starts = 0,"
+                    " unique_scope = CASE WHEN unique_key IS NOT NULL THEN 'expired' END"
                     " WHERE id = ?1 AND state IN ('dead', 'cancelled')",
     [S_RETRY_DEAD] = "UPDATE tq_jobs SET state = 'ready', attempts = 0, run_at = ?2,"
-                     " finished_at = NULL, lease_until = NULL, unknown_starts = 0"
+                     " finished_at = NULL, lease_until = NULL, unknown_starts = 0,"
+                     " unique_scope = CASE WHEN unique_key IS NOT NULL THEN 'expired' END"
                      " WHERE state = 'dead' AND finished_at IS NOT NULL"
                      " AND (?1 IS NULL OR queue = ?1)",
     [S_CANCEL] = "UPDATE tq_jobs SET state = 'cancelled', finished_at = ?2,"
@@ -1030,12 +1099,76 @@ fail:
 
 /* ---- enqueue ----------------------------------------------------------- */
 
+/* The keyed half of an enqueue, in its transaction: the insert, or the
+ * kept job's id in ids[0] and *dup 1, or 2 when it took the new payload
+ * (TQ_ON_CONFLICT_REPLACE). A kept job that cannot be found (deleted
+ * meanwhile) leaves ids[0] 0: the layer above tries again. */
+static int enqueue_keyed(tq *db, const char *queue, const tq_payload *item,
+                         const tq_enqueue_opts *o, int64_t now, int64_t run_at,
+                         int64_t *ids, int *dup)
+{
+    int rc;
+    sqlite3 *h = C(db)->h;
+    const int scoped = o->unique != TQ_UNIQUE_STORED;
+    sqlite3_stmt *s = stmt(db, scoped ? S_EXPIRE_UKEY : S_EXPIRE_KEY, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_text(s, 1, queue, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, o->key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, now);
+    if ((rc = run(db, s, "freeing an expired key")))
+        return rc;
+    if (!(s = stmt(db, scoped ? S_ENQUEUE_UKEY : S_ENQUEUE_KEY, &rc)))
+        return rc;
+    sqlite3_bind_text(s, 1, queue, -1, SQLITE_STATIC);
+    sqlite3_bind_blob64(s, 2, item->data ? item->data : "", item->len, SQLITE_STATIC);
+    sqlite3_bind_int(s, 3, o->priority);
+    sqlite3_bind_int64(s, 4, run_at);
+    if (o->max_attempts > 0)
+        sqlite3_bind_int(s, 5, o->max_attempts);
+    sqlite3_bind_int64(s, 6, now);
+    sqlite3_bind_text(s, 7, o->key, -1, SQLITE_STATIC);
+    if (o->unique_for_us > 0)
+        sqlite3_bind_int64(s, 8, now + o->unique_for_us);
+    if (scoped)
+        sqlite3_bind_text(s, 9, tq_unique_name(o->unique), -1, SQLITE_STATIC);
+    if ((rc = run(db, s, "enqueueing")))
+        return rc;
+    if (sqlite3_changes(h)) {
+        ids[0] = sqlite3_last_insert_rowid(h);
+        return 0;
+    }
+    /* The key is held: report the kept job (IGNORE_DUP_KEY), or replace. */
+    if (!(s = stmt(db, scoped ? S_FIND_UKEY : S_FIND_KEY, &rc)))
+        return rc;
+    sqlite3_bind_text(s, 1, queue, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, o->key, -1, SQLITE_STATIC);
+    int src = sqlite3_step(s);
+    ids[0] = src == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    done_with(s);
+    if (src != SQLITE_ROW && src != SQLITE_DONE)
+        return fail_rc(db, src, "finding the kept job");
+    *dup = 1;
+    if (!ids[0] || o->on_conflict != TQ_ON_CONFLICT_REPLACE)
+        return 0;
+    if (!(s = stmt(db, S_REPLACE, &rc)))
+        return rc;
+    sqlite3_bind_int64(s, 1, ids[0]);
+    sqlite3_bind_blob64(s, 2, item->data ? item->data : "", item->len, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, run_at);
+    sqlite3_bind_int(s, 4, o->priority);
+    if ((rc = run(db, s, "replacing the kept job")))
+        return rc;
+    if (sqlite3_changes(h))
+        *dup = 2;
+    return 0;
+}
+
 static int sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, size_t n,
                           const tq_enqueue_opts *o, int64_t *ids, int *dup)
 {
     int rc;
     sqlite3 *h = C(db)->h;
-    const int keyed = o->key && n == 1;
     sqlite3_stmt *s;
 
     *dup = 0;
@@ -1043,7 +1176,12 @@ static int sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, si
         return rc;
     const int64_t now = tq__now_us();
     const int64_t run_at = o->run_at ? o->run_at : now + o->delay_us;
-    if (!(s = stmt(db, keyed ? S_ENQUEUE_KEY : S_ENQUEUE, &rc)))
+    if (o->key && n == 1) {
+        if ((rc = enqueue_keyed(db, queue, &items[0], o, now, run_at, ids, dup)))
+            goto fail;
+        return commit(db);
+    }
+    if (!(s = stmt(db, S_ENQUEUE, &rc)))
         goto fail;
     for (size_t i = 0; i < n; i++) {
         sqlite3_bind_text(s, 1, queue, -1, SQLITE_STATIC);
@@ -1056,8 +1194,6 @@ static int sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, si
         else
             sqlite3_bind_null(s, 5);
         sqlite3_bind_int64(s, 6, now);
-        if (keyed)
-            sqlite3_bind_text(s, 7, o->key, -1, SQLITE_STATIC);
         int src = sqlite3_step(s);
         sqlite3_reset(s);
         if (src != SQLITE_DONE) {
@@ -1065,20 +1201,9 @@ static int sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, si
             done_with(s);
             goto fail;
         }
-        ids[i] = sqlite3_changes(h) ? sqlite3_last_insert_rowid(h) : 0;
+        ids[i] = sqlite3_last_insert_rowid(h);
     }
     done_with(s);
-    if (keyed && ids[0] == 0) {
-        /* The key exists: report the kept job (IGNORE_DUP_KEY). */
-        if (!(s = stmt(db, S_FIND_KEY, &rc)))
-            goto fail;
-        sqlite3_bind_text(s, 1, queue, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, o->key, -1, SQLITE_STATIC);
-        if (sqlite3_step(s) == SQLITE_ROW)
-            ids[0] = sqlite3_column_int64(s, 0);
-        done_with(s);
-        *dup = 1;
-    }
     return commit(db);
 fail:
     rollback(db);
