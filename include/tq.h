@@ -257,17 +257,27 @@ typedef struct tq_enqueue_opts {
     int64_t run_at;   /* if non-zero: absolute time, overrides delay_us */
     int priority;     /* higher runs first; default 0 */
     int max_attempts; /* 0: the queue's setting */
-    /* Version 2: with a key only. */
+    /* Version 2. With a key only: */
     tq_unique unique;      /* how long the key holds; default TQ_UNIQUE_STORED */
     int64_t unique_for_us; /* > 0: the key is also free this long after the
-                              kept job's enqueue, whatever its state */
+                              kept job's enqueue (unless it is running then) */
     tq_on_conflict on_conflict;
+    /* A W3C trace context ("00-<32 hex>-<16 hex>-<2 hex>", as
+     * tq_traceparent_check accepts) stored with the job and given to its
+     * handler (TRACEPARENT in a command's environment, tq_job.traceparent
+     * for a callback), or NULL. */
+    const char *traceparent;
 } tq_enqueue_opts;
 #define TQ_ENQUEUE_OPTS_INIT                                                             \
     {                                                                                    \
         TQ_ENQUEUE_OPTS_VERSION, NULL, 0, 0, 0, 0, TQ_UNIQUE_STORED, 0,                  \
-            TQ_ON_CONFLICT_IGNORE                                                        \
+            TQ_ON_CONFLICT_IGNORE, NULL                                                  \
     }
+
+/* 0 for a valid W3C traceparent: version 00 (or a later version, 00's four
+ * fields first), lowercase hex, a trace id and a parent id not all zero;
+ * else TQ_EINVAL. */
+int tq_traceparent_check(const char *value);
 
 /*
  * Enqueues one job; the queue is created with defaults if unknown. On return
@@ -317,6 +327,7 @@ typedef struct tq_job {
      * lowered. For a claimed job, the token its acknowledgements are fenced
      * by. */
     int64_t claim;
+    char *traceparent; /* the trace context enqueued with it, or NULL */
 } tq_job;
 
 /* Frees one job returned by tq_job_get (accepts NULL). */

@@ -207,6 +207,12 @@ static int check_enqueue(tq *db, const char *queue, const tq_enqueue_opts *o)
                           (int)o->on_conflict);
     if (o->unique_for_us < 0 || o->unique_for_us > MAX_DURATION_US)
         return tq__seterr(db, TQ_EINVAL, "unique-for must be between 0 and 3650d");
+    if (o->traceparent && tq_traceparent_check(o->traceparent))
+        return tq__seterr(db, TQ_EINVAL,
+                          "invalid traceparent '%.80s': expected "
+                          "00-<32 hex digits>-<16 hex digits>-<2 hex digits>, "
+                          "lowercase, ids not all zero",
+                          o->traceparent);
     if (!o->key && (o->unique || o->unique_for_us || o->on_conflict))
         return tq__seterr(db, TQ_EINVAL, "uniqueness and on-conflict options need a key");
     return 0;

@@ -270,6 +270,33 @@ int tq_name_check(const char *name)
 
 /* ---- durations --------------------------------------------------------- */
 
+/* n lowercase hex digits at s, not all zero if nonzero is set. */
+static int hex_field(const char *s, size_t n, int nonzero)
+{
+    int any = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+        any |= s[i] != '0';
+    }
+    return !nonzero || any;
+}
+
+int tq_traceparent_check(const char *v)
+{
+    /* version "-" trace-id "-" parent-id "-" flags: 2, 32, 16, 2 hex digits
+     * (W3C Trace Context). A version other than 00 may add fields after a
+     * '-'; ff is invalid. */
+    size_t n = v ? strnlen(v, 257) : 0;
+    if (n < 55 || n > 256 || !hex_field(v, 2, 0) || v[2] != '-' ||
+        !hex_field(v + 3, 32, 1) || v[35] != '-' || !hex_field(v + 36, 16, 1) ||
+        v[52] != '-' || !hex_field(v + 53, 2, 0) || strncmp(v, "ff", 2) == 0)
+        return TQ_EINVAL;
+    if (n > 55 && (strncmp(v, "00", 2) == 0 || v[55] != '-'))
+        return TQ_EINVAL;
+    return 0;
+}
+
 int tq_duration_parse(int64_t *out_us, const char *text)
 {
     static const struct {
@@ -522,6 +549,7 @@ void tq__job_clear(tq_job *j)
     free(j->key);
     free(j->worker);
     free(j->last_error);
+    free(j->traceparent);
     memset(j, 0, sizeof *j);
 }
 

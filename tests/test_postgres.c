@@ -583,7 +583,8 @@ static void version_1_store_migrates(void **state)
     assert_int_equal(tq_job_enqueue(&id, db, "q", "kept", 4, NULL), 0);
     tq_close(db);
     PGconn *c = pg();
-    exec(c, /* back through 7, then 6 ... 2 */
+    exec(c, /* back through 8, 7, then 6 ... 2 */
+         "ALTER TABLE old.jobs DROP COLUMN traceparent;"
          "DROP FUNCTION old.expire_key(text, text);"
          "CREATE OR REPLACE FUNCTION old.new_queues() RETURNS trigger LANGUAGE plpgsql"
          "  AS $f$ BEGIN"
@@ -686,7 +687,8 @@ static void version_6_store_migrates(void **state)
     assert_int_equal(tq_job_enqueue(&kept, db, "q", "kept", 4, &eo), 0);
     tq_close(db);
     PGconn *c = pg();
-    exec(c, "DROP FUNCTION v6.expire_key(text, text);"
+    exec(c, "ALTER TABLE v6.jobs DROP COLUMN traceparent;"
+            "DROP FUNCTION v6.expire_key(text, text);"
             "CREATE OR REPLACE FUNCTION v6.new_queues() RETURNS trigger LANGUAGE plpgsql"
             "  AS $f$ BEGIN"
             "  INSERT INTO v6.queues (name) SELECT DISTINCT queue FROM new_jobs"

@@ -460,6 +460,42 @@ static void upgrade_from_version_6(void **state)
     sqlite3_close(h);
 }
 
+/* A store of schema 7 gains the jobs' trace context (migration 8), its
+ * rows read back without one. */
+static void upgrade_from_version_7(void **state)
+{
+    (void)state;
+    char path[128];
+    sqlite3 *h;
+    snprintf(path, sizeof path, "%s/v7.db", dir);
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    exec(h, "PRAGMA journal_mode = WAL; BEGIN");
+    for (int v = 1; v <= 7; v++)
+        exec(h, tq__sqlite_migration(v));
+    exec(h, "INSERT INTO tq_meta (key, value) VALUES ('schema_version', '7');"
+            "INSERT INTO tq_jobs (queue, payload) VALUES ('q', 'old');"
+            "COMMIT");
+    sqlite3_close(h);
+    tq *db;
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    assert_int_equal(tq_open(&db, path, &o), 0);
+    assert_int_equal(tq_init(db), 0);
+    tq_job *j;
+    assert_int_equal(tq_job_get(&j, db, 1), 0);
+    assert_null(j->traceparent);
+    assert_string_equal((char *)j->payload, "old");
+    tq_job_free(j);
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    int64_t id;
+    eo.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    assert_int_equal(tq_job_enqueue(&id, db, "q", "new", 3, &eo), 0);
+    assert_int_equal(tq_job_get(&j, db, id), 0);
+    assert_string_equal(j->traceparent, eo.traceparent);
+    tq_job_free(j);
+    tq_close(db);
+}
+
 static void wal_and_version(void **state)
 {
     (void)state;
@@ -498,6 +534,7 @@ int main(void)
         cmocka_unit_test(upgrade_from_version_4),
         cmocka_unit_test(upgrade_from_version_5),
         cmocka_unit_test(upgrade_from_version_6),
+        cmocka_unit_test(upgrade_from_version_7),
         cmocka_unit_test(wal_and_version),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

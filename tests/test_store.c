@@ -523,6 +523,38 @@ static void unique_scopes(void **state)
     assert_int_equal(b, a);
 }
 
+/* A trace context is stored with the job and comes back with its claim,
+ * for a callback handler; a malformed one is refused. */
+static void traceparent_travels(void **state)
+{
+    static const char tp[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    int64_t id, none;
+    eo.traceparent = tp;
+    OK(tq_job_enqueue(&id, DB, "tp", "x", 1, &eo));
+    OK(tq_job_enqueue(&none, DB, "tp", "y", 1, NULL));
+    tq_job *j = claim1(state, "tp", "w");
+    assert_int_equal(j->id, id);
+    assert_non_null(j->traceparent);
+    assert_string_equal(j->traceparent, tp);
+    tq_job_free(j);
+    j = claim1(state, "tp", "w");
+    assert_null(j->traceparent);
+    tq_job_free(j);
+    j = get(state, id);
+    assert_string_equal(j->traceparent, tp);
+    tq_job_free(j);
+    eo.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7";
+    assert_int_equal(tq_job_enqueue(&id, DB, "tp", "z", 1, &eo), TQ_EINVAL);
+    tq_payload two[2] = {{"a", 1}, {"b", 1}};
+    int64_t ids[2];
+    eo.traceparent = tp;
+    OK(tq_job_enqueue_batch(ids, DB, "tpb", two, 2, &eo));
+    j = get(state, ids[1]);
+    assert_string_equal(j->traceparent, tp);
+    tq_job_free(j);
+}
+
 static void delayed_not_claimed_early(void **state)
 {
     tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
@@ -1260,6 +1292,7 @@ int main(void)
         T(expired_lease_rescued),
         T(dedup_keys),
         T(unique_scopes),
+        T(traceparent_travels),
         T(delayed_not_claimed_early),
         T(orders_and_priority),
         T(batch_claim_returns_queue_order),

@@ -149,6 +149,35 @@ static void names(void **state)
     assert_int_equal(tq_name_check(NULL), TQ_EINVAL);
 }
 
+static void traceparents(void **state)
+{
+    (void)state;
+    static const char *const good[] = {
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+        "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-later-fields",
+    };
+    static const char *const bad[] = {
+        "",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",      /* no flags */
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",   /* uppercase */
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",   /* zero trace */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",   /* zero parent */
+        "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",   /* version ff */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", /* 00 with more */
+        "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",  /* no '-' */
+        "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",
+        "00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        if (tq_traceparent_check(good[i]))
+            fail_msg("refused: %s", good[i]);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (!tq_traceparent_check(bad[i]))
+            fail_msg("accepted: %s", bad[i]);
+    assert_int_equal(tq_traceparent_check(NULL), TQ_EINVAL);
+}
+
 static void states_orders(void **state)
 {
     (void)state;
@@ -356,6 +385,7 @@ int main(void)
         cmocka_unit_test(random_range),
         cmocka_unit_test(names),
         cmocka_unit_test(states_orders),
+        cmocka_unit_test(traceparents),
         cmocka_unit_test(urls),
         cmocka_unit_test(redaction),
         cmocka_unit_test(percentiles),

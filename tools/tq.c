@@ -511,7 +511,8 @@ static int cmd_enqueue(int argc, char **argv)
     static const char usage[] =
         "tq enqueue [--queue Q] [--key K [--unique queued|active|stored] "
         "[--unique-for DUR] [--on-conflict ignore|replace]] [--delay DUR | --at TIME] "
-        "[--priority N] [--max-attempts N] [--json] (PAYLOAD | - | --lines) [--db URL]";
+        "[--priority N] [--max-attempts N] [--traceparent TP] [--json] "
+        "(PAYLOAD | - | --lines) [--db URL]";
     static const struct option lo[] = {CLI_COMMON_OPTS,
                                        {"queue", required_argument, NULL, 'q'},
                                        {"key", required_argument, NULL, 'k'},
@@ -524,6 +525,7 @@ static int cmd_enqueue(int argc, char **argv)
                                        {"unique", required_argument, NULL, 'u'},
                                        {"unique-for", required_argument, NULL, 'U'},
                                        {"on-conflict", required_argument, NULL, 'c'},
+                                       {"traceparent", required_argument, NULL, 't'},
                                        {0}};
     tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
     const char *url = NULL, *queue = "default";
@@ -541,6 +543,8 @@ static int cmd_enqueue(int argc, char **argv)
                 "--unique-for DUR also frees the key DUR\nafter the kept job's enqueue. "
                 "A duplicate prints the kept job's id; with\n--on-conflict replace a "
                 "ready kept job takes the new payload and run time.\n"
+                "--traceparent TP (default: $TRACEPARENT, if set): a W3C trace context "
+                "stored\nwith the job and given to its handler as TRACEPARENT.\n"
                 "DUR is a number with a unit:\n250ms, 30s, 5m, 2h, 7d, 1h30m. "
                 "TIME is " TIME_FORMS ".\n"};
     while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
@@ -599,6 +603,9 @@ static int cmd_enqueue(int argc, char **argv)
                 return EXIT_USAGE;
             }
             break;
+        case 't':
+            eo.traceparent = optarg;
+            break;
         case 'c':
             key_opts = 1;
             if (strcmp(optarg, "ignore") && strcmp(optarg, "replace")) {
@@ -616,6 +623,19 @@ static int cmd_enqueue(int argc, char **argv)
     }
     if (c == CLI_OPTS_EXIT)
         return ex;
+    /* A producer running inside a trace passes it on without a word. */
+    const char *from = "--traceparent";
+    if (!eo.traceparent && getenv("TRACEPARENT") && *getenv("TRACEPARENT")) {
+        eo.traceparent = getenv("TRACEPARENT");
+        from = "$TRACEPARENT";
+    }
+    if (eo.traceparent && tq_traceparent_check(eo.traceparent)) {
+        cli_error("enqueue",
+                  "invalid traceparent '%.80s' (from %s): expected "
+                  "00-<32 hex>-<16 hex>-<2 hex>, lowercase, ids not all zero",
+                  eo.traceparent, from);
+        return EXIT_USAGE;
+    }
     if ((ex = enqueue_check(queue, &eo, lines, has_delay, key_opts, argc, argv)))
         return ex;
 
@@ -942,6 +962,11 @@ static int cmd_show(int argc, char **argv)
         if (j->worker) {
             fputs("worker:       ", stdout);
             put_text(j->worker);
+            putchar('\n');
+        }
+        if (j->traceparent) {
+            fputs("traceparent:  ", stdout);
+            put_text(j->traceparent);
             putchar('\n');
         }
         if (j->last_error) {

@@ -71,9 +71,10 @@ static int work_parse(int argc, char **argv, tq_worker_opts *wo, const char **qu
         .usage = usage,
         .help = "Runs COMMAND (no shell) once per job of the queues Q (default: the "
                 "queue\nnamed 'default'): payload on stdin, TQ_JOB_ID, TQ_QUEUE and "
-                "TQ_ATTEMPT in the\nenvironment. Exit 0 is done; anything else, a "
-                "signal or the --timeout (SIGTERM,\nthen SIGKILL after --grace) is a "
-                "failure. The handler's stdout is the worker's;\nits stderr's tail "
+                "TQ_ATTEMPT (and\nTRACEPARENT when the job has one) in the environment. "
+                "Exit 0 is done; anything\nelse, a signal or the --timeout (SIGTERM, "
+                "then SIGKILL after --grace) is a\nfailure. The handler's stdout is the "
+                "worker's;\nits stderr's tail "
                 "becomes the job's last error (--verbose also logs each line).\n"
                 "--drain exits once nothing in the queues is ready (due or delayed) "
                 "or running.\nSIGTERM/SIGINT: stop claiming, let running jobs finish "

@@ -27,13 +27,14 @@
  */
 typedef struct tq__job_cols {
     int id, queue, payload, state, priority, attempts, max_attempts, key, worker,
-        last_error, created_at, run_at, started_at, finished_at, lease_until, claim;
+        last_error, created_at, run_at, started_at, finished_at, lease_until, claim,
+        traceparent;
 } tq__job_cols;
 
-static const tq__job_cols tq__all_cols = {0, 1, 2,  3,  4,  5,  6,  7,
-                                          8, 9, 10, 11, 12, 13, 14, 15};
-static const tq__job_cols tq__claimed_cols = {0,  -1, 1, -1, 2, 3,  4,  5,
-                                              -1, 6,  7, 8,  9, -1, 10, 11};
+static const tq__job_cols tq__all_cols = {0, 1,  2,  3,  4,  5,  6,  7, 8,
+                                          9, 10, 11, 12, 13, 14, 15, 16};
+static const tq__job_cols tq__claimed_cols = {0, -1, 1, -1, 2,  3,  4,  5, -1,
+                                              6, 7,  8, 9,  -1, 10, 11, 12};
 
 /*
  * What a worker reports about one claimed job. The values are part of the

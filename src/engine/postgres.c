@@ -210,6 +210,10 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "   FROM (SELECT DISTINCT queue AS q FROM new_jobs) s;"
     "  RETURN NULL;"
     " END $f$;",
+    /* 8: a W3C trace context per job (tq_enqueue_opts.traceparent), given
+     * to its handler. The API checks its form; a worker passes on only a
+     * value of that form, whatever plain SQL wrote. */
+    "ALTER TABLE TQ.jobs ADD COLUMN traceparent text;",
 };
 
 /* clang-format off */
@@ -243,7 +247,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     " COALESCE(j.max_attempts, (SELECT q.max_attempts FROM TQ.queues q"                  \
     " WHERE q.name = j.queue), 3), coalesce(j.dedup_key, j.unique_key), j.worker,"       \
     " j.last_error, j.created_at, j.run_at, j.started_at, j.finished_at, j.lease_until," \
-    " j.claims"
+    " j.claims, j.traceparent"
 
 /* A claim returns only what the claimer does not know (tq__claimed_cols):
  * each column left out is one less to form, send and read per claimed row
@@ -251,7 +255,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
 #define CLAIMED_COLS                                                                     \
     "j.id, j.payload, j.priority, j.attempts, COALESCE(j.max_attempts, $5::int4),"       \
     " coalesce(j.dedup_key, j.unique_key), j.last_error, j.created_at, j.run_at,"        \
-    " j.started_at, j.lease_until, j.claims"
+    " j.started_at, j.lease_until, j.claims, j.traceparent"
 
 /* The predicate of jobs_unique (migration 7), word for word: the rows
  * whose unique_key is held. */
@@ -264,10 +268,10 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
  * against the unique index of predicate held, ending in action. */
 #define ENQUEUE_KEYED(col, more_cols, more_vals, held, action)                           \
     "INSERT INTO TQ.jobs AS j (queue, payload, priority, run_at, max_attempts,"          \
-    " " col ", unique_until" more_cols ")"                                               \
+    " traceparent, " col ", unique_until" more_cols ")"                                  \
     " VALUES ($1, $2, $3,"                                                               \
     "  CASE WHEN $4::int8 = 0 THEN now() + " DUR("$5") " ELSE " TS("$4") " END,"         \
-    "  $6::int4, $7, CASE WHEN $8::int8 > 0 THEN now() + " DUR("$8") " END"              \
+    "  $6::int4, $7, $8, CASE WHEN $9::int8 > 0 THEN now() + " DUR("$9") " END"          \
     more_vals ")"                                                                        \
     " ON CONFLICT (queue, " col ") WHERE " held action
 #define REPLACE_READY                                                                    \
@@ -493,14 +497,14 @@ static const char *const sql[S_COUNT] = {
         " WHERE j.state = 'running' AND j.worker = $1 AND j.lease_until IS NOT NULL",
     /* Many rows in one statement: payloads as one bytea[] parameter. */
     [S_ENQUEUE_MANY] =
-        "INSERT INTO TQ.jobs (queue, payload, priority, run_at, max_attempts)"
+        "INSERT INTO TQ.jobs (queue, payload, priority, run_at, max_attempts, traceparent)"
         " SELECT $1, p.payload, $3,"
         "        CASE WHEN $4::int8 = 0 THEN now() + " DUR("$5") " ELSE " TS("$4") " END,"
-        "        $6::int4"
+        "        $6::int4, $7::text"
         " FROM unnest($2::bytea[]) WITH ORDINALITY AS p (payload, n)"
         " ORDER BY p.n"
         " RETURNING id",
-    /* Keyed: $7 the key, $8 how long it holds at most (0: no limit), $9
+    /* Keyed: $8 the key, $9 how long it holds at most (0: no limit), $10
      * the scope of a unique_key (migration 7). A conflict target names its
      * index's predicate word for word, and so does the look-up of the kept
      * job. A replace updates the kept job only while it is ready, in the
@@ -509,13 +513,13 @@ static const char *const sql[S_COUNT] = {
     [S_ENQUEUE_KEY] = ENQUEUE_KEYED("dedup_key", "", "", "dedup_key IS NOT NULL",
                                     " DO NOTHING RETURNING id"),
     [S_FIND_KEY] = "SELECT id FROM TQ.jobs WHERE queue = $1 AND dedup_key = $2",
-    [S_ENQUEUE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $9",
+    [S_ENQUEUE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $10",
                                      UNIQUE_HELD, " DO NOTHING RETURNING id"),
     [S_FIND_UKEY] = "SELECT id FROM TQ.jobs WHERE queue = $1 AND unique_key = $2"
                     " AND " UNIQUE_HELD,
     [S_REPLACE_KEY] = ENQUEUE_KEYED("dedup_key", "", "", "dedup_key IS NOT NULL",
                                     REPLACE_READY),
-    [S_REPLACE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $9",
+    [S_REPLACE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $10",
                                      UNIQUE_HELD, REPLACE_READY),
     /* Before a keyed insert: holders of the key whose time is up let it go
      * (migration 7). */
@@ -812,10 +816,10 @@ static char *with_schema(const char *text, const char *schema)
 }
 
 typedef struct params {
-    const char *v[10];
-    int len[10];
-    int fmt[10];
-    char buf[10][24];
+    const char *v[12]; /* the most a statement takes: 10 (a scoped enqueue) */
+    int len[12];
+    int fmt[12];
+    char buf[12][24];
     int n;
 } params;
 
@@ -1384,6 +1388,7 @@ static void enqueue_common(params *p, const tq_enqueue_opts *o)
         p_i64(p, o->max_attempts);
     else
         p_text(p, NULL);
+    p_text(p, o->traceparent);
 }
 
 static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t n,
@@ -1525,7 +1530,9 @@ static int read_jobs(tq *db, PGresult *r, const tq__job_cols *c, const char *que
         j->finished_at = c->finished_at < 0 ? 0 : g_time(r, i, c->finished_at);
         j->lease_until = g_time(r, i, c->lease_until);
         j->claim = g_i64(r, i, c->claim);
+        j->traceparent = g_str(r, i, c->traceparent);
         if (!j->queue || !j->payload || (!PQgetisnull(r, i, c->key) && !j->key) ||
+            (!PQgetisnull(r, i, c->traceparent) && !j->traceparent) ||
             (c->worker >= 0 && !PQgetisnull(r, i, c->worker) && !j->worker) ||
             (c->worker < 0 && !j->worker) ||
             (!PQgetisnull(r, i, c->last_error) && !j->last_error)) {

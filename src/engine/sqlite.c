@@ -275,6 +275,10 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  WHERE unique_key IS NOT NULL"
     "  AND (unique_scope = 'queued' AND state = 'ready' AND claims = 0"
     "       OR unique_scope = 'active' AND state IN ('ready', 'running'));",
+    /* 8: a W3C trace context per job (tq_enqueue_opts.traceparent), given
+     * to its handler. The API checks its form; a worker passes on only a
+     * value of that form, whatever plain SQL wrote. */
+    "ALTER TABLE tq_jobs ADD COLUMN traceparent TEXT;",
 };
 
 /* clang-format on */
@@ -311,7 +315,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
     " q.max_attempts FROM tq_queues q WHERE q.name = tq_jobs.queue), 3),"                \
     " coalesce(dedup_key, unique_key),"                                                   \
     " worker, last_error, created_at, run_at, started_at, finished_at, lease_until,"     \
-    " claims"
+    " claims, traceparent"
 
 /*
  * A claim: ?1 queue, ?2 now, ?3 how many, ?4 worker, ?5 lease end, ?6 the
@@ -342,7 +346,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "              LIMIT ?3)"                                                            \
     " RETURNING id, payload, priority, attempts, COALESCE(max_attempts, ?6),"            \
     "  coalesce(dedup_key, unique_key), last_error, created_at, run_at, started_at,"     \
-    "  lease_until, claims"
+    "  lease_until, claims, traceparent"
 
 /* What a rescue does to a running row: back to ready, or dead when its
  * started run used the last attempt; a claim that never started is put
@@ -471,19 +475,21 @@ static const char *const sql[S_COUNT] = {
         " WHERE state = 'running' AND worker = ?2",
     /* clang-format on */
     [S_ENQUEUE] = "INSERT INTO tq_jobs (queue, payload, priority, run_at,"
-                  " max_attempts, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                  " max_attempts, created_at, traceparent)"
+                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?10)",
     /* Keyed: ?7 the key, ?8 unique_until (NULL: none), ?9 the scope of a
      * unique_key (migration 7). A conflict target names its index's
      * predicate word for word, and so does the look-up of the kept job. */
     [S_ENQUEUE_KEY] =
         "INSERT INTO tq_jobs (queue, payload, priority, run_at, max_attempts,"
-        " created_at, dedup_key, unique_until) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+        " created_at, dedup_key, unique_until, traceparent)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?10)"
         " ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING",
     [S_FIND_KEY] = "SELECT id FROM tq_jobs WHERE queue = ?1 AND dedup_key = ?2",
     [S_ENQUEUE_UKEY] =
         "INSERT INTO tq_jobs (queue, payload, priority, run_at, max_attempts,"
-        " created_at, unique_key, unique_until, unique_scope)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+        " created_at, unique_key, unique_until, unique_scope, traceparent)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
         " ON CONFLICT (queue, unique_key) WHERE " UNIQUE_HELD " DO NOTHING",
     [S_FIND_UKEY] = "SELECT id FROM tq_jobs WHERE queue = ?1 AND unique_key = ?2"
                     " AND " UNIQUE_HELD,
@@ -1132,6 +1138,7 @@ static int enqueue_keyed(tq *db, const char *queue, const tq_payload *item,
         sqlite3_bind_int64(s, 8, now + o->unique_for_us);
     if (scoped)
         sqlite3_bind_text(s, 9, tq_unique_name(o->unique), -1, SQLITE_STATIC);
+    bind_text(s, 10, o->traceparent);
     if ((rc = run(db, s, "enqueueing")))
         return rc;
     if (sqlite3_changes(h)) {
@@ -1194,6 +1201,7 @@ static int sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, si
         else
             sqlite3_bind_null(s, 5);
         sqlite3_bind_int64(s, 6, now);
+        bind_text(s, 10, o->traceparent);
         int src = sqlite3_step(s);
         sqlite3_reset(s);
         if (src != SQLITE_DONE) {
@@ -1246,7 +1254,9 @@ static int read_job(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const char *
     j->finished_at = c->finished_at < 0 ? 0 : sqlite3_column_int64(s, c->finished_at);
     j->lease_until = sqlite3_column_int64(s, c->lease_until);
     j->claim = sqlite3_column_int64(s, c->claim);
+    j->traceparent = col_strdup(s, c->traceparent);
     if (!j->queue || !j->payload ||
+        (sqlite3_column_type(s, c->traceparent) != SQLITE_NULL && !j->traceparent) ||
         (sqlite3_column_type(s, c->key) != SQLITE_NULL && !j->key) ||
         (c->worker < 0
              ? !j->worker
