@@ -256,8 +256,7 @@ int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
     int dup = 0;
 
     tq__clearerr(db);
-    opts = &o;
-    int rc = check_enqueue(db, queue, opts);
+    int rc = check_enqueue(db, queue, &o);
     if (!rc)
         rc = check_payload(db, len);
     /* A duplicate whose kept row was deleted between the engine's insert
@@ -265,13 +264,13 @@ int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
      * prune, on an engine where those run beside us) has no id to report:
      * the key is free again, so the insert is tried again. */
     for (int tries = 0; !rc; tries++) {
-        rc = db->engine->enqueue(db, queue, &item, 1, opts, &id, &dup);
+        rc = db->engine->enqueue(db, queue, &item, 1, &o, &id, &dup);
         if (rc || !dup || id != 0)
             break;
         if (tries == 100)
             rc = tq__seterr(db, TQ_EBUSY,
                             "the job kept under key '%s' kept vanishing; try again",
-                            opts->key);
+                            o.key);
     }
     if (rc)
         return rc;

@@ -62,7 +62,7 @@
 #define ACK_DELAY_US       10000LL   /* longest an acknowledgement waits */
 #define ACK_BATCH          512       /* most acknowledgements waiting */
 #define CMD_PATH_MAX       4096
-#define NOTE_EVERY_US      10000000LL /* an idle worker's notes (note_idle) */
+#define NOTE_EVERY_US      10000000LL /* an idle worker's notes (note_waiting) */
 #define NOTE_WAIT_US       1000000LL  /* a drain's wait worth a note */
 #define DRAIN_PASS_MAX     65536      /* most stderr bytes read per slot and pass */
 #define DRAIN_END_MAX      1048576    /* and once the handler's group ended */
@@ -201,11 +201,9 @@ struct tq_worker {
     int stopping;    /* a stop was asked for and begun */
     int stopped_now; /* and then ended at once (stop_now) */
     int64_t stop_at; /* monotonic: the end of its grace time */
-    /* What an idle worker said of the store (note_idle): once per run, that
-     * its queues are empty while others are not; draining, once per wait,
-     * what it waits for. */
+    /* What an idle worker said of the store (note_empty, note_waiting). */
     int said_empty, said_waiting;
-    int64_t empty_checked, wait_checked; /* monotonic: when note_idle last looked */
+    int64_t empty_checked, wait_checked; /* monotonic: when each note last looked */
     int64_t waiting_since;  /* monotonic: when this drain's wait began; 0: none */
     int64_t idle_us;        /* backoff of claims that found nothing */
     int64_t notify_look_at; /* monotonic: the engine asked to drain again then */
@@ -1121,7 +1119,6 @@ static void start_failed(tq_worker *w, int program, const char *why)
     }
 }
 
-/* Command mode: starts job in a free slot. */
 /* With log_jobs: a line a command handler wrote to stderr, escaped. */
 static void stderr_line(void *ud, const char *line, size_t len)
 {
@@ -1134,6 +1131,7 @@ static void stderr_line(void *ud, const char *line, size_t len)
     free(raw);
 }
 
+/* Command mode: starts job in a free slot. */
 static int start_job(tq_worker *w, size_t qi, tq_job *job)
 {
     slot *s = NULL;
@@ -2078,110 +2076,120 @@ static void append(char *buf, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
-/*
- * Words for an idle worker, so that nobody waits in silence: once per run
- * (looking again each minute while it has claimed nothing), that its
- * queues are empty while others hold ready jobs (a newcomer's jobs in
- * 'mail' and a worker on 'default'); draining, once per wait, what it
- * waits for, once the wait has lasted NOTE_WAIT_US (the other workers'
- * last jobs of a run are not worth a note) and at most every
- * NOTE_EVERY_US (a backlog of delayed jobs coming due one by one ends a
- * wait with each). The counts scan every
- * ready and running row, which is why they are asked for this rarely; a
- * failure only loses the note.
- */
-static void note_idle(tq_worker *w, const pass *p, int draining_wait)
+/* What the store holds beyond this worker's claims, for its notes: due
+ * jobs of other queues (named in list), and of its own queues what is
+ * delayed (the soonest due in next), running elsewhere, or ready in a
+ * paused queue. */
+typedef struct outlook {
+    int64_t mine, others, delayed, running, paused, next;
+    char list[256];
+} outlook;
+
+/* Counts every ready and running row (engine active): asked rarely. A
+ * failure only loses the note: -1, the error cleared. */
+static int look_around(tq_worker *w, outlook *o)
 {
-    tq *db = w->db;
-    const int64_t now = p->now;
-    int empty_check = !w->said_empty && !w->counters.claimed && p->tried && !p->running &&
-                      !p->nheld &&
-                      (!w->empty_checked || now - w->empty_checked >= 6 * NOTE_EVERY_US);
-    if (!draining_wait)
-        w->waiting_since = 0;
-    else if (!w->waiting_since)
-        w->waiting_since = now;
-    int wait_check = draining_wait && !w->said_waiting &&
-                     now - w->waiting_since >= NOTE_WAIT_US &&
-                     (!w->wait_checked || now - w->wait_checked >= NOTE_EVERY_US);
-    if (p->claimed)
-        w->said_waiting = 0;
-    if ((!empty_check && !wait_check) || w->disconnected)
-        return;
-    if (wait_check)
-        w->wait_checked = now;
-    if (empty_check) {
-        /* Only a worker whose queues hold nothing at all has a note to
-         * make; the index seeks of pending say so before any count. */
-        int pending = 0;
-        w->empty_checked = now;
-        for (size_t i = 0; i < w->nqueues && !pending; i++)
-            if (db->engine->pending(db, w->queues[i], &pending))
-                pending = 1;
-        tq__clearerr(db);
-        empty_check = !pending;
-        if (!empty_check && !wait_check)
-            return;
-    }
     tq__active *v = NULL;
     size_t n = 0;
-    if (db->engine->active(db, &v, &n)) {
-        tq__clearerr(db);
-        w->empty_checked = now;
-        w->said_waiting = draining_wait;
-        return;
+    memset(o, 0, sizeof *o);
+    o->next = INT64_MAX;
+    if (w->db->engine->active(w->db, &v, &n)) {
+        tq__clearerr(w->db);
+        return -1;
     }
-    int64_t mine = 0, others = 0, delayed = 0, running = 0, paused = 0;
-    int64_t next = INT64_MAX;
-    char list[256] = "", d[32], t[40];
     for (size_t i = 0; i < n; i++) {
         int qi = queue_index(w, v[i].queue);
         if (qi < 0) {
-            others += v[i].due;
+            o->others += v[i].due;
             if (v[i].due)
-                append(list, sizeof list, "%s (%lld)", v[i].queue, (long long)v[i].due);
+                append(o->list, sizeof o->list, "%s (%lld)", v[i].queue,
+                       (long long)v[i].due);
             continue;
         }
-        mine += v[i].due + v[i].delayed + v[i].running;
-        delayed += v[i].delayed;
-        running += v[i].running;
+        o->mine += v[i].due + v[i].delayed + v[i].running;
+        o->delayed += v[i].delayed;
+        o->running += v[i].running;
         if (w->qinfo[qi].paused)
-            paused += v[i].due;
-        if (v[i].delayed && v[i].next_due_in_us < next)
-            next = v[i].next_due_in_us;
+            o->paused += v[i].due;
+        if (v[i].delayed && v[i].next_due_in_us < o->next)
+            o->next = v[i].next_due_in_us;
     }
     free(v);
-    if (empty_check) {
-        w->empty_checked = now;
-        if (!mine && others) {
-            w->said_empty = 1;
-            char names[200] = "";
-            for (size_t i = 0; i < w->nqueues; i++)
-                append(names, sizeof names, "'%s'", w->queues[i]);
-            worker_log(
-                w, TQ_LOG_WARN,
-                "%s %s %s empty, but %lld job(s) are ready in other queues: %s; this "
-                "worker takes jobs from %s only (tq work --queue Q)",
-                w->nqueues > 1 ? "queues" : "queue", names, w->nqueues > 1 ? "are" : "is",
-                (long long)others, list, names);
-        }
+    return 0;
+}
+
+/*
+ * An idle worker that has claimed nothing yet and finds nothing pending in
+ * its queues says once when other queues hold due jobs (a newcomer's jobs
+ * in 'mail' and a worker on 'default'), looking again each
+ * 6 * NOTE_EVERY_US until it did. known_empty: the caller has just found
+ * nothing pending in its queues.
+ */
+static void note_empty(tq_worker *w, const pass *p, int known_empty)
+{
+    int pending = 0;
+    outlook o;
+    if (w->said_empty || w->counters.claimed || !p->tried || p->running || p->nheld ||
+        w->disconnected ||
+        (w->empty_checked && p->now - w->empty_checked < 6 * NOTE_EVERY_US))
+        return;
+    w->empty_checked = p->now;
+    /* The index seeks of pending before any count. */
+    for (size_t i = 0; !known_empty && i < w->nqueues && !pending; i++)
+        if (w->db->engine->pending(w->db, w->queues[i], &pending))
+            pending = 1;
+    tq__clearerr(w->db);
+    if (pending || look_around(w, &o) || o.mine || !o.others)
+        return;
+    w->said_empty = 1;
+    char names[200] = "";
+    for (size_t i = 0; i < w->nqueues; i++)
+        append(names, sizeof names, "'%s'", w->queues[i]);
+    worker_log(w, TQ_LOG_WARN,
+               "%s %s %s empty, but %lld job(s) are ready in other queues: %s; this "
+               "worker takes jobs from %s only (tq work --queue Q)",
+               w->nqueues > 1 ? "queues" : "queue", names, w->nqueues > 1 ? "are" : "is",
+               (long long)o.others, o.list, names);
+}
+
+/*
+ * A draining worker that waits (its queues hold jobs it cannot take yet)
+ * says what for, once per wait, once the wait has lasted NOTE_WAIT_US (the
+ * other workers' last jobs of a run are not worth a note), and at most
+ * every NOTE_EVERY_US (a backlog of delayed jobs coming due one by one
+ * ends a wait with each).
+ */
+static void note_waiting(tq_worker *w, const pass *p, int waiting)
+{
+    const int64_t now = p->now;
+    outlook o;
+    char what[320] = "", d[32], t[40];
+    if (!waiting) {
+        w->waiting_since = 0;
+        w->said_waiting = 0;
+        return;
     }
-    if (wait_check) {
-        char what[320] = "";
-        w->said_waiting = 1;
-        if (delayed)
-            append(what, sizeof what, "%lld delayed job(s), next due %s (in %s)",
-                   (long long)delayed, tq_time_format(t, sizeof t, tq__now_us() + next),
-                   tq_duration_format(d, sizeof d, next > 0 ? next : 0));
-        if (running)
-            append(what, sizeof what, "%lld job(s) running on other workers",
-                   (long long)running);
-        if (paused)
-            append(what, sizeof what, "%lld ready job(s) of a paused queue",
-                   (long long)paused);
-        if (what[0])
-            worker_log(w, TQ_LOG_INFO, "draining: waiting for %s", what);
-    }
+    if (!w->waiting_since)
+        w->waiting_since = now;
+    if (w->said_waiting || w->disconnected || now - w->waiting_since < NOTE_WAIT_US ||
+        (w->wait_checked && now - w->wait_checked < NOTE_EVERY_US))
+        return;
+    w->wait_checked = now;
+    w->said_waiting = 1;
+    if (look_around(w, &o))
+        return;
+    if (o.delayed)
+        append(what, sizeof what, "%lld delayed job(s), next due %s (in %s)",
+               (long long)o.delayed, tq_time_format(t, sizeof t, tq__now_us() + o.next),
+               tq_duration_format(d, sizeof d, o.next > 0 ? o.next : 0));
+    if (o.running)
+        append(what, sizeof what, "%lld job(s) running on other workers",
+               (long long)o.running);
+    if (o.paused)
+        append(what, sizeof what, "%lld ready job(s) of a paused queue",
+               (long long)o.paused);
+    if (what[0])
+        worker_log(w, TQ_LOG_INFO, "draining: waiting for %s", what);
 }
 
 /* Whether the loop is over: a stop with nothing left running or unsent,
@@ -2193,7 +2201,8 @@ static int finished(tq_worker *w, const pass *p, int *done)
     if (*done || w->disconnected || w->stopping)
         return 0;
     if (!w->drain || p->running || p->nheld || w->nacks || p->claimed) {
-        note_idle(w, p, 0);
+        note_waiting(w, p, 0);
+        note_empty(w, p, 0);
         return 0;
     }
     int pending = 0, rc = 0;
@@ -2204,7 +2213,9 @@ static int finished(tq_worker *w, const pass *p, int *done)
     *done = !pending;
     if ((rc = ride_out(w, rc)))
         return rc;
-    note_idle(w, p, !*done);
+    note_waiting(w, p, !*done);
+    if (*done)
+        note_empty(w, p, 1);
     return 0;
 }
 
@@ -2227,7 +2238,7 @@ static int take_notifications(tq_worker *w, const pass *p, int *notified)
     if ((rc = ride_out(w, db->engine->notify_drain(db, &k, &again))))
         return rc;
     w->notify_look_at = again > 0 ? p->now + again : 0;
-    *notified = k > 0 && p->free_slots > 0;
+    *notified = k > 0; /* listening: a slot is free */
     return 0;
 }
 

@@ -574,6 +574,28 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
 /* A store made by schema version 1 (regex CHECK on jobs.queue, default
  * table settings, descending LIFO index, jobs_running on state) is brought to the current
  * version by tq init, keeping its jobs. */
+/* Takes a store of schema s back to what schema 6 made: migrations 8 and
+ * 7 undone, the insert trigger's function as 6 had it. */
+static void back_to_6(PGconn *c, const char *s)
+{
+    char *q =
+        in_schema("ALTER TABLE TQ.jobs DROP COLUMN traceparent;"
+                  "DROP FUNCTION TQ.expire_key(text, text);"
+                  "CREATE OR REPLACE FUNCTION TQ.new_queues() RETURNS trigger"
+                  "  LANGUAGE plpgsql AS $f$ BEGIN"
+                  "  INSERT INTO TQ.queues (name) SELECT DISTINCT queue FROM new_jobs"
+                  "   ON CONFLICT DO NOTHING;"
+                  "  PERFORM pg_notify('tq_' || TG_TABLE_SCHEMA, q)"
+                  "   FROM (SELECT DISTINCT queue AS q FROM new_jobs) s;"
+                  "  RETURN NULL; END $f$;"
+                  "DROP INDEX TQ.jobs_unique;"
+                  "ALTER TABLE TQ.jobs DROP COLUMN unique_key,"
+                  "  DROP COLUMN unique_scope, DROP COLUMN unique_until;",
+                  s);
+    exec(c, q);
+    free(q);
+}
+
 static void version_1_store_migrates(void **state)
 {
     (void)state;
@@ -583,35 +605,23 @@ static void version_1_store_migrates(void **state)
     assert_int_equal(tq_job_enqueue(&id, db, "q", "kept", 4, NULL), 0);
     tq_close(db);
     PGconn *c = pg();
-    exec(c, /* back through 8, 7, then 6 ... 2 */
-         "ALTER TABLE old.jobs DROP COLUMN traceparent;"
-         "DROP FUNCTION old.expire_key(text, text);"
-         "CREATE OR REPLACE FUNCTION old.new_queues() RETURNS trigger LANGUAGE plpgsql"
-         "  AS $f$ BEGIN"
-         "  INSERT INTO old.queues (name) SELECT DISTINCT queue FROM new_jobs"
-         "   ON CONFLICT DO NOTHING;"
-         "  PERFORM pg_notify('tq_' || TG_TABLE_SCHEMA, q)"
-         "   FROM (SELECT DISTINCT queue AS q FROM new_jobs) s;"
-         "  RETURN NULL; END $f$;"
-         "DROP INDEX old.jobs_unique;"
-         "ALTER TABLE old.jobs DROP COLUMN unique_key, DROP COLUMN unique_scope,"
-         "  DROP COLUMN unique_until;"
-         "ALTER TABLE old.jobs DROP CONSTRAINT jobs_queue_check;"
-         "ALTER TABLE old.jobs ADD CONSTRAINT jobs_queue_check"
-         "  CHECK (queue ~ '^[A-Za-z0-9_.-]{1,64}$');"
-         "ALTER TABLE old.jobs RESET (fillfactor, autovacuum_vacuum_scale_factor,"
-         "  autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay);"
-         "DROP INDEX old.jobs_ready_lifo;"
-         "CREATE INDEX jobs_ready_lifo ON old.jobs (queue, priority DESC, id DESC)"
-         "  WHERE state = 'ready';"
-         "DROP INDEX old.jobs_running;"
-         "CREATE INDEX jobs_running ON old.jobs (lease_until) WHERE state = 'running';"
-         "ALTER TABLE old.jobs DROP COLUMN claims;"
-         "ALTER TABLE old.jobs DROP COLUMN unknown_starts;"
-         "ALTER TABLE old.jobs DROP CONSTRAINT jobs_running_leased;"
-         "ALTER TABLE old.jobs DROP CONSTRAINT jobs_run_at_finite;"
-         "ALTER TABLE old.workers DROP COLUMN host_id;"
-         "UPDATE old.meta SET value = '1' WHERE key = 'schema_version'");
+    back_to_6(c, "old"); /* then 6 ... 2 */
+    exec(c, "ALTER TABLE old.jobs DROP CONSTRAINT jobs_queue_check;"
+            "ALTER TABLE old.jobs ADD CONSTRAINT jobs_queue_check"
+            "  CHECK (queue ~ '^[A-Za-z0-9_.-]{1,64}$');"
+            "ALTER TABLE old.jobs RESET (fillfactor, autovacuum_vacuum_scale_factor,"
+            "  autovacuum_vacuum_threshold, autovacuum_vacuum_cost_delay);"
+            "DROP INDEX old.jobs_ready_lifo;"
+            "CREATE INDEX jobs_ready_lifo ON old.jobs (queue, priority DESC, id DESC)"
+            "  WHERE state = 'ready';"
+            "DROP INDEX old.jobs_running;"
+            "CREATE INDEX jobs_running ON old.jobs (lease_until) WHERE state = 'running';"
+            "ALTER TABLE old.jobs DROP COLUMN claims;"
+            "ALTER TABLE old.jobs DROP COLUMN unknown_starts;"
+            "ALTER TABLE old.jobs DROP CONSTRAINT jobs_running_leased;"
+            "ALTER TABLE old.jobs DROP CONSTRAINT jobs_run_at_finite;"
+            "ALTER TABLE old.workers DROP COLUMN host_id;"
+            "UPDATE old.meta SET value = '1' WHERE key = 'schema_version'");
     /* What plain SQL could write before version 6, mended by it. */
     exec(c,
          "INSERT INTO old.jobs (id, queue, state, payload, attempts, worker,"
@@ -687,19 +697,8 @@ static void version_6_store_migrates(void **state)
     assert_int_equal(tq_job_enqueue(&kept, db, "q", "kept", 4, &eo), 0);
     tq_close(db);
     PGconn *c = pg();
-    exec(c, "ALTER TABLE v6.jobs DROP COLUMN traceparent;"
-            "DROP FUNCTION v6.expire_key(text, text);"
-            "CREATE OR REPLACE FUNCTION v6.new_queues() RETURNS trigger LANGUAGE plpgsql"
-            "  AS $f$ BEGIN"
-            "  INSERT INTO v6.queues (name) SELECT DISTINCT queue FROM new_jobs"
-            "   ON CONFLICT DO NOTHING;"
-            "  PERFORM pg_notify('tq_' || TG_TABLE_SCHEMA, q)"
-            "   FROM (SELECT DISTINCT queue AS q FROM new_jobs) s;"
-            "  RETURN NULL; END $f$;"
-            "DROP INDEX v6.jobs_unique;"
-            "ALTER TABLE v6.jobs DROP COLUMN unique_key, DROP COLUMN unique_scope,"
-            "  DROP COLUMN unique_until;"
-            "UPDATE v6.meta SET value = '6' WHERE key = 'schema_version'");
+    back_to_6(c, "v6");
+    exec(c, "UPDATE v6.meta SET value = '6' WHERE key = 'schema_version'");
     snprintf(url, sizeof url, "%s&tq_schema=v6", base);
     assert_int_equal(tq_open(&db, url, NULL), TQ_ESCHEMA); /* asks for tq init */
     tq_close(db);

@@ -262,6 +262,36 @@ static void ack_program_has_no_temp_table(void **state)
     sqlite3_close(h);
 }
 
+/* A store made by schema version (its migrations as shipped), recorded as
+ * that version and filled by rows (SQL), at path. */
+static void old_store(char *path, size_t len, int version, const char *rows)
+{
+    sqlite3 *h;
+    char meta[96];
+    snprintf(path, len, "%s/v%d.db", dir, version);
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    exec(h, "PRAGMA journal_mode = WAL; BEGIN");
+    for (int v = 1; v <= version; v++)
+        exec(h, tq__sqlite_migration(v));
+    snprintf(meta, sizeof meta,
+             "INSERT INTO tq_meta (key, value) VALUES ('schema_version', '%d')", version);
+    exec(h, meta);
+    exec(h, rows);
+    exec(h, "COMMIT");
+    sqlite3_close(h);
+}
+
+/* tq init over the store at path; the handle it leaves open. */
+static tq *upgraded(const char *path)
+{
+    tq *db;
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    assert_int_equal(tq_open(&db, path, &o), 0);
+    assert_int_equal(tq_init(db), 0);
+    return db;
+}
+
 static int64_t count_of(sqlite3 *h, const char *sql)
 {
     sqlite3_stmt *s;
@@ -279,32 +309,23 @@ static void upgrade_from_version_4(void **state)
     (void)state;
     char path[128];
     sqlite3 *h;
-    snprintf(path, sizeof path, "%s/v4.db", dir);
+    old_store(
+        path, sizeof path, 4,
+        "INSERT INTO tq_queues (name, ord) VALUES ('stack', 'lifo');"
+        "INSERT INTO tq_jobs (queue, payload, dedup_key) VALUES ('q', 'a', 'k1'),"
+        " ('q', 'b', NULL), ('stack', 'c', NULL), ('q', 'gone', NULL);"
+        "UPDATE tq_jobs SET state = 'done', attempts = 1, finished_at = 7 WHERE id = 1;"
+        "UPDATE tq_jobs SET state = 'running', attempts = 1, worker = 'w',"
+        " lease_until = 9 WHERE id = 2;"
+        "DELETE FROM tq_jobs WHERE id = 4;"); /* the newest id was pruned */
     assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-    exec(h, "PRAGMA journal_mode = WAL; BEGIN");
-    for (int v = 1; v <= 4; v++)
-        exec(h, tq__sqlite_migration(v));
-    exec(h,
-         "INSERT INTO tq_meta (key, value) VALUES ('schema_version', '4');"
-         "INSERT INTO tq_queues (name, ord) VALUES ('stack', 'lifo');"
-         "INSERT INTO tq_jobs (queue, payload, dedup_key) VALUES ('q', 'a', 'k1'),"
-         " ('q', 'b', NULL), ('stack', 'c', NULL), ('q', 'gone', NULL);"
-         "UPDATE tq_jobs SET state = 'done', attempts = 1, finished_at = 7 WHERE id = 1;"
-         "UPDATE tq_jobs SET state = 'running', attempts = 1, worker = 'w',"
-         " lease_until = 9 WHERE id = 2;"
-         "DELETE FROM tq_jobs WHERE id = 4;" /* the newest id was pruned */
-         "COMMIT");
     assert_true(has_index(h, "tq_jobs_ready_lifo"));
     sqlite3_close(h);
 
     tq *db;
-    tq_open_opts o = TQ_OPEN_OPTS_INIT;
     assert_int_equal(tq_open(&db, path, NULL), TQ_ESCHEMA); /* init first */
     tq_close(db);
-    o.create = 1;
-    assert_int_equal(tq_open(&db, path, &o), 0);
-    assert_int_equal(tq_init(db), 0);
-    tq_close(db);
+    tq_close(upgraded(path));
 
     assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
     assert_int_equal(count_of(h, "SELECT value FROM tq_meta"
@@ -355,27 +376,16 @@ static void upgrade_from_version_5(void **state)
     (void)state;
     char path[128];
     sqlite3 *h;
-    snprintf(path, sizeof path, "%s/v5.db", dir);
-    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-    exec(h, "PRAGMA journal_mode = WAL; BEGIN");
-    for (int v = 1; v <= 5; v++)
-        exec(h, tq__sqlite_migration(v));
-    exec(h,
-         "INSERT INTO tq_meta (key, value) VALUES ('schema_version', '5');"
-         "INSERT INTO tq_jobs (id, queue, state, payload, attempts, worker, started_at,"
-         "  lease_until) VALUES (1, 'q', 'running', 'leased', 1, 'w', 5, 9),"
-         "  (2, 'q', 'running', 'stranded', 1, 'w', 5, NULL);"
-         "INSERT INTO tq_jobs (id, queue, payload, priority)"
-         "  VALUES (3, 'q', 'big', 2147483648), (4, 'q', 'small', -2147483649);"
-         "INSERT INTO tq_workers (name, host, pid, started_at, heartbeat_at, lease_us)"
-         "  VALUES ('w', 'h', 1, 1, 1, 30000000);"
-         "COMMIT");
-    sqlite3_close(h);
-    tq *db;
-    tq_open_opts o = TQ_OPEN_OPTS_INIT;
-    o.create = 1;
-    assert_int_equal(tq_open(&db, path, &o), 0);
-    assert_int_equal(tq_init(db), 0);
+    old_store(
+        path, sizeof path, 5,
+        "INSERT INTO tq_jobs (id, queue, state, payload, attempts, worker, started_at,"
+        "  lease_until) VALUES (1, 'q', 'running', 'leased', 1, 'w', 5, 9),"
+        "  (2, 'q', 'running', 'stranded', 1, 'w', 5, NULL);"
+        "INSERT INTO tq_jobs (id, queue, payload, priority)"
+        "  VALUES (3, 'q', 'big', 2147483648), (4, 'q', 'small', -2147483649);"
+        "INSERT INTO tq_workers (name, host, pid, started_at, heartbeat_at, lease_us)"
+        "  VALUES ('w', 'h', 1, 1, 1, 30000000);");
+    tq *db = upgraded(path);
     int64_t n = 0;
     assert_int_equal(tq_rescue_expired(&n, db), 0);
     assert_int_equal(n, 2); /* both leases are in the past, the stranded one too */
@@ -409,24 +419,14 @@ static void upgrade_from_version_6(void **state)
     (void)state;
     char path[128];
     sqlite3 *h;
-    snprintf(path, sizeof path, "%s/v6.db", dir);
-    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-    exec(h, "PRAGMA journal_mode = WAL; BEGIN");
-    for (int v = 1; v <= 6; v++)
-        exec(h, tq__sqlite_migration(v));
-    exec(h, "INSERT INTO tq_meta (key, value) VALUES ('schema_version', '6');"
-            "INSERT INTO tq_queues (name, ord) VALUES ('stack', 'lifo');"
-            "CREATE INDEX tq_jobs_ready_lifo ON tq_jobs (queue, priority, id, run_at)"
-            " WHERE state = 'ready';" /* as a LIFO queue has it */
-            "INSERT INTO tq_jobs (queue, payload, dedup_key) VALUES ('q', 'kept', 'k1'),"
-            " ('q', 'plain', NULL);"
-            "COMMIT");
-    sqlite3_close(h);
-    tq *db;
-    tq_open_opts o = TQ_OPEN_OPTS_INIT;
-    o.create = 1;
-    assert_int_equal(tq_open(&db, path, &o), 0);
-    assert_int_equal(tq_init(db), 0);
+    old_store(
+        path, sizeof path, 6,
+        "INSERT INTO tq_queues (name, ord) VALUES ('stack', 'lifo');"
+        "CREATE INDEX tq_jobs_ready_lifo ON tq_jobs (queue, priority, id, run_at)"
+        " WHERE state = 'ready';" /* as a LIFO queue has it */
+        "INSERT INTO tq_jobs (queue, payload, dedup_key) VALUES ('q', 'kept', 'k1'),"
+        " ('q', 'plain', NULL);");
+    tq *db = upgraded(path);
     tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
     int64_t id;
     eo.key = "k1";
@@ -466,21 +466,9 @@ static void upgrade_from_version_7(void **state)
 {
     (void)state;
     char path[128];
-    sqlite3 *h;
-    snprintf(path, sizeof path, "%s/v7.db", dir);
-    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
-    exec(h, "PRAGMA journal_mode = WAL; BEGIN");
-    for (int v = 1; v <= 7; v++)
-        exec(h, tq__sqlite_migration(v));
-    exec(h, "INSERT INTO tq_meta (key, value) VALUES ('schema_version', '7');"
-            "INSERT INTO tq_jobs (queue, payload) VALUES ('q', 'old');"
-            "COMMIT");
-    sqlite3_close(h);
-    tq *db;
-    tq_open_opts o = TQ_OPEN_OPTS_INIT;
-    o.create = 1;
-    assert_int_equal(tq_open(&db, path, &o), 0);
-    assert_int_equal(tq_init(db), 0);
+    old_store(path, sizeof path, 7,
+              "INSERT INTO tq_jobs (queue, payload) VALUES ('q', 'old')");
+    tq *db = upgraded(path);
     tq_job *j;
     assert_int_equal(tq_job_get(&j, db, 1), 0);
     assert_null(j->traceparent);

@@ -51,6 +51,11 @@ const char *cli_url(const char *given)
     return env && *env ? env : "tq.db";
 }
 
+int cli_is_postgres(const char *url)
+{
+    return strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0;
+}
+
 int cli_int(const char *cmd, const char *opt, const char *text, long long min,
             long long max, long long *out)
 {

@@ -29,6 +29,8 @@ const char *cli_reason(tq *db, int rc);
 int cli_exit_code(int rc);
 /* The store URL: --db if given, else $TQ_DB, else "tq.db". */
 const char *cli_url(const char *given);
+/* Whether url names a PostgreSQL store (else it is SQLite's). */
+int cli_is_postgres(const char *url);
 /* Parses an integer within [min, max]; prints a usage error and returns -1
  * on failure. */
 int cli_int(const char *cmd, const char *opt, const char *text, long long min,

@@ -73,8 +73,7 @@ static int cmd_init(int argc, char **argv)
     if ((ex = cli_no_args(&me, argc, argv, optind)))
         return ex;
     url = cli_url(url);
-    if (ngrants && strncmp(url, "postgres://", 11) != 0 &&
-        strncmp(url, "postgresql://", 13) != 0) {
+    if (ngrants && !cli_is_postgres(url)) {
         /* Before opening: opening a SQLite store that is not there creates it. */
         cli_error("init",
                   "--grant-producer and --grant-worker are for PostgreSQL stores: SQLite "
@@ -494,9 +493,7 @@ static int enqueue_one(tq *db, const char *queue, const void *data, size_t len,
     if (rc == TQ_DUP)
         fprintf(stderr,
                 "tq enqueue: duplicate key '%s' (unique while %s): job %lld was kept\n",
-                eo->key,
-                eo->unique == TQ_UNIQUE_STORED ? "stored" : tq_unique_name(eo->unique),
-                (long long)id);
+                eo->key, tq_unique_name(eo->unique), (long long)id);
     else if (rc == TQ_REPLACED)
         fprintf(
             stderr,

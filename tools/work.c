@@ -172,8 +172,7 @@ static int work_parse(int argc, char **argv, tq_worker_opts *wo, const char **qu
  */
 static tq *open_waiting(const char *url, const char *name, int *ex)
 {
-    const int network =
-        strncmp(url, "postgres://", 11) == 0 || strncmp(url, "postgresql://", 13) == 0;
+    const int network = cli_is_postgres(url);
     int64_t wait_us = 100000;
     for (;;) {
         tq *db = NULL;

@@ -262,7 +262,8 @@ static const char *const migrations[SCHEMA_VERSION] = {
      * first moves holders whose time is up out of both indexes (scope
      * 'expired', the key kept in unique_key for the record); see
      * S_EXPIRE_KEY. (Not a trigger: one, even with a WHEN that is false,
-     * costs every insert a sub-program, 7 % of tq bench's instructions.)
+     * costs every insert a sub-program: 12 % more instructions enqueueing
+     * and 9.6 % in the worker, docs/benchmarks.md.)
      * The CHECK names only columns no hot statement writes, so SQLite does
      * not test it there; a unique_key needs a scope an index knows. */
     "ALTER TABLE tq_jobs ADD COLUMN unique_key TEXT;"
@@ -1105,6 +1106,24 @@ fail:
 
 /* ---- enqueue ----------------------------------------------------------- */
 
+/* What every enqueue statement takes: ?1 queue, ?2 payload, ?3 priority,
+ * ?4 run_at, ?5 max_attempts (NULL: the queue's), ?6 created_at and ?10 the
+ * trace context. */
+static void bind_job(sqlite3_stmt *s, const char *queue, const tq_payload *item,
+                     const tq_enqueue_opts *o, int64_t now, int64_t run_at)
+{
+    sqlite3_bind_text(s, 1, queue, -1, SQLITE_STATIC);
+    sqlite3_bind_blob64(s, 2, item->data ? item->data : "", item->len, SQLITE_STATIC);
+    sqlite3_bind_int(s, 3, o->priority);
+    sqlite3_bind_int64(s, 4, run_at);
+    if (o->max_attempts > 0)
+        sqlite3_bind_int(s, 5, o->max_attempts);
+    else
+        sqlite3_bind_null(s, 5);
+    sqlite3_bind_int64(s, 6, now);
+    bind_text(s, 10, o->traceparent);
+}
+
 /* The keyed half of an enqueue, in its transaction: the insert, or the
  * kept job's id in ids[0] and *dup 1, or 2 when it took the new payload
  * (TQ_ON_CONFLICT_REPLACE). A kept job that cannot be found (deleted
@@ -1126,19 +1145,12 @@ static int enqueue_keyed(tq *db, const char *queue, const tq_payload *item,
         return rc;
     if (!(s = stmt(db, scoped ? S_ENQUEUE_UKEY : S_ENQUEUE_KEY, &rc)))
         return rc;
-    sqlite3_bind_text(s, 1, queue, -1, SQLITE_STATIC);
-    sqlite3_bind_blob64(s, 2, item->data ? item->data : "", item->len, SQLITE_STATIC);
-    sqlite3_bind_int(s, 3, o->priority);
-    sqlite3_bind_int64(s, 4, run_at);
-    if (o->max_attempts > 0)
-        sqlite3_bind_int(s, 5, o->max_attempts);
-    sqlite3_bind_int64(s, 6, now);
+    bind_job(s, queue, item, o, now, run_at);
     sqlite3_bind_text(s, 7, o->key, -1, SQLITE_STATIC);
     if (o->unique_for_us > 0)
         sqlite3_bind_int64(s, 8, now + o->unique_for_us);
     if (scoped)
         sqlite3_bind_text(s, 9, tq_unique_name(o->unique), -1, SQLITE_STATIC);
-    bind_text(s, 10, o->traceparent);
     if ((rc = run(db, s, "enqueueing")))
         return rc;
     if (sqlite3_changes(h)) {
@@ -1191,17 +1203,7 @@ static int sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, si
     if (!(s = stmt(db, S_ENQUEUE, &rc)))
         goto fail;
     for (size_t i = 0; i < n; i++) {
-        sqlite3_bind_text(s, 1, queue, -1, SQLITE_STATIC);
-        sqlite3_bind_blob64(s, 2, items[i].data ? items[i].data : "", items[i].len,
-                            SQLITE_STATIC);
-        sqlite3_bind_int(s, 3, o->priority);
-        sqlite3_bind_int64(s, 4, run_at);
-        if (o->max_attempts > 0)
-            sqlite3_bind_int(s, 5, o->max_attempts);
-        else
-            sqlite3_bind_null(s, 5);
-        sqlite3_bind_int64(s, 6, now);
-        bind_text(s, 10, o->traceparent);
+        bind_job(s, queue, &items[i], o, now, run_at);
         int src = sqlite3_step(s);
         sqlite3_reset(s);
         if (src != SQLITE_DONE) {
@@ -1849,22 +1851,16 @@ static int sqlite_worker_prune(tq *db, int64_t older_than_us, int64_t *count)
 
 /* ---- wake-ups ------------------------------------------------------------ */
 
-/* Other connections' commits so far (data_version) and the jobs ever
+/* Other connections' commits so far (data_version), and the jobs ever
  * inserted (the sequence). */
-static int read_marks(tq *db, int64_t *version, int64_t *seq)
+static int data_version(tq *db, int64_t *out)
 {
-    int rc;
-    sqlite3_stmt *s = stmt(db, S_DATA_VERSION, &rc);
-    if (!s)
-        return rc;
-    int src = sqlite3_step(s);
-    *version = src == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-    done_with(s);
-    if (src != SQLITE_ROW)
-        return fail_rc(db, src, "reading the data version");
-    if (seq)
-        return query_int(db, S_JOBS_SEQ, NULL, 0, seq, "reading the job sequence");
-    return 0;
+    return query_int(db, S_DATA_VERSION, NULL, 0, out, "reading the data version");
+}
+
+static int jobs_seq(tq *db, int64_t *out)
+{
+    return query_int(db, S_JOBS_SEQ, NULL, 0, out, "reading the job sequence");
 }
 
 /* Watches the -wal file, which every commit writes. (It exists while any
@@ -1893,7 +1889,8 @@ static int sqlite_listen(tq *db)
             return rc;
     }
     c->look_at = 0;
-    return read_marks(db, &c->seen_version, &c->seen_seq);
+    int rc = data_version(db, &c->seen_version);
+    return rc ? rc : jobs_seq(db, &c->seen_seq);
 }
 
 static int sqlite_notify_fd(tq *db)
@@ -1945,13 +1942,13 @@ static int sqlite_notify_drain(tq *db, int *count, int64_t *again_us)
         return 0;
     }
     int64_t version, seq;
-    int rc = read_marks(db, &version, NULL);
+    int rc = data_version(db, &version);
     if (rc)
         return rc;
     if (version != c->seen_version) { /* another connection committed */
         c->seen_version = version;
         c->look_at = 0;
-        if ((rc = query_int(db, S_JOBS_SEQ, NULL, 0, &seq, "reading the job sequence")))
+        if ((rc = jobs_seq(db, &seq)))
             return rc;
         if (seq > c->seen_seq)
             *count = seq - c->seen_seq > 1000 ? 1000 : (int)(seq - c->seen_seq);
