@@ -180,6 +180,13 @@ typedef struct tq_queue_info {
     int64_t backoff_cap_us;  /* default 1 h */
     int keep_done;           /* default 1: keep finished rows */
     int paused;              /* default 0 */
+    /* Concurrency limits, across every worker and host (0: none): at most
+     * max_running jobs of the queue are running at once, and at most
+     * max_running_per_group of each group (tq_enqueue_opts.group; jobs
+     * without a group count only against max_running). A job a worker has
+     * claimed ahead counts as running. */
+    int max_running;
+    int max_running_per_group;
 } tq_queue_info;
 
 /* Bits of tq_queue_opts.set naming the fields to change. */
@@ -189,10 +196,12 @@ enum {
     TQ_SET_MAX_ATTEMPTS = 1 << 2,
     TQ_SET_BACKOFF = 1 << 3,
     TQ_SET_KEEP_DONE = 1 << 4,
-    TQ_SET_PAUSED = 1 << 5
+    TQ_SET_PAUSED = 1 << 5,
+    TQ_SET_MAX_RUNNING = 1 << 6,          /* version 2 */
+    TQ_SET_MAX_RUNNING_PER_GROUP = 1 << 7 /* version 2 */
 };
 
-#define TQ_QUEUE_OPTS_VERSION 1
+#define TQ_QUEUE_OPTS_VERSION 2
 typedef struct tq_queue_opts {
     int version;
     unsigned set; /* TQ_SET_* bits: which fields below apply */
@@ -203,10 +212,13 @@ typedef struct tq_queue_opts {
     int64_t backoff_cap_us;
     int keep_done;
     int paused;
+    /* Version 2: 0 to 1000000; 0 removes the limit. */
+    int max_running;
+    int max_running_per_group;
 } tq_queue_opts;
 #define TQ_QUEUE_OPTS_INIT                                                               \
     {                                                                                    \
-        TQ_QUEUE_OPTS_VERSION, 0, TQ_FIFO, 0, 0, 0, 0, 0, 0                              \
+        TQ_QUEUE_OPTS_VERSION, 0, TQ_FIFO, 0, 0, 0, 0, 0, 0, 0, 0                        \
     }
 
 /* Creates the queue with defaults if missing, then applies opts (may be
@@ -249,7 +261,7 @@ typedef enum tq_on_conflict {
     TQ_ON_CONFLICT_REPLACE
 } tq_on_conflict;
 
-#define TQ_ENQUEUE_OPTS_VERSION 2
+#define TQ_ENQUEUE_OPTS_VERSION 3
 typedef struct tq_enqueue_opts {
     int version;
     const char *key;  /* dedup key or NULL; 1 to 255 bytes */
@@ -267,11 +279,14 @@ typedef struct tq_enqueue_opts {
      * handler (TRACEPARENT in a command's environment, tq_job.traceparent
      * for a callback), or NULL. */
     const char *traceparent;
+    /* Version 3: the job's group within its queue (1 to 255 bytes) or NULL:
+     * what the queue's max_running_per_group counts, e.g. a customer id. */
+    const char *group;
 } tq_enqueue_opts;
 #define TQ_ENQUEUE_OPTS_INIT                                                             \
     {                                                                                    \
         TQ_ENQUEUE_OPTS_VERSION, NULL, 0, 0, 0, 0, TQ_UNIQUE_STORED, 0,                  \
-            TQ_ON_CONFLICT_IGNORE, NULL                                                  \
+            TQ_ON_CONFLICT_IGNORE, NULL, NULL                                            \
     }
 
 /* 0 for a valid W3C traceparent: version 00 (or a later version, 00's four
@@ -328,6 +343,7 @@ typedef struct tq_job {
      * by. */
     int64_t claim;
     char *traceparent; /* the trace context enqueued with it, or NULL */
+    char *group;       /* its group (tq_enqueue_opts.group), or NULL */
 } tq_job;
 
 /* Frees one job returned by tq_job_get (accepts NULL). */
@@ -343,7 +359,8 @@ int tq_job_get(tq_job **out, tq *db, int64_t id);
  * order, for the named worker: each becomes running with attempts + 1 and a
  * lease of the queue's length. *out_n may be 0 (nothing ready; not an error),
  * and then *out is NULL.
- * A paused queue yields nothing.
+ * A paused queue yields nothing; a queue with concurrency limits yields
+ * no more than they leave room for.
  */
 int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
                  const char *worker, size_t max);

@@ -7,6 +7,7 @@
  */
 #include "engine/engine.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,7 +165,16 @@ int tq_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         if (o->backoff_cap_us < o->backoff_base_us)
             return tq__seterr(db, TQ_EINVAL, "backoff cap is smaller than its base");
     }
-    return db->engine->queue_set(db, name, o);
+    tq_queue_opts v = *o; /* an older caller's struct ends before the limits */
+    if (o->version < 2)
+        v.set &= ~(unsigned)(TQ_SET_MAX_RUNNING | TQ_SET_MAX_RUNNING_PER_GROUP);
+    if (((v.set & TQ_SET_MAX_RUNNING) &&
+         (v.max_running < 0 || v.max_running > 1000000)) ||
+        ((v.set & TQ_SET_MAX_RUNNING_PER_GROUP) &&
+         (v.max_running_per_group < 0 || v.max_running_per_group > 1000000)))
+        return tq__seterr(db, TQ_EINVAL,
+                          "a concurrency limit must be between 0 (none) and 1000000");
+    return db->engine->queue_set(db, name, &v);
 }
 
 int tq_queue_get(tq_queue_info *out, tq *db, const char *name)
@@ -191,6 +201,8 @@ static int check_enqueue(tq *db, const char *queue, const tq_enqueue_opts *o)
         return rc;
     if (o->key && (strlen(o->key) < 1 || strlen(o->key) > 255))
         return tq__seterr(db, TQ_EINVAL, "dedup key must be 1 to 255 bytes");
+    if (o->group && (strlen(o->group) < 1 || strlen(o->group) > 255))
+        return tq__seterr(db, TQ_EINVAL, "group must be 1 to 255 bytes");
     if (o->delay_us < 0 || o->delay_us > MAX_DURATION_US)
         return tq__seterr(db, TQ_EINVAL, "delay must be between 0 and 3650d");
     if (o->run_at < 0 || o->run_at > 253402300799LL * 1000000)
@@ -225,8 +237,10 @@ static tq_enqueue_opts enqueue_opts(const tq_enqueue_opts *given)
     tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
     if (!given)
         return o;
-    if (given->version >= 2) {
+    if (given->version >= 3) {
         o = *given;
+    } else if (given->version == 2) {
+        memcpy(&o, given, offsetof(tq_enqueue_opts, group));
     } else {
         o.key = given->key;
         o.delay_us = given->delay_us;
@@ -401,7 +415,7 @@ int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
         return 0; /* no such queue: nothing ready */
     if (rc || q.paused || max == 0)
         return rc;
-    tq__claim c = {queue, q.order, q.lease_us, q.max_attempts, max, 1};
+    tq__claim c = {queue, q.order, q.lease_us, q.max_attempts, max, 1, 1};
     tq_job *jobs = NULL;
     size_t n = 0;
     if ((rc = db->engine->exchange(db, worker, NULL, 0, &c, &jobs, &n)))

@@ -16,7 +16,7 @@ struct tq__engine;
 
 /* The schema version every engine writes (see each engine's migration
  * list for the procedure to change it). */
-#define TQ__SCHEMA_VERSION 8
+#define TQ__SCHEMA_VERSION 9
 
 struct tq {
     const struct tq__engine *engine;

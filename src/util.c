@@ -550,6 +550,7 @@ void tq__job_clear(tq_job *j)
     free(j->worker);
     free(j->last_error);
     free(j->traceparent);
+    free(j->group);
     memset(j, 0, sizeof *j);
 }
 

@@ -1958,16 +1958,22 @@ static int claim_jobs(tq_worker *w, pass *p)
         for (size_t k = 0; k < w->nqueues && !rc; k++) {
             size_t qi = (w->next_queue + k) % w->nqueues;
             const tq_queue_info *q = &w->qinfo[qi];
-            size_t room = (size_t)p->free_slots + target;
+            /* A job claimed ahead counts against a concurrency limit
+             * while it waits here: a limited queue fills free slots only. */
+            const int limited = q->max_running > 0 || q->max_running_per_group > 0;
+            size_t room = (size_t)p->free_slots + (limited ? 0 : target);
             room = room > nheld ? room - nheld : 0;
-            if (room == 0)
+            if (room == 0) {
+                if (limited)
+                    continue;
                 break;
+            }
             if (q->paused)
                 continue;
             /* Holds, all of them (engine.h, STARTS): each start is
              * recorded once it happened. */
-            tq__claim c = {w->queues[qi],   q->order, q->lease_us,
-                           q->max_attempts, room,     0};
+            tq__claim c = {w->queues[qi], q->order, q->lease_us, q->max_attempts,
+                           room,          0,        limited};
             int claimed = 0;
             rc = exchange(w, &c, qi, &claimed);
             p->tried = 1;

@@ -117,7 +117,7 @@ static void check_plans(PGconn *c, const char *schema, const char *queue,
     static const char *const want[] = {"jobs_ready_fifo", "jobs_ready_lifo",
                                        "jobs_ready_"};
     for (int order = TQ_FIFO; order <= TQ_UNORDERED; order++) {
-        char *q = in_schema(tq__postgres_claim_sql((tq_order)order), schema);
+        char *q = in_schema(tq__postgres_claim_sql((tq_order)order, 0), schema);
         char prep[4096], plan[8192];
         snprintf(prep, sizeof prep,
                  "PREPARE claim%d (text, int8, text, int8, int4, bool) AS %s", order, q);
@@ -136,6 +136,30 @@ static void check_plans(PGconn *c, const char *schema, const char *queue,
             !strstr(plan, want[order]) || !strstr(plan, "LockRows") ||
             !strstr(plan, "CTE Scan on picked"))
             fail_msg("%s, order %s: unexpected plan:\n%s", when,
+                     tq_order_name((tq_order)order), plan);
+        /* The limited claim: the same ordered index scan for its candidates
+         * (it sorts only those, at most four times a batch), a group's
+         * running rows through their own index; no table scan. */
+        q = in_schema(tq__postgres_claim_sql((tq_order)order, 1), schema);
+        char *prep2 = malloc(strlen(q) + 256);
+        sprintf(prep2, "PREPARE lclaim%d (text, int8, text, int8, int4, bool) AS %s",
+                order, q);
+        free(q);
+        exec(c, prep2);
+        free(prep2);
+        snprintf(prep, sizeof prep, "EXECUTE lclaim%d ('%s', 10, 'w', 30000000, 3, true)",
+                 order, queue);
+        exec(c, "BEGIN");
+        exec(c, "SET LOCAL jit = off"); /* as the engine's sessions */
+        exec(c, tq__postgres_plan_sql());
+        explain(c, prep, plan, sizeof plan);
+        exec(c, "ROLLBACK");
+        snprintf(prep, sizeof prep, "DEALLOCATE lclaim%d", order);
+        exec(c, prep);
+        if (strstr(plan, "Seq Scan") || strstr(plan, "Bitmap") ||
+            !strstr(plan, want[order]) || !strstr(plan, "LockRows") ||
+            !strstr(plan, "jobs_running_group") || !strstr(plan, "CTE Scan on picked"))
+            fail_msg("%s, order %s, limited: unexpected plan:\n%s", when,
                      tq_order_name((tq_order)order), plan);
     }
 }
@@ -579,7 +603,11 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
 static void back_to_6(PGconn *c, const char *s)
 {
     char *q =
-        in_schema("ALTER TABLE TQ.jobs DROP COLUMN traceparent;"
+        in_schema("DROP INDEX TQ.jobs_running_group;"
+                  "ALTER TABLE TQ.jobs DROP COLUMN job_group;"
+                  "ALTER TABLE TQ.queues DROP COLUMN max_running,"
+                  "  DROP COLUMN max_running_per_group;"
+                  "ALTER TABLE TQ.jobs DROP COLUMN traceparent;"
                   "DROP FUNCTION TQ.expire_key(text, text);"
                   "CREATE OR REPLACE FUNCTION TQ.new_queues() RETURNS trigger"
                   "  LANGUAGE plpgsql AS $f$ BEGIN"
@@ -682,6 +710,54 @@ static void version_1_store_migrates(void **state)
     PQfinish(c);
 }
 
+/* A store of schema 8 takes groups and concurrency limits (migration 9):
+ * its jobs and queues keep working, a limit set afterwards holds, and plain
+ * SQL can write a group but not an empty one. */
+static void version_8_store_migrates(void **state)
+{
+    (void)state;
+    char url[512];
+    tq *db = store("v8");
+    int64_t id;
+    assert_int_equal(tq_job_enqueue(&id, db, "q", "old", 3, NULL), 0);
+    assert_int_equal(tq_job_enqueue(&id, db, "q", "old2", 4, NULL), 0);
+    tq_close(db);
+    PGconn *c = pg();
+    exec(c, "DROP INDEX v8.jobs_running_group;"
+            "ALTER TABLE v8.jobs DROP COLUMN job_group;"
+            "ALTER TABLE v8.queues DROP COLUMN max_running,"
+            "  DROP COLUMN max_running_per_group;"
+            "UPDATE v8.meta SET value = '8' WHERE key = 'schema_version'");
+    snprintf(url, sizeof url, "%s&tq_schema=v8", base);
+    assert_int_equal(tq_open(&db, url, NULL), TQ_ESCHEMA); /* asks for tq init */
+    tq_close(db);
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    assert_int_equal(tq_open(&db, url, &o), 0);
+    assert_int_equal(tq_init(db), 0);
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_MAX_RUNNING;
+    qo.max_running = 1;
+    assert_int_equal(tq_queue_set(db, "q", &qo), 0);
+    exec(c, "INSERT INTO v8.jobs (queue, payload, job_group) VALUES ('q', 'sql', 'g1')");
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 10), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal((char *)jobs[0].payload, "old");
+    assert_null(jobs[0].group);
+    tq_job_array_free(jobs, n);
+    tq_close(db);
+    expect_row(c, "SELECT job_group FROM v8.jobs WHERE payload = 'sql'", 1,
+               (const char *[]){"g1"});
+    PGresult *b = PQexec(c, "INSERT INTO v8.jobs (queue, payload, job_group)"
+                            " VALUES ('q', 'x', '')");
+    assert_int_equal(PQresultStatus(b), PGRES_FATAL_ERROR);
+    assert_string_equal(PQresultErrorField(b, PG_DIAG_SQLSTATE), "23514");
+    PQclear(b);
+    PQfinish(c);
+}
+
 /* A store of schema 6 takes keys with a scope (migration 7): stored keys
  * hold as before, and the INSERT producers had still works; scoped keys
  * work beside them; plain SQL cannot write a scope no index knows, nor a
@@ -757,6 +833,7 @@ int main(void)
         cmocka_unit_test(keyed_enqueue_when_the_kept_row_vanishes),
         cmocka_unit_test(version_1_store_migrates),
         cmocka_unit_test(version_6_store_migrates),
+        cmocka_unit_test(version_8_store_migrates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

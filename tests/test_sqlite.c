@@ -63,7 +63,7 @@ static void check_plans(sqlite3 *h, const char *when)
     static const char *const want[] = {"tq_jobs_ready_fifo", "tq_jobs_ready_lifo", NULL};
     for (int order = TQ_FIFO; order <= TQ_UNORDERED; order++) {
         char plan[4096];
-        plan_of(h, tq__sqlite_claim_sql((tq_order)order), plan, sizeof plan);
+        plan_of(h, tq__sqlite_claim_sql((tq_order)order, 0), plan, sizeof plan);
         /* A search through a ready-row index; never a scan of the table and
          * never a sort. */
         if (strstr(plan, "TEMP B-TREE") || strstr(plan, "SCAN tq_jobs\n") ||
@@ -71,8 +71,22 @@ static void check_plans(sqlite3 *h, const char *when)
             (want[order] && !strstr(plan, want[order])))
             fail_msg("%s, order %s: unexpected plan:\n%s", when,
                      tq_order_name((tq_order)order), plan);
-        if (!strstr(plan, "SEARCH tq_jobs USING INTEGER PRIMARY KEY"))
+        if (!strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_") ||
+            !strstr(plan, "SEARCH tq_jobs USING INTEGER PRIMARY KEY"))
             fail_msg("%s: the update should find rows by id:\n%s", when, plan);
+        /* The limited claim: the same search for its candidates (it sorts
+         * only those, at most four times a batch), the running rows of a
+         * group through their own index, of the queue through the
+         * running-row index; no table scan. */
+        plan_of(h, tq__sqlite_claim_sql((tq_order)order, 1), plan, sizeof plan);
+        if (strstr(plan, "SCAN tq_jobs\n") || strstr(plan, "SCAN r\n") ||
+            !strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_") ||
+            (want[order] && !strstr(plan, want[order])) ||
+            !strstr(plan, "SEARCH r USING INDEX tq_jobs_running_group") ||
+            !strstr(plan, "SCAN tq_jobs USING INDEX tq_jobs_running\n") ||
+            !strstr(plan, "SEARCH tq_jobs USING INTEGER PRIMARY KEY"))
+            fail_msg("%s, order %s, limited: unexpected plan:\n%s", when,
+                     tq_order_name((tq_order)order), plan);
     }
 }
 
@@ -185,7 +199,7 @@ static void lifo_index_follows_queues(void **state)
     assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
     assert_false(has_index(h, "tq_jobs_ready_lifo"));
     for (int order = TQ_FIFO; order <= TQ_UNORDERED; order += 2) {
-        plan_of(h, tq__sqlite_claim_sql((tq_order)order), plan, sizeof plan);
+        plan_of(h, tq__sqlite_claim_sql((tq_order)order, 0), plan, sizeof plan);
         if (!strstr(plan, "tq_jobs_ready_fifo") || strstr(plan, "TEMP B-TREE"))
             fail_msg("order %s without a LIFO queue:\n%s", tq_order_name((tq_order)order),
                      plan);
@@ -484,6 +498,42 @@ static void upgrade_from_version_7(void **state)
     tq_close(db);
 }
 
+/* A store of schema 8 takes groups and concurrency limits (migration 9):
+ * a job from before has no group and still runs; a queue from before has
+ * no limit until one is set, and then the claim keeps to it. */
+static void upgrade_from_version_8(void **state)
+{
+    (void)state;
+    char path[128];
+    old_store(path, sizeof path, 8,
+              "INSERT INTO tq_jobs (queue, payload) VALUES ('q', 'old'), ('q', 'old2')");
+    tq *db = upgraded(path);
+    tq_queue_info q;
+    assert_int_equal(tq_queue_get(&q, db, "q"), 0);
+    assert_int_equal(q.max_running, 0);
+    assert_int_equal(q.max_running_per_group, 0);
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_MAX_RUNNING;
+    qo.max_running = 1;
+    assert_int_equal(tq_queue_set(db, "q", &qo), 0);
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    int64_t id;
+    eo.group = "acct-1";
+    assert_int_equal(tq_job_enqueue(&id, db, "q", "new", 3, &eo), 0);
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 10), 0);
+    assert_int_equal(n, 1); /* max_running 1 */
+    assert_string_equal((char *)jobs[0].payload, "old");
+    assert_null(jobs[0].group);
+    tq_job_array_free(jobs, n);
+    tq_job *j;
+    assert_int_equal(tq_job_get(&j, db, id), 0);
+    assert_string_equal(j->group, "acct-1");
+    tq_job_free(j);
+    tq_close(db);
+}
+
 static void wal_and_version(void **state)
 {
     (void)state;
@@ -523,6 +573,7 @@ int main(void)
         cmocka_unit_test(upgrade_from_version_5),
         cmocka_unit_test(upgrade_from_version_6),
         cmocka_unit_test(upgrade_from_version_7),
+        cmocka_unit_test(upgrade_from_version_8),
         cmocka_unit_test(wal_and_version),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

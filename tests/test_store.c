@@ -665,6 +665,149 @@ static void queue_settings_round_trip(void **state)
     tq_free(v);
 }
 
+/* ---- concurrency limits ---------------------------------------------------- */
+
+static void set_limits(void **state, const char *queue, int max_running, int per_group)
+{
+    tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
+    o.set = TQ_SET_MAX_RUNNING | TQ_SET_MAX_RUNNING_PER_GROUP;
+    o.max_running = max_running;
+    o.max_running_per_group = per_group;
+    OK(tq_queue_set(DB, queue, &o));
+}
+
+static int64_t enq_group(void **state, const char *queue, const char *payload,
+                         const char *group)
+{
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    int64_t id = 0;
+    eo.group = group;
+    OK(tq_job_enqueue(&id, DB, queue, payload, strlen(payload), &eo));
+    return id;
+}
+
+/* Claims up to max and returns the payloads claimed, in order, joined by
+ * spaces (the jobs stay running). */
+static const char *claimed(void **state, const char *queue, size_t max, tq_job **keep,
+                           size_t *nkeep)
+{
+    static char out[256];
+    tq_job *jobs = NULL;
+    size_t n = 0;
+    OK(tq_job_claim(&jobs, &n, DB, queue, "w", max));
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            strcat(out, " ");
+        strncat(out, (char *)jobs[i].payload, 16);
+        keep[(*nkeep)++] = get(state, jobs[i].id);
+    }
+    tq_job_array_free(jobs, n);
+    return out;
+}
+
+/* The store keeps the limits, whoever claims: every way a job stops
+ * running (done, failed, released, cancelled, rescued) frees its place. */
+static void concurrency_limits(void **state)
+{
+    tq_job *run[32];
+    size_t nrun = 0;
+    tq_queue_info q;
+
+    /* Per queue (with the shortest lease, for the rescue below). */
+    set_queue(state, "lim", TQ_SET_LEASE, TQ_FIFO, 1000000, 0, 0, 0);
+    set_limits(state, "lim", 3, 0);
+    OK(tq_queue_get(&q, DB, "lim"));
+    assert_int_equal(q.max_running, 3);
+    assert_int_equal(q.max_running_per_group, 0);
+    for (int i = 1; i <= 8; i++) {
+        char p[8];
+        snprintf(p, sizeof p, "j%d", i);
+        enq(state, "lim", p);
+    }
+    assert_string_equal(claimed(state, "lim", 10, run, &nrun), "j1 j2 j3");
+    assert_string_equal(claimed(state, "lim", 10, run, &nrun), "");
+    OK(tq_job_complete(DB, run[0]));
+    assert_string_equal(claimed(state, "lim", 10, run, &nrun), "j4");
+    OK(tq_job_release(DB, run[1]));
+    assert_string_equal(claimed(state, "lim", 10, run, &nrun), "j2");
+    OK(tq_job_cancel(DB, run[2]->id));
+    assert_string_equal(claimed(state, "lim", 10, run, &nrun), "j5");
+    OK(tq_job_fail(DB, run[3], "boom")); /* j4 back after its backoff */
+    assert_string_equal(claimed(state, "lim", 10, run, &nrun), "j6");
+    int64_t n = 0;
+    sleep_ms(1100);
+    OK(tq_rescue_expired(&n, DB)); /* j2, j5, j6 back to ready */
+    assert_int_equal(n, 3);
+    assert_string_equal(claimed(state, "lim", 10, run, &nrun), "j2 j5 j6");
+    set_limits(state, "lim", 0, 0); /* no limit: the rest at once (j4 due by now) */
+    assert_string_equal(claimed(state, "lim", 10, run, &nrun), "j7 j8 j4");
+
+    /* Per group, a batch counting its own picks; jobs without a group
+     * count against max_running only. */
+    set_limits(state, "grp", 0, 1);
+    enq_group(state, "grp", "a1", "A");
+    enq_group(state, "grp", "a2", "A");
+    enq_group(state, "grp", "b1", "B");
+    enq(state, "grp", "n1");
+    enq_group(state, "grp", "a3", "A");
+    enq_group(state, "grp", "c1", "C");
+    enq(state, "grp", "n2");
+    size_t first = nrun;
+    assert_string_equal(claimed(state, "grp", 10, run, &nrun), "a1 b1 n1 c1 n2");
+    assert_string_equal(run[first]->group, "A");
+    assert_null(run[first + 2]->group);
+    assert_string_equal(claimed(state, "grp", 10, run, &nrun), "");
+    OK(tq_job_complete(DB, run[first + 1])); /* b1: A is still busy */
+    assert_string_equal(claimed(state, "grp", 10, run, &nrun), "");
+    OK(tq_job_complete(DB, run[first])); /* a1 */
+    assert_string_equal(claimed(state, "grp", 10, run, &nrun), "a2");
+
+    /* Both: two per group, three in all. */
+    set_limits(state, "both", 3, 2);
+    enq_group(state, "both", "a1", "A");
+    enq_group(state, "both", "a2", "A");
+    enq_group(state, "both", "a3", "A");
+    enq_group(state, "both", "b1", "B");
+    enq_group(state, "both", "b2", "B");
+    assert_string_equal(claimed(state, "both", 10, run, &nrun), "a1 a2 b1");
+    assert_string_equal(claimed(state, "both", 10, run, &nrun), "");
+    set_limits(state, "both", 4, 2);
+    assert_string_equal(claimed(state, "both", 10, run, &nrun), "b2");
+
+    /* A batch enqueue carries the group; bad limits and groups are refused. */
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    tq_payload items[2] = {{"x", 1}, {"y", 1}};
+    int64_t ids[2];
+    eo.group = "G";
+    OK(tq_job_enqueue_batch(ids, DB, "batch", items, 2, &eo));
+    tq_job *j = get(state, ids[1]);
+    assert_string_equal(j->group, "G");
+    tq_job_free(j);
+    char big[300];
+    memset(big, 'g', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    eo.group = big;
+    assert_int_equal(tq_job_enqueue(ids, DB, "batch", "z", 1, &eo), TQ_EINVAL);
+    eo.group = "";
+    assert_int_equal(tq_job_enqueue(ids, DB, "batch", "z", 1, &eo), TQ_EINVAL);
+    tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
+    o.set = TQ_SET_MAX_RUNNING;
+    o.max_running = -1;
+    assert_int_equal(tq_queue_set(DB, "batch", &o), TQ_EINVAL);
+    OK(tq_queue_get(&q, DB, "batch"));
+    assert_int_equal(q.max_running, 0);
+    /* A caller built against the version-1 struct never sets a limit. */
+    o.version = 1;
+    o.max_running = 5;
+    OK(tq_queue_set(DB, "batch", &o));
+    OK(tq_queue_get(&q, DB, "batch"));
+    assert_int_equal(q.max_running, 0);
+
+    for (size_t i = 0; i < nrun; i++)
+        tq_job_free(run[i]);
+}
+
 static void delete_done_rows(void **state)
 {
     tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
@@ -1297,6 +1440,7 @@ int main(void)
         T(orders_and_priority),
         T(batch_claim_returns_queue_order),
         T(paused_queue),
+        T(concurrency_limits),
         T(queue_settings_round_trip),
         T(delete_done_rows),
         T(payloads),

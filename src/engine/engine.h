@@ -28,13 +28,13 @@
 typedef struct tq__job_cols {
     int id, queue, payload, state, priority, attempts, max_attempts, key, worker,
         last_error, created_at, run_at, started_at, finished_at, lease_until, claim,
-        traceparent;
+        traceparent, group;
 } tq__job_cols;
 
-static const tq__job_cols tq__all_cols = {0, 1,  2,  3,  4,  5,  6,  7, 8,
-                                          9, 10, 11, 12, 13, 14, 15, 16};
-static const tq__job_cols tq__claimed_cols = {0, -1, 1, -1, 2,  3,  4,  5, -1,
-                                              6, 7,  8, 9,  -1, 10, 11, 12};
+static const tq__job_cols tq__all_cols = {0, 1,  2,  3,  4,  5,  6,  7,  8,
+                                          9, 10, 11, 12, 13, 14, 15, 16, 17};
+static const tq__job_cols tq__claimed_cols = {0, -1, 1, -1, 2,  3,  4,  5,  -1,
+                                              6, 7,  8, 9,  -1, 10, 11, 12, 13};
 
 /*
  * What a worker reports about one claimed job. The values are part of the
@@ -112,6 +112,11 @@ typedef struct tq__claim {
     /* Start the claimed jobs (charge an attempt, unless one is out of them:
      * that one comes back held), or hold them (see STARTS above). */
     int start;
+    /* Whether the claim applies the queue's concurrency limits, as the
+     * store has them. A claim without (the worker's, for a queue it knows
+     * has none: the cheaper statement) takes nothing from a queue that has
+     * limits. */
+    int limited;
 } tq__claim;
 
 /*
@@ -243,7 +248,7 @@ static inline int tq__same_holder(const tq_worker_info *h, const tq_worker_info 
 
 extern const struct tq__engine tq__engine_sqlite;
 /* For the plan tests: the SQLite claim statement of an order. */
-const char *tq__sqlite_claim_sql(tq_order order);
+const char *tq__sqlite_claim_sql(tq_order order, int limited);
 /* For the plan tests: the acknowledgement of one done job. */
 const char *tq__sqlite_ack_sql(void);
 /* For the upgrade test: the SQL that takes a store to version (1-based). */
@@ -252,7 +257,7 @@ const char *tq__sqlite_migration(int version);
 extern const struct tq__engine tq__engine_postgres;
 /* For the plan tests: the PostgreSQL claim statement of an order, with
  * "TQ." standing for the schema. */
-const char *tq__postgres_claim_sql(tq_order order);
+const char *tq__postgres_claim_sql(tq_order order, int limited);
 /* For the plan tests: the planner settings each exchange starts with. */
 const char *tq__postgres_plan_sql(void);
 /* For the plan tests: the setting sent before grouped acknowledgements. */

@@ -214,6 +214,17 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
      * to its handler. The API checks its form; a worker passes on only a
      * value of that form, whatever plain SQL wrote. */
     "ALTER TABLE TQ.jobs ADD COLUMN traceparent text;",
+    /* 9: concurrency limits, as SQLite's migration 9 says. The CHECK reads
+     * only a column no statement updates, and passes at its first test for
+     * a job without a group. */
+    "ALTER TABLE TQ.jobs ADD COLUMN job_group text"
+    "  CHECK (job_group IS NULL OR octet_length(job_group) BETWEEN 1 AND 255);"
+    "ALTER TABLE TQ.queues ADD COLUMN max_running int4 NOT NULL DEFAULT 0"
+    "  CHECK (max_running >= 0),"
+    "  ADD COLUMN max_running_per_group int4 NOT NULL DEFAULT 0"
+    "  CHECK (max_running_per_group >= 0);"
+    "CREATE INDEX jobs_running_group ON TQ.jobs (queue, job_group)"
+    "  WHERE state = 'running' AND job_group IS NOT NULL;",
 };
 
 /* clang-format off */
@@ -247,7 +258,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     " COALESCE(j.max_attempts, (SELECT q.max_attempts FROM TQ.queues q"                  \
     " WHERE q.name = j.queue), 3), coalesce(j.dedup_key, j.unique_key), j.worker,"       \
     " j.last_error, j.created_at, j.run_at, j.started_at, j.finished_at, j.lease_until," \
-    " j.claims, j.traceparent"
+    " j.claims, j.traceparent, j.job_group"
 
 /* A claim returns only what the claimer does not know (tq__claimed_cols):
  * each column left out is one less to form, send and read per claimed row
@@ -255,7 +266,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
 #define CLAIMED_COLS                                                                     \
     "j.id, j.payload, j.priority, j.attempts, COALESCE(j.max_attempts, $5::int4),"       \
     " coalesce(j.dedup_key, j.unique_key), j.last_error, j.created_at, j.run_at,"        \
-    " j.started_at, j.lease_until, j.claims, j.traceparent"
+    " j.started_at, j.lease_until, j.claims, j.traceparent, j.job_group"
 
 /* The predicate of jobs_unique (migration 7), word for word: the rows
  * whose unique_key is held. */
@@ -268,10 +279,10 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
  * against the unique index of predicate held, ending in action. */
 #define ENQUEUE_KEYED(col, more_cols, more_vals, held, action)                           \
     "INSERT INTO TQ.jobs AS j (queue, payload, priority, run_at, max_attempts,"          \
-    " traceparent, " col ", unique_until" more_cols ")"                                  \
+    " traceparent, job_group, " col ", unique_until" more_cols ")"                       \
     " VALUES ($1, $2, $3,"                                                               \
     "  CASE WHEN $4::int8 = 0 THEN now() + " DUR("$5") " ELSE " TS("$4") " END,"         \
-    "  $6::int4, $7, $8, CASE WHEN $9::int8 > 0 THEN now() + " DUR("$9") " END"          \
+    "  $6::int4, $7, $8, $9, CASE WHEN $10::int8 > 0 THEN now() + " DUR("$10") " END"    \
     more_vals ")"                                                                        \
     " ON CONFLICT (queue, " col ") WHERE " held action
 #define REPLACE_READY                                                                    \
@@ -285,7 +296,8 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
  * hold them. A start charges the attempt unless the job is out of them (the
  * worker then ends it unrun); so does a hold of a job whose claims ended
  * twice in a rescue with no start recorded (engine.h). A paused queue
- * yields nothing: the NOT EXISTS is uncorrelated, run once per claim.
+ * yields nothing, and so does one with concurrency limits (CLAIM_LIMITED
+ * claims there): the NOT EXISTS is uncorrelated, run once per claim.
  */
 #define CHARGE                                                                           \
     "(($6::bool OR j.unknown_starts >= 2)"                                               \
@@ -294,10 +306,51 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "WITH picked AS MATERIALIZED ("                                                      \
     "  SELECT id FROM TQ.jobs"                                                           \
     "  WHERE queue = $1 AND state = 'ready' AND run_at <= now()"                         \
-    "    AND NOT EXISTS (SELECT 1 FROM TQ.queues WHERE name = $1 AND paused)"            \
+    "    AND NOT EXISTS (SELECT 1 FROM TQ.queues WHERE name = $1"                        \
+    "        AND (paused OR max_running > 0 OR max_running_per_group > 0))"              \
     "  " order_by                                                                        \
     "  LIMIT $2"                                                                         \
     "  FOR UPDATE SKIP LOCKED)"                                                          \
+    CLAIM_UPDATE
+/*
+ * The claim of a queue with concurrency limits, with CLAIM's parameters,
+ * as SQLite's CLAIM_LIMITED says (lim, cand, picked). The counts are only
+ * right if no other claim of the queue commits between this statement's
+ * snapshot and its own commit: S_LIMIT_LOCK, sent just before it in the
+ * same transaction, serialises the limited claims of a queue, and this
+ * statement's snapshot is taken after the lock was granted.
+ */
+#define CLAIM_LIMITED(order_by)                                                          \
+    "WITH lim AS MATERIALIZED (SELECT max_running_per_group AS per_group,"               \
+    "    CASE WHEN paused THEN 0"                                                        \
+    "         WHEN max_running > 0 THEN greatest(0, least($2::int8,"                     \
+    "              max_running - (SELECT count(*) FROM TQ.jobs WHERE state = 'running'"  \
+    "                             AND queue = $1 AND lease_until IS NOT NULL)))"         \
+    "         ELSE $2::int8 END AS room"                                                 \
+    "    FROM TQ.queues WHERE name = $1),"                                               \
+    " cand AS MATERIALIZED (SELECT id, job_group, priority, run_at,"                     \
+    "    " GROUP_BUSY " AS busy FROM TQ.jobs j"                                          \
+    "    WHERE queue = $1 AND state = 'ready' AND run_at <= now()"                       \
+    "      AND " GROUP_BUSY " < coalesce((SELECT CASE WHEN per_group > 0"                \
+    "                              THEN per_group END FROM lim), 1)"                     \
+    "    " order_by                                                                      \
+    "    LIMIT coalesce((SELECT CASE WHEN per_group > 0 THEN 4 * room ELSE room END"     \
+    "                    FROM lim), 0)"                                                  \
+    "    FOR UPDATE SKIP LOCKED),"                                                       \
+    " picked AS MATERIALIZED (SELECT id FROM (SELECT id, job_group, priority, run_at,"   \
+    "    busy, row_number() OVER (PARTITION BY job_group " order_by ") AS rn FROM cand)" \
+    "    c WHERE job_group IS NULL OR busy + rn <= (SELECT per_group FROM lim)"          \
+    "       OR (SELECT per_group FROM lim) = 0"                                          \
+    "    " order_by                                                                      \
+    "    LIMIT coalesce((SELECT room FROM lim), 0))"                                     \
+    CLAIM_UPDATE
+/* How many jobs of row j's group run, when the group limit counts it (0
+ * otherwise: no group, or no group limit). */
+#define GROUP_BUSY                                                                       \
+    "(CASE WHEN j.job_group IS NULL OR (SELECT per_group FROM lim) = 0 THEN 0"           \
+    " ELSE (SELECT count(*) FROM TQ.jobs r WHERE r.state = 'running'"                    \
+    " AND r.queue = $1 AND r.job_group = j.job_group) END)"
+#define CLAIM_UPDATE                                                                     \
     " UPDATE TQ.jobs j SET"                                                              \
     "  state = 'running',"                                                               \
     "  claims = j.claims + 1,"                                                           \
@@ -327,12 +380,16 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
 
 #define QUEUE_COLS                                                                       \
     "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done, "    \
-    "paused"
+    "paused, max_running, max_running_per_group"
 
 enum stmt_id {
     S_CLAIM_FIFO,
     S_CLAIM_LIFO,
     S_CLAIM_ANY,
+    S_CLAIM_LIMITED_FIFO,
+    S_CLAIM_LIMITED_LIFO,
+    S_CLAIM_LIMITED_ANY,
+    S_LIMIT_LOCK,
     S_PLAN,
     S_PLAN_GROUP,
     S_PLAN_CLAIM,
@@ -389,6 +446,17 @@ static const char *const sql[S_COUNT] = {
     [S_CLAIM_FIFO] = CLAIM(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_LIFO] = CLAIM(" ORDER BY priority DESC, id DESC"),
     [S_CLAIM_ANY] = CLAIM(""),
+    [S_CLAIM_LIMITED_FIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, run_at, id"),
+    [S_CLAIM_LIMITED_LIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, id DESC"),
+    [S_CLAIM_LIMITED_ANY] = CLAIM_LIMITED(""),
+    /* Before a limited claim, $1 the queue: a lock on the queue, held to
+     * the end of the transaction, if it has limits. An advisory lock: a
+     * worker role may not lock rows of the queues table. Its first key is
+     * this schema's (the table's oid), so schemas do not collide. */
+    [S_LIMIT_LOCK] =
+        "SELECT pg_advisory_xact_lock('TQ.queues'::regclass::oid::int4, hashtext($1))"
+        " FROM TQ.queues WHERE name = $1"
+        " AND (max_running > 0 OR max_running_per_group > 0)",
     /* Opens every exchange, for the rest of its transaction: the hot path
      * takes rows by id or in its ready index's order, never by reading the
      * table or sorting a backlog. Whatever ANALYZE last saw of a queue table
@@ -497,14 +565,15 @@ static const char *const sql[S_COUNT] = {
         " WHERE j.state = 'running' AND j.worker = $1 AND j.lease_until IS NOT NULL",
     /* Many rows in one statement: payloads as one bytea[] parameter. */
     [S_ENQUEUE_MANY] =
-        "INSERT INTO TQ.jobs (queue, payload, priority, run_at, max_attempts, traceparent)"
+        "INSERT INTO TQ.jobs (queue, payload, priority, run_at, max_attempts, traceparent,"
+        " job_group)"
         " SELECT $1, p.payload, $3,"
         "        CASE WHEN $4::int8 = 0 THEN now() + " DUR("$5") " ELSE " TS("$4") " END,"
-        "        $6::int4, $7::text"
+        "        $6::int4, $7::text, $8::text"
         " FROM unnest($2::bytea[]) WITH ORDINALITY AS p (payload, n)"
         " ORDER BY p.n"
         " RETURNING id",
-    /* Keyed: $8 the key, $9 how long it holds at most (0: no limit), $10
+    /* Keyed: $9 the key, $10 how long it holds at most (0: no limit), $11
      * the scope of a unique_key (migration 7). A conflict target names its
      * index's predicate word for word, and so does the look-up of the kept
      * job. A replace updates the kept job only while it is ready, in the
@@ -513,13 +582,13 @@ static const char *const sql[S_COUNT] = {
     [S_ENQUEUE_KEY] = ENQUEUE_KEYED("dedup_key", "", "", "dedup_key IS NOT NULL",
                                     " DO NOTHING RETURNING id"),
     [S_FIND_KEY] = "SELECT id FROM TQ.jobs WHERE queue = $1 AND dedup_key = $2",
-    [S_ENQUEUE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $10",
+    [S_ENQUEUE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $11",
                                      UNIQUE_HELD, " DO NOTHING RETURNING id"),
     [S_FIND_UKEY] = "SELECT id FROM TQ.jobs WHERE queue = $1 AND unique_key = $2"
                     " AND " UNIQUE_HELD,
     [S_REPLACE_KEY] = ENQUEUE_KEYED("dedup_key", "", "", "dedup_key IS NOT NULL",
                                     REPLACE_READY),
-    [S_REPLACE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $10",
+    [S_REPLACE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $11",
                                      UNIQUE_HELD, REPLACE_READY),
     /* Before a keyed insert: holders of the key whose time is up let it go
      * (migration 7). */
@@ -531,7 +600,11 @@ static const char *const sql[S_COUNT] = {
                        " backoff_base_us = coalesce($5::int8, backoff_base_us),"
                        " backoff_cap_us = coalesce($6::int8, backoff_cap_us),"
                        " keep_done = coalesce($7::bool, keep_done),"
-                       " paused = coalesce($8::bool, paused) WHERE name = $1",
+                       " paused = coalesce($8::bool, paused),"
+                       " max_running = coalesce($9::int4, max_running),"
+                       " max_running_per_group = coalesce($10::int4,"
+                       "                                  max_running_per_group)"
+                       " WHERE name = $1",
     [S_QUEUE_GET] = "SELECT " QUEUE_COLS " FROM TQ.queues WHERE name = $1",
     [S_QUEUE_LIST] = "SELECT " QUEUE_COLS " FROM TQ.queues ORDER BY name",
     /* Draining workers ask this while others finish. The running half is
@@ -1103,7 +1176,12 @@ static int pg_open(tq *db, const tq__url *url, int create)
     }
     /* Notices (e.g. "schema already exists") are not for our users. */
     PQsetNoticeProcessor(c->pg, ignore_notice, NULL);
-    rc = simple(db, "SET client_min_messages = warning; SET TIME ZONE 'UTC'",
+    /* No JIT: every statement here touches a handful of rows, and the
+     * planner settings S_PLAN makes (a sort it cannot avoid, like the
+     * limited claim's, then costs 10^10 on paper) would have it compile
+     * each claim: 0.5 s apiece. */
+    rc = simple(db,
+                "SET client_min_messages = warning; SET TIME ZONE 'UTC'; SET jit = off",
                 "configuring the session");
     if (rc)
         pg_close(db);
@@ -1271,6 +1349,8 @@ static void read_queue(const PGresult *r, int row, tq_queue_info *q)
     q->backoff_cap_us = g_i64(r, row, 5);
     q->keep_done = (int)g_i64(r, row, 6);
     q->paused = (int)g_i64(r, row, 7);
+    q->max_running = (int)g_i64(r, row, 8);
+    q->max_running_per_group = (int)g_i64(r, row, 9);
 }
 
 static int pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
@@ -1302,6 +1382,14 @@ static int pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
     }
     p_text(&p, o->set & TQ_SET_KEEP_DONE ? (o->keep_done ? "true" : "false") : NULL);
     p_text(&p, o->set & TQ_SET_PAUSED ? (o->paused ? "true" : "false") : NULL);
+    if (o->set & TQ_SET_MAX_RUNNING)
+        p_i64(&p, o->max_running);
+    else
+        p_text(&p, NULL);
+    if (o->set & TQ_SET_MAX_RUNNING_PER_GROUP)
+        p_i64(&p, o->max_running_per_group);
+    else
+        p_text(&p, NULL);
     if ((rc = run_count(db, S_QUEUE_UPDATE, &p, NULL, "changing the queue")))
         goto fail;
     return commit(db);
@@ -1386,6 +1474,7 @@ static void enqueue_common(params *p, const tq_enqueue_opts *o)
     else
         p_text(p, NULL);
     p_text(p, o->traceparent);
+    p_text(p, o->group);
 }
 
 static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t n,
@@ -1528,8 +1617,10 @@ static int read_jobs(tq *db, PGresult *r, const tq__job_cols *c, const char *que
         j->lease_until = g_time(r, i, c->lease_until);
         j->claim = g_i64(r, i, c->claim);
         j->traceparent = g_str(r, i, c->traceparent);
+        j->group = g_str(r, i, c->group);
         if (!j->queue || !j->payload || (!PQgetisnull(r, i, c->key) && !j->key) ||
             (!PQgetisnull(r, i, c->traceparent) && !j->traceparent) ||
+            (!PQgetisnull(r, i, c->group) && !j->group) ||
             (c->worker >= 0 && !PQgetisnull(r, i, c->worker) && !j->worker) ||
             (c->worker < 0 && !j->worker) ||
             (!PQgetisnull(r, i, c->last_error) && !j->last_error)) {
@@ -1674,12 +1765,20 @@ typedef struct exchange_state {
     size_t njobs;
 } exchange_state;
 
+/* The claim statement of a queue order, with or without its limits. */
+static enum stmt_id claim_id(tq_order order, int limited)
+{
+    static const enum stmt_id ids[2][3] = {
+        {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY},
+        {S_CLAIM_LIMITED_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_LIMITED_ANY}};
+    return ids[!!limited][order];
+}
+
 /* Sorts the acks into the grouped statements and prepares every statement
  * the exchange will send (statements cannot be prepared inside a
  * pipeline). */
 static int exchange_prepare(tq *db, exchange_state *x)
 {
-    static const enum stmt_id claim_ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
     size_t nother = 0;
     int rc;
     for (size_t i = 0; i < x->nacks; i++) {
@@ -1703,7 +1802,10 @@ static int exchange_prepare(tq *db, exchange_state *x)
         (grouped && ((rc = prepare(db, S_PLAN_GROUP, "exchanging with the store")) ||
                      (rc = prepare(db, S_PLAN_CLAIM, "exchanging with the store")))))
         return rc;
-    if (x->claim && (rc = prepare(db, claim_ids[x->claim->order], "claiming jobs")))
+    if (x->claim &&
+        ((rc = prepare(db, claim_id(x->claim->order, x->claim->limited),
+                       "claiming jobs")) ||
+         (x->claim->limited && (rc = prepare(db, S_LIMIT_LOCK, "claiming jobs")))))
         return rc;
     return 0;
 }
@@ -1712,7 +1814,6 @@ static int exchange_prepare(tq *db, exchange_state *x)
  * the claim, COMMIT: into the pipeline, not waiting for any answer. */
 static int exchange_send(pipeline *pl, exchange_state *x)
 {
-    static const enum stmt_id claim_ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
     const params none = {0};
     const int grouped = x->nmany || x->ndel;
     int rc;
@@ -1739,6 +1840,11 @@ static int exchange_send(pipeline *pl, exchange_state *x)
     }
     if (!rc && x->claim && grouped)
         rc = pipe_send(pl, S_PLAN_CLAIM, &none, 0);
+    if (!rc && x->claim && x->claim->limited) {
+        params p = {0};
+        p_text(&p, x->claim->queue);
+        rc = pipe_send(pl, S_LIMIT_LOCK, &p, 0);
+    }
     if (!rc && x->claim) {
         params p = {0};
         p_text(&p, x->claim->queue);
@@ -1747,7 +1853,7 @@ static int exchange_send(pipeline *pl, exchange_state *x)
         p_i64(&p, x->claim->lease_us);
         p_i64(&p, x->claim->max_attempts);
         p_text(&p, x->claim->start ? "true" : "false");
-        rc = pipe_send(pl, claim_ids[x->claim->order], &p, 0);
+        rc = pipe_send(pl, claim_id(x->claim->order, x->claim->limited), &p, 0);
     }
     return rc ? rc : pipe_sql(pl, "COMMIT");
 }
@@ -1773,6 +1879,7 @@ static int exchange_take(tq *db, const pipeline *pl, size_t q, PGresult *r,
     case S_PLAN:
     case S_PLAN_GROUP:
     case S_PLAN_CLAIM:
+    case S_LIMIT_LOCK:
         break;
     default: /* the claim: read_jobs takes r */
         return read_jobs(db, r, &tq__claimed_cols, x->claim->queue, x->worker, &x->jobs,
@@ -2392,10 +2499,9 @@ static int pg_notify_drain(tq *db, int *count, int64_t *again_us)
     return 0;
 }
 
-const char *tq__postgres_claim_sql(tq_order order)
+const char *tq__postgres_claim_sql(tq_order order, int limited)
 {
-    static const enum stmt_id ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
-    return (unsigned)order < 3 ? sql[ids[order]] : NULL;
+    return (unsigned)order < 3 ? sql[claim_id(order, limited)] : NULL;
 }
 
 const char *tq__postgres_plan_sql(void)

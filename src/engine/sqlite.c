@@ -280,6 +280,19 @@ static const char *const migrations[SCHEMA_VERSION] = {
      * to its handler. The API checks its form; a worker passes on only a
      * value of that form, whatever plain SQL wrote. */
     "ALTER TABLE tq_jobs ADD COLUMN traceparent TEXT;",
+    /* 9: concurrency limits (tq_queue_info.max_running, per group). A job's
+     * group is set once, at enqueue; the index holds only the running rows
+     * of a group, so jobs without one never enter it. The limited claim
+     * (CLAIM_LIMITED) counts a queue's running rows through
+     * tq_jobs_running, a group's through this. */
+    "ALTER TABLE tq_jobs ADD COLUMN job_group TEXT"
+    "  CHECK (job_group IS NULL OR length(CAST(job_group AS BLOB)) BETWEEN 1 AND 255);"
+    "ALTER TABLE tq_queues ADD COLUMN max_running INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (max_running >= 0);"
+    "ALTER TABLE tq_queues ADD COLUMN max_running_per_group INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (max_running_per_group >= 0);"
+    "CREATE INDEX tq_jobs_running_group ON tq_jobs (queue, job_group)"
+    "  WHERE state = 'running' AND job_group IS NOT NULL;",
 };
 
 /* clang-format on */
@@ -316,7 +329,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
     " q.max_attempts FROM tq_queues q WHERE q.name = tq_jobs.queue), 3),"                \
     " coalesce(dedup_key, unique_key),"                                                   \
     " worker, last_error, created_at, run_at, started_at, finished_at, lease_until,"     \
-    " claims, traceparent"
+    " claims, traceparent, job_group"
 
 /*
  * A claim: ?1 queue, ?2 now, ?3 how many, ?4 worker, ?5 lease end, ?6 the
@@ -324,12 +337,13 @@ static const char *const migrations[SCHEMA_VERSION] = {
  * 0 to hold them. A start charges the attempt unless the job is out of
  * them (the worker then ends it unrun); so does a hold of a job whose
  * claims ended twice in a rescue with no start recorded (engine.h). A
- * paused queue yields nothing. It returns only what the claimer does not
- * know (tq__claimed_cols).
+ * paused queue yields nothing, and so does a queue with concurrency
+ * limits (CLAIM_LIMITED claims there). It returns only what the claimer
+ * does not know (tq__claimed_cols).
  */
 #define CHARGE                                                                           \
     "((?7 OR unknown_starts >= 2) AND attempts < COALESCE(max_attempts, ?6))"
-#define CLAIM(order_by)                                                                  \
+#define CLAIM_SET                                                                        \
     "UPDATE tq_jobs SET"                                                                 \
     "  state = 'running',"                                                               \
     "  claims = claims + 1,"                                                             \
@@ -338,16 +352,61 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  unknown_starts = CASE WHEN " CHARGE " THEN 0 ELSE unknown_starts END,"            \
     "  worker = ?4,"                                                                     \
     "  lease_until = ?5,"                                                                \
-    "  finished_at = NULL"                                                               \
-    " WHERE id IN (SELECT id FROM tq_jobs"                                               \
-    "              WHERE queue = ?1 AND state = 'ready' AND run_at <= ?2"                \
-    "                AND NOT EXISTS (SELECT 1 FROM tq_queues"                            \
-    "                                WHERE name = ?1 AND paused)"                        \
-    "              " order_by                                                            \
-    "              LIMIT ?3)"                                                            \
+    "  finished_at = NULL"
+#define CLAIM_RETURNING                                                                  \
     " RETURNING id, payload, priority, attempts, COALESCE(max_attempts, ?6),"            \
     "  coalesce(dedup_key, unique_key), last_error, created_at, run_at, started_at,"     \
-    "  lease_until, claims, traceparent"
+    "  lease_until, claims, traceparent, job_group"
+#define CLAIM(order_by)                                                                  \
+    CLAIM_SET                                                                            \
+    " WHERE id IN (SELECT id FROM tq_jobs"                                               \
+    "              WHERE queue = ?1 AND state = 'ready' AND run_at <= ?2"                \
+    "                AND NOT EXISTS (SELECT 1 FROM tq_queues WHERE name = ?1"            \
+    "                    AND (paused OR max_running > 0 OR max_running_per_group > 0))"  \
+    "              " order_by                                                            \
+    "              LIMIT ?3)"                                                            \
+    CLAIM_RETURNING
+
+/*
+ * The claim of a queue with concurrency limits, with CLAIM's parameters.
+ * lim: how many may start (room: ?3, or what max_running leaves, 0 when
+ * paused) and the group limit. cand: the first ready rows in the queue's
+ * order whose group has room, each with its group's running count (busy);
+ * with a group limit four times room of them, so that a batch can still
+ * fill when some share a group. picked: of those, in order, the ones that
+ * fit their group counting the batch's own earlier picks (rn), at most
+ * room. One statement: nothing runs between the counts and the update
+ * (SQLite has one writer; PostgreSQL's form locks the queue row first).
+ */
+#define CLAIM_LIMITED(order_by)                                                          \
+    "WITH lim AS (SELECT max_running_per_group AS per_group,"                            \
+    "    CASE WHEN paused THEN 0"                                                        \
+    "         WHEN max_running > 0 THEN max(0, min(?3, max_running - (SELECT count(*)"   \
+    "              FROM tq_jobs WHERE state = 'running' AND queue = ?1)))"               \
+    "         ELSE ?3 END AS room"                                                       \
+    "    FROM tq_queues WHERE name = ?1),"                                               \
+    " cand AS (SELECT id, job_group, priority, run_at, " GROUP_BUSY(                     \
+        "tq_jobs") " AS busy"                                                            \
+    "    FROM tq_jobs WHERE queue = ?1 AND state = 'ready' AND run_at <= ?2"             \
+    "      AND " GROUP_BUSY("tq_jobs") " < coalesce((SELECT CASE WHEN per_group > 0"     \
+    "                              THEN per_group END FROM lim), 1)"                     \
+    "    " order_by                                                                      \
+    "    LIMIT coalesce((SELECT CASE WHEN per_group > 0 THEN 4 * room ELSE room END"     \
+    "                    FROM lim), 0)),"                                                \
+    " picked AS (SELECT id FROM (SELECT id, job_group, priority, run_at, busy,"          \
+    "    row_number() OVER (PARTITION BY job_group " order_by ") AS rn FROM cand)"       \
+    "    WHERE job_group IS NULL OR busy + rn <= (SELECT per_group FROM lim)"            \
+    "       OR (SELECT per_group FROM lim) = 0"                                          \
+    "    " order_by                                                                      \
+    "    LIMIT coalesce((SELECT room FROM lim), 0))"                                     \
+    CLAIM_SET " WHERE id IN (SELECT id FROM picked)" CLAIM_RETURNING
+
+/* How many jobs of row t's group run, when the group limit counts it (0
+ * otherwise: no group, or no group limit). */
+#define GROUP_BUSY(t)                                                                    \
+    "(CASE WHEN " t ".job_group IS NULL OR (SELECT per_group FROM lim) = 0 THEN 0"       \
+    " ELSE (SELECT count(*) FROM tq_jobs r WHERE r.state = 'running'"                    \
+    " AND r.queue = ?1 AND r.job_group = " t ".job_group) END)"
 
 /* What a rescue does to a running row: back to ready, or dead when its
  * started run used the last attempt; a claim that never started is put
@@ -364,6 +423,11 @@ static const char *const migrations[SCHEMA_VERSION] = {
 
 /* clang-format on */
 
+/* A queue's settings (read_queue). */
+#define QUEUE_COLS                                                                       \
+    "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done,"     \
+    " paused, max_running, max_running_per_group"
+
 /* One prepared statement per entry; SQL lives here, one place each. */
 enum stmt_id {
     S_BEGIN,
@@ -372,6 +436,9 @@ enum stmt_id {
     S_CLAIM_FIFO,
     S_CLAIM_LIFO,
     S_CLAIM_ANY,
+    S_CLAIM_LIMITED_FIFO,
+    S_CLAIM_LIMITED_LIFO,
+    S_CLAIM_LIMITED_ANY,
     S_DONE,
     S_DONE_DELETE,
     S_FAIL,
@@ -428,6 +495,9 @@ static const char *const sql[S_COUNT] = {
     [S_CLAIM_FIFO] = CLAIM(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_LIFO] = CLAIM(" ORDER BY priority DESC, id DESC"),
     [S_CLAIM_ANY] = CLAIM(""),
+    [S_CLAIM_LIMITED_FIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, run_at, id"),
+    [S_CLAIM_LIMITED_LIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, id DESC"),
+    [S_CLAIM_LIMITED_ANY] = CLAIM_LIMITED(""),
     /* clang-format off */
     /* Acknowledgements: ?1 id, ?2 worker, ?3 claim, ?4 now, ?5 started_us,
      * ?6 delay (FAIL: backoff, BEAT: lease), ?7 error. */
@@ -476,21 +546,21 @@ static const char *const sql[S_COUNT] = {
         " WHERE state = 'running' AND worker = ?2",
     /* clang-format on */
     [S_ENQUEUE] = "INSERT INTO tq_jobs (queue, payload, priority, run_at,"
-                  " max_attempts, created_at, traceparent)"
-                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?10)",
+                  " max_attempts, created_at, traceparent, job_group)"
+                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?10, ?11)",
     /* Keyed: ?7 the key, ?8 unique_until (NULL: none), ?9 the scope of a
      * unique_key (migration 7). A conflict target names its index's
      * predicate word for word, and so does the look-up of the kept job. */
     [S_ENQUEUE_KEY] =
         "INSERT INTO tq_jobs (queue, payload, priority, run_at, max_attempts,"
-        " created_at, dedup_key, unique_until, traceparent)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?10)"
+        " created_at, dedup_key, unique_until, traceparent, job_group)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?10, ?11)"
         " ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING",
     [S_FIND_KEY] = "SELECT id FROM tq_jobs WHERE queue = ?1 AND dedup_key = ?2",
     [S_ENQUEUE_UKEY] =
         "INSERT INTO tq_jobs (queue, payload, priority, run_at, max_attempts,"
-        " created_at, unique_key, unique_until, unique_scope, traceparent)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+        " created_at, unique_key, unique_until, unique_scope, traceparent, job_group)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
         " ON CONFLICT (queue, unique_key) WHERE " UNIQUE_HELD " DO NOTHING",
     [S_FIND_UKEY] = "SELECT id FROM tq_jobs WHERE queue = ?1 AND unique_key = ?2"
                     " AND " UNIQUE_HELD,
@@ -516,14 +586,12 @@ static const char *const sql[S_COUNT] = {
         " max_attempts = coalesce(?4, max_attempts),"
         " backoff_base_us = coalesce(?5, backoff_base_us),"
         " backoff_cap_us = coalesce(?6, backoff_cap_us),"
-        " keep_done = coalesce(?7, keep_done), paused = coalesce(?8, paused)"
+        " keep_done = coalesce(?7, keep_done), paused = coalesce(?8, paused),"
+        " max_running = coalesce(?9, max_running),"
+        " max_running_per_group = coalesce(?10, max_running_per_group)"
         " WHERE name = ?1",
-    [S_QUEUE_GET] = "SELECT name, ord, lease_us, max_attempts, backoff_base_us,"
-                    " backoff_cap_us, keep_done, paused FROM tq_queues"
-                    " WHERE name = ?1",
-    [S_QUEUE_LIST] = "SELECT name, ord, lease_us, max_attempts, backoff_base_us,"
-                     " backoff_cap_us, keep_done, paused FROM tq_queues"
-                     " ORDER BY name",
+    [S_QUEUE_GET] = "SELECT " QUEUE_COLS " FROM tq_queues WHERE name = ?1",
+    [S_QUEUE_LIST] = "SELECT " QUEUE_COLS " FROM tq_queues ORDER BY name",
     [S_PENDING] = "SELECT EXISTS (SELECT 1 FROM tq_jobs WHERE queue = ?1 AND"
                   " state = 'ready') OR EXISTS (SELECT 1 FROM tq_jobs WHERE"
                   " queue = ?1 AND state = 'running')",
@@ -1012,6 +1080,8 @@ static void read_queue(sqlite3_stmt *s, tq_queue_info *q)
     q->backoff_cap_us = sqlite3_column_int64(s, 5);
     q->keep_done = sqlite3_column_int(s, 6);
     q->paused = sqlite3_column_int(s, 7);
+    q->max_running = sqlite3_column_int(s, 8);
+    q->max_running_per_group = sqlite3_column_int(s, 9);
 }
 
 static int sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
@@ -1042,6 +1112,10 @@ static int sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         sqlite3_bind_int(s, 7, !!o->keep_done);
     if (o->set & TQ_SET_PAUSED)
         sqlite3_bind_int(s, 8, !!o->paused);
+    if (o->set & TQ_SET_MAX_RUNNING)
+        sqlite3_bind_int(s, 9, o->max_running);
+    if (o->set & TQ_SET_MAX_RUNNING_PER_GROUP)
+        sqlite3_bind_int(s, 10, o->max_running_per_group);
     if ((rc = run(db, s, "changing the queue")))
         goto fail;
     if ((o->set & TQ_SET_ORDER) && (rc = sync_lifo_index(db)))
@@ -1107,8 +1181,8 @@ fail:
 /* ---- enqueue ----------------------------------------------------------- */
 
 /* What every enqueue statement takes: ?1 queue, ?2 payload, ?3 priority,
- * ?4 run_at, ?5 max_attempts (NULL: the queue's), ?6 created_at and ?10 the
- * trace context. */
+ * ?4 run_at, ?5 max_attempts (NULL: the queue's), ?6 created_at, ?10 the
+ * trace context and ?11 the group. */
 static void bind_job(sqlite3_stmt *s, const char *queue, const tq_payload *item,
                      const tq_enqueue_opts *o, int64_t now, int64_t run_at)
 {
@@ -1122,6 +1196,7 @@ static void bind_job(sqlite3_stmt *s, const char *queue, const tq_payload *item,
         sqlite3_bind_null(s, 5);
     sqlite3_bind_int64(s, 6, now);
     bind_text(s, 10, o->traceparent);
+    bind_text(s, 11, o->group);
 }
 
 /* The keyed half of an enqueue, in its transaction: the insert, or the
@@ -1257,8 +1332,10 @@ static int read_job(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const char *
     j->lease_until = sqlite3_column_int64(s, c->lease_until);
     j->claim = sqlite3_column_int64(s, c->claim);
     j->traceparent = col_strdup(s, c->traceparent);
+    j->group = col_strdup(s, c->group);
     if (!j->queue || !j->payload ||
         (sqlite3_column_type(s, c->traceparent) != SQLITE_NULL && !j->traceparent) ||
+        (sqlite3_column_type(s, c->group) != SQLITE_NULL && !j->group) ||
         (sqlite3_column_type(s, c->key) != SQLITE_NULL && !j->key) ||
         (c->worker < 0
              ? !j->worker
@@ -1331,16 +1408,24 @@ static int apply_ack(tq *db, const char *worker, tq__ack *a, int64_t now)
     return 0;
 }
 
+/* The claim statement of a queue order, with or without its limits. */
+static enum stmt_id claim_id(tq_order order, int limited)
+{
+    static const enum stmt_id ids[2][3] = {
+        {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY},
+        {S_CLAIM_LIMITED_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_LIMITED_ANY}};
+    return ids[!!limited][order];
+}
+
 /* One claim of an exchange: appends the claimed jobs to *jobs. */
 static int claim_jobs(tq *db, const char *worker, const tq__claim *c, int64_t now,
                       tq_job **jobs, size_t *njobs)
 {
-    static const enum stmt_id claim_ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
     int rc;
     if (c->order == TQ_LIFO &&
         (rc = exec_id(db, S_LIFO_INDEX, "creating the LIFO index")))
         return rc;
-    sqlite3_stmt *s = stmt(db, claim_ids[c->order], &rc);
+    sqlite3_stmt *s = stmt(db, claim_id(c->order, c->limited), &rc);
     if (!s)
         return rc;
     sqlite3_bind_text(s, 1, c->queue, -1, SQLITE_STATIC);
@@ -1964,10 +2049,9 @@ static int sqlite_notify_drain(tq *db, int *count, int64_t *again_us)
     return 0;
 }
 
-const char *tq__sqlite_claim_sql(tq_order order)
+const char *tq__sqlite_claim_sql(tq_order order, int limited)
 {
-    static const enum stmt_id ids[] = {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY};
-    return (unsigned)order < 3 ? sql[ids[order]] : NULL;
+    return (unsigned)order < 3 ? sql[claim_id(order, limited)] : NULL;
 }
 
 const char *tq__sqlite_ack_sql(void)
