@@ -11,7 +11,8 @@
 # enqueue one job per call against bulk; the enqueue-to-start latency of
 # idle workers; the process rate with 1,000,000 finished rows kept against
 # an empty table; `tq work -- true` against a bare spawn-and-wait loop
-# (bench/ref_spawn.c); a worker's peak memory; and (full runs) 1,000,000
+# (bench/ref_spawn.c); a queue with a per-group concurrency limit against
+# the same queue without; a worker's peak memory; and (full runs) 1,000,000
 # PostgreSQL jobs in a row (bench/sustained.sh).
 #
 # Writes docs/bench/results.csv, docs/bench/extras.csv,
@@ -139,6 +140,18 @@ for engine in sqlite postgres; do
     extra $engine "commands/s: tq work -- true vs bare spawn loop" "$tw" \
         "$("$build/ref_spawn" 2000 true | jq .per_s)"
     drop "$u"
+
+    # Concurrency limits: 100 groups taking turns 10 jobs at a time, 4
+    # workers x 4 slots, at most 1 running per group, against the same queue
+    # without the limit, with its claim-ahead (the default) and without
+    # (what a limited queue gives up).
+    g="--jobs 20000 --workers 4 --concurrency 4 --groups 100 --latency-jobs 0"
+    lim=$(bench "$(store $engine)" $g --max-running-per-group 1 | jq .process_per_s)
+    free=$(bench "$(store $engine)" $g | jq .process_per_s)
+    free0=$(bench "$(store $engine)" $g --prefetch 0 | jq .process_per_s)
+    extra $engine "jobs/s over 100 groups: max 1 running per group vs no limit" "$lim" "$free"
+    extra $engine "jobs/s over 100 groups: max 1 running per group vs no limit and no claim-ahead" \
+        "$lim" "$free0"
 done
 # What tq's table costs, apart from tq: the reference's own statements on
 # a table made by tq init, against the reference on its minimal table.

@@ -50,24 +50,26 @@ static int is_job_var(const char *e)
 {
     return strncmp(e, "TQ_JOB_ID=", 10) == 0 || strncmp(e, "TQ_QUEUE=", 9) == 0 ||
            strncmp(e, "TQ_ATTEMPT=", 11) == 0 || strncmp(e, "TQ_CLAIM=", 9) == 0 ||
-           strncmp(e, "TRACEPARENT=", 12) == 0;
+           strncmp(e, "TRACEPARENT=", 12) == 0 || strncmp(e, "TQ_GROUP=", 9) == 0;
 }
 
-/* environ without any inherited TQ_JOB_ID/TQ_QUEUE/TQ_ATTEMPT/TQ_CLAIM or
- * TRACEPARENT, plus this job's values (its trace context only when it has
- * one of the valid form: plain SQL may have written anything). One
- * allocation: pointers first, then the strings. */
+/* environ without any inherited TQ_JOB_ID/TQ_QUEUE/TQ_ATTEMPT/TQ_CLAIM,
+ * TQ_GROUP or TRACEPARENT, plus this job's values (its group when it has
+ * one; its trace context only when it has one of the valid form: plain SQL
+ * may have written anything). One allocation: pointers first, then the
+ * strings. */
 static char **job_environ(const tq_job *job)
 {
     size_t n = 0;
     while (environ[n])
         n++;
     const int trace = job->traceparent && !tq_traceparent_check(job->traceparent);
-    size_t extra = 5 * 96 + strlen(job->queue) + (trace ? strlen(job->traceparent) : 0);
-    char **env = malloc((n + 6) * sizeof *env + extra);
+    size_t extra = 6 * 96 + strlen(job->queue) + (trace ? strlen(job->traceparent) : 0) +
+                   (job->group ? strlen(job->group) : 0);
+    char **env = malloc((n + 7) * sizeof *env + extra);
     if (!env)
         return NULL;
-    char *buf = (char *)(env + n + 6);
+    char *buf = (char *)(env + n + 7);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (!is_job_var(environ[i]))
@@ -80,6 +82,10 @@ static char **job_environ(const tq_job *job)
     buf += sprintf(buf, "TQ_ATTEMPT=%d", job->attempts) + 1;
     env[k++] = buf;
     buf += sprintf(buf, "TQ_CLAIM=%lld", (long long)job->claim) + 1;
+    if (job->group) {
+        env[k++] = buf;
+        buf += sprintf(buf, "TQ_GROUP=%s", job->group) + 1;
+    }
     if (trace) {
         env[k++] = buf;
         sprintf(buf, "TRACEPARENT=%s", job->traceparent);

@@ -1958,8 +1958,11 @@ static int claim_jobs(tq_worker *w, pass *p)
         for (size_t k = 0; k < w->nqueues && !rc; k++) {
             size_t qi = (w->next_queue + k) % w->nqueues;
             const tq_queue_info *q = &w->qinfo[qi];
-            /* A job claimed ahead counts against a concurrency limit
-             * while it waits here: a limited queue fills free slots only. */
+            /* A job claimed ahead counts against a queue's concurrency
+             * limits while it waits here (the store counts it running): it
+             * would keep other workers' free slots idle, and make their
+             * claims step over its group's ready jobs. A limited queue
+             * fills free slots only. */
             const int limited = q->max_running > 0 || q->max_running_per_group > 0;
             size_t room = (size_t)p->free_slots + (limited ? 0 : target);
             room = room > nheld ? room - nheld : 0;

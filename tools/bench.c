@@ -41,6 +41,7 @@ typedef struct shared {
     int64_t first_id;
     int64_t njobs;
     int64_t per_round;                         /* --rounds: jobs per round, else 0 */
+    int64_t groups;                            /* --groups, else 0 */
     _Atomic int64_t ran;                       /* handler calls so far */
     _Atomic int64_t round_end[ROUNDS_MAX + 1]; /* monotonic us the k-th round ended */
     _Atomic uint32_t runs[]; /* per job: how many times its handler ran */
@@ -316,15 +317,29 @@ static int run_worker(const char *url, const char *queue, int index, int concurr
     return rc ? EXIT_RUNTIME : 0;
 }
 
-/* Enqueues n jobs in transactions of up to batch; the first id ever goes to
- * sh->first_id, the last to *last_id, and *enqueued grows by n. */
+/* Jobs of one group enqueued in a row with --groups: the groups take turns
+ * in blocks of this many, as jobs of many customers arrive. */
+#define GROUP_BLOCK 10 /* --help says so */
+
+/* Enqueues n jobs in transactions of up to batch (with --groups, of one
+ * group's block); the first id ever goes to sh->first_id, the last to
+ * *last_id, and *enqueued grows by n. */
 static int enqueue_jobs(tq *db, const char *queue, tq_payload *items, size_t batch,
                         long long n, shared *sh, long long *enqueued, int64_t *last_id)
 {
     int64_t ids[BATCH_MAX];
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    char group[32];
     for (long long done = 0; done < n;) {
         size_t k = n - done < (long long)batch ? (size_t)(n - done) : batch;
-        int rc = tq_job_enqueue_batch(ids, db, queue, items, k, NULL);
+        if (sh->groups) {
+            size_t left = GROUP_BLOCK - (size_t)(*enqueued % GROUP_BLOCK);
+            k = k < left ? k : left;
+            snprintf(group, sizeof group, "g%lld",
+                     (long long)(*enqueued / GROUP_BLOCK % sh->groups));
+            eo.group = group;
+        }
+        int rc = tq_job_enqueue_batch(ids, db, queue, items, k, &eo);
         if (rc)
             return rc;
         if (*enqueued == 0)
@@ -403,6 +418,7 @@ static int feed(tq *db, const char *queue, tq_payload *items, size_t batch,
 typedef struct bench_cfg {
     const char *url;
     long long njobs, nworkers, conc, psize, nlat, prefetch, ebatch, rounds;
+    long long groups, max_running, max_per_group;
     int json, delete_done;
     int64_t lease_us;
 } bench_cfg;
@@ -431,20 +447,24 @@ static int bench_parse(bench_cfg *c, int argc, char **argv)
         "tq bench [--jobs N] [--workers W] [--concurrency C] "
         "[--prefetch N] [--enqueue-batch N] [--payload BYTES] "
         "[--latency-jobs N] [--lease DUR] [--delete-done] [--rounds R] "
-        "[--json] [--db URL]";
-    static const struct option lo[] = {CLI_COMMON_OPTS,
-                                       {"jobs", required_argument, NULL, 'n'},
-                                       {"workers", required_argument, NULL, 'w'},
-                                       {"concurrency", required_argument, NULL, 'c'},
-                                       {"prefetch", required_argument, NULL, 'f'},
-                                       {"enqueue-batch", required_argument, NULL, 'b'},
-                                       {"payload", required_argument, NULL, 'p'},
-                                       {"json", no_argument, NULL, 'j'},
-                                       {"latency-jobs", required_argument, NULL, 'l'},
-                                       {"lease", required_argument, NULL, 'L'},
-                                       {"delete-done", no_argument, NULL, 'd'},
-                                       {"rounds", required_argument, NULL, 'r'},
-                                       {0}};
+        "[--groups G] [--max-running N] [--max-running-per-group N] [--json] [--db URL]";
+    static const struct option lo[] = {
+        CLI_COMMON_OPTS,
+        {"jobs", required_argument, NULL, 'n'},
+        {"workers", required_argument, NULL, 'w'},
+        {"concurrency", required_argument, NULL, 'c'},
+        {"prefetch", required_argument, NULL, 'f'},
+        {"enqueue-batch", required_argument, NULL, 'b'},
+        {"payload", required_argument, NULL, 'p'},
+        {"json", no_argument, NULL, 'j'},
+        {"latency-jobs", required_argument, NULL, 'l'},
+        {"lease", required_argument, NULL, 'L'},
+        {"delete-done", no_argument, NULL, 'd'},
+        {"rounds", required_argument, NULL, 'r'},
+        {"groups", required_argument, NULL, 'g'},
+        {"max-running", required_argument, NULL, 'M'},
+        {"max-running-per-group", required_argument, NULL, 'G'},
+        {0}};
     static const cli_cmd me = {
         .name = "bench",
         .usage = usage,
@@ -460,6 +480,9 @@ static int bench_parse(bench_cfg *c, int argc, char **argv)
                 "--rounds R: a sustained run of R x N jobs (1 to 1000; 1): the workers\n"
                 "start first and stay up, jobs are enqueued while they work (at most\n"
                 "N ahead), and the rate of every N jobs in a row is reported.\n"
+                "--groups G: the jobs take G groups in turn, 10 in a row "
+                "each;\n--max-running N, --max-running-per-group N: the queue's "
+                "limits (tq queue).\n"
                 "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
                 "Exits 1 if any job was lost or ran twice.\n"};
     *c = (bench_cfg){.njobs = 20000,
@@ -518,6 +541,19 @@ static int bench_parse(bench_cfg *c, int argc, char **argv)
             if (cli_duration("bench", "--lease", optarg, &c->lease_us))
                 return EXIT_USAGE;
             break;
+        case 'g':
+            if (cli_int("bench", "--groups", optarg, 0, 1000000, &c->groups))
+                return EXIT_USAGE;
+            break;
+        case 'M':
+            if (cli_int("bench", "--max-running", optarg, 0, 1000000, &c->max_running))
+                return EXIT_USAGE;
+            break;
+        case 'G':
+            if (cli_int("bench", "--max-running-per-group", optarg, 0, 1000000,
+                        &c->max_per_group))
+                return EXIT_USAGE;
+            break;
         default:
             return cli_bad_option(&me, argv);
         }
@@ -563,9 +599,12 @@ static int bench_setup(bench_run *b)
     snprintf(b->queue, sizeof b->queue, "bench.%lld.%ld", (long long)time(NULL),
              (long)getpid());
     tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
-    qo.set = TQ_SET_LEASE | TQ_SET_KEEP_DONE;
+    qo.set = TQ_SET_LEASE | TQ_SET_KEEP_DONE | TQ_SET_MAX_RUNNING |
+             TQ_SET_MAX_RUNNING_PER_GROUP;
     qo.lease_us = c->lease_us;
     qo.keep_done = !c->delete_done;
+    qo.max_running = (int)c->max_running;
+    qo.max_running_per_group = (int)c->max_per_group;
     if (!rc)
         rc = tq_queue_set(db, b->queue, &qo);
     if (rc) {
@@ -593,6 +632,7 @@ static int bench_setup(bench_run *b)
         b->items[i] = (tq_payload){b->payload, (size_t)c->psize};
     b->sh->njobs = b->total;
     b->sh->per_round = c->rounds > 1 ? c->njobs : 0;
+    b->sh->groups = c->groups;
     const long long batch = c->ebatch,
                     first = c->rounds > 1 && batch < b->total ? batch : b->total;
     b->t0 = now_us();
@@ -737,6 +777,9 @@ static void bench_report_json(const bench_run *b)
     json_object_set_new(o, "duplicates", json_integer(b->dups));
     json_object_set_new(o, "enqueue_per_s", json_real(b->enq_rate));
     json_object_set_new(o, "enqueue_batch", json_integer(c->ebatch));
+    json_object_set_new(o, "groups", json_integer(c->groups));
+    json_object_set_new(o, "max_running", json_integer(c->max_running));
+    json_object_set_new(o, "max_running_per_group", json_integer(c->max_per_group));
     json_object_set_new(o, "worker_peak_rss_kb", json_integer(b->peak_rss_kb));
     json_object_set_new(o, "process_per_s", json_real(b->proc_rate));
     json_object_set_new(o, "enqueue_s", json_real((double)b->t_enq / 1e6));

@@ -98,24 +98,31 @@ static int cmd_init(int argc, char **argv)
 
 /* ---- tq queue ------------------------------------------------------------- */
 
-#define QUEUE_ROW "%-24s %-9s %-7s %-8s %-14s %-11s %s\n"
+#define QUEUE_ROW "%-24s %-9s %-7s %-8s %-14s %-11s %-18s %s\n"
 
 static void print_queue_header(void)
 {
     printf(QUEUE_ROW, "QUEUE", "ORDER", "LEASE", "ATTEMPTS", "BACKOFF", "DONE ROWS",
-           "STATUS");
+           "RUNNING AT MOST", "STATUS");
 }
 
 static void print_queue(const tq_queue_info *q)
 {
-    char l[24], b[24], cap[24], backoff[52], attempts[16];
+    char l[24], b[24], cap[24], backoff[52], attempts[16], limits[48] = "-";
     snprintf(backoff, sizeof backoff, "%s:%s",
              tq_duration_format(b, sizeof b, q->backoff_base_us),
              tq_duration_format(cap, sizeof cap, q->backoff_cap_us));
     snprintf(attempts, sizeof attempts, "%d", q->max_attempts);
+    if (q->max_running && q->max_running_per_group)
+        snprintf(limits, sizeof limits, "%d, %d/group", q->max_running,
+                 q->max_running_per_group);
+    else if (q->max_running)
+        snprintf(limits, sizeof limits, "%d", q->max_running);
+    else if (q->max_running_per_group)
+        snprintf(limits, sizeof limits, "%d/group", q->max_running_per_group);
     printf(QUEUE_ROW, q->name, tq_order_name(q->order),
            tq_duration_format(l, sizeof l, q->lease_us), attempts, backoff,
-           q->keep_done ? "kept" : "deleted", q->paused ? "paused" : "active");
+           q->keep_done ? "kept" : "deleted", limits, q->paused ? "paused" : "active");
 }
 
 static json_t *queue_json(const tq_queue_info *q)
@@ -129,6 +136,9 @@ static json_t *queue_json(const tq_queue_info *q)
     json_object_set_new(o, "backoff_cap_us", json_integer(q->backoff_cap_us));
     json_object_set_new(o, "keep_done", json_boolean(q->keep_done));
     json_object_set_new(o, "paused", json_boolean(q->paused));
+    json_object_set_new(o, "max_running", json_integer(q->max_running));
+    json_object_set_new(o, "max_running_per_group",
+                        json_integer(q->max_running_per_group));
     return o;
 }
 
@@ -208,18 +218,22 @@ static int cmd_queue(int argc, char **argv)
     static const char usage[] =
         "tq queue [NAME [--order fifo|lifo|unordered] [--lease DUR] "
         "[--max-attempts N] [--backoff BASE[:CAP]] [--keep-done|--delete-done] "
-        "[--pause|--resume]] [--json] [--db URL]";
-    static const struct option lo[] = {CLI_COMMON_OPTS,
-                                       {"order", required_argument, NULL, 'o'},
-                                       {"lease", required_argument, NULL, 'l'},
-                                       {"max-attempts", required_argument, NULL, 'm'},
-                                       {"backoff", required_argument, NULL, 'b'},
-                                       {"keep-done", no_argument, NULL, 'k'},
-                                       {"delete-done", no_argument, NULL, 'K'},
-                                       {"pause", no_argument, NULL, 'p'},
-                                       {"resume", no_argument, NULL, 'r'},
-                                       {"json", no_argument, NULL, 'j'},
-                                       {0}};
+        "[--pause|--resume] [--max-running N] [--max-running-per-group N]] [--json] "
+        "[--db URL]";
+    static const struct option lo[] = {
+        CLI_COMMON_OPTS,
+        {"max-running", required_argument, NULL, 'M'},
+        {"max-running-per-group", required_argument, NULL, 'G'},
+        {"order", required_argument, NULL, 'o'},
+        {"lease", required_argument, NULL, 'l'},
+        {"max-attempts", required_argument, NULL, 'm'},
+        {"backoff", required_argument, NULL, 'b'},
+        {"keep-done", no_argument, NULL, 'k'},
+        {"delete-done", no_argument, NULL, 'K'},
+        {"pause", no_argument, NULL, 'p'},
+        {"resume", no_argument, NULL, 'r'},
+        {"json", no_argument, NULL, 'j'},
+        {0}};
     tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
     const char *url = NULL;
     int c, ex = 0, json = 0;
@@ -229,7 +243,11 @@ static int cmd_queue(int argc, char **argv)
         .usage = usage,
         .help = "Without NAME, lists the queues. With NAME, creates the queue "
                 "(defaults: fifo,\nlease 30s, 3 attempts, backoff 1s:1h, keep "
-                "done rows) and applies the options.\n"};
+                "done rows) and applies the options.\n"
+                "--max-running N: at most N jobs of the queue run at once, across "
+                "every worker\nand host; --max-running-per-group N: at most N of "
+                "each group (tq enqueue\n--group G). 0 removes a limit. A limited "
+                "queue's workers claim no jobs ahead.\n"};
     while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
         switch (c) {
         case 'o':
@@ -264,6 +282,18 @@ static int cmd_queue(int argc, char **argv)
         case 'r':
             qo.paused = c == 'p';
             qo.set |= TQ_SET_PAUSED;
+            break;
+        case 'M':
+            if (cli_int("queue", "--max-running", optarg, 0, 1000000, &n))
+                return EXIT_USAGE;
+            qo.max_running = (int)n;
+            qo.set |= TQ_SET_MAX_RUNNING;
+            break;
+        case 'G':
+            if (cli_int("queue", "--max-running-per-group", optarg, 0, 1000000, &n))
+                return EXIT_USAGE;
+            qo.max_running_per_group = (int)n;
+            qo.set |= TQ_SET_MAX_RUNNING_PER_GROUP;
             break;
         case 'j':
             json = 1;
@@ -441,6 +471,10 @@ static int enqueue_check(const char *queue, const tq_enqueue_opts *eo, int lines
         cli_error("enqueue", "the key must be 1 to 255 bytes");
         return EXIT_USAGE;
     }
+    if (eo->group && (strlen(eo->group) < 1 || strlen(eo->group) > 255)) {
+        cli_error("enqueue", "the group must be 1 to 255 bytes");
+        return EXIT_USAGE;
+    }
     if (lines && optind != argc) {
         cli_error("enqueue", "--lines takes no PAYLOAD argument: got '%s'", argv[optind]);
         return EXIT_USAGE;
@@ -508,7 +542,7 @@ static int cmd_enqueue(int argc, char **argv)
     static const char usage[] =
         "tq enqueue [--queue Q] [--key K [--unique queued|active|stored] "
         "[--unique-for DUR] [--on-conflict ignore|replace]] [--delay DUR | --at TIME] "
-        "[--priority N] [--max-attempts N] [--traceparent TP] [--json] "
+        "[--priority N] [--max-attempts N] [--group G] [--traceparent TP] [--json] "
         "(PAYLOAD | - | --lines) [--db URL]";
     static const struct option lo[] = {CLI_COMMON_OPTS,
                                        {"queue", required_argument, NULL, 'q'},
@@ -523,6 +557,7 @@ static int cmd_enqueue(int argc, char **argv)
                                        {"unique-for", required_argument, NULL, 'U'},
                                        {"on-conflict", required_argument, NULL, 'c'},
                                        {"traceparent", required_argument, NULL, 't'},
+                                       {"group", required_argument, NULL, 'g'},
                                        {0}};
     tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
     const char *url = NULL, *queue = "default";
@@ -542,6 +577,9 @@ static int cmd_enqueue(int argc, char **argv)
                 "ready kept job takes the new payload and run time.\n"
                 "--traceparent TP (default: $TRACEPARENT, if set): a W3C trace context "
                 "stored\nwith the job and given to its handler as TRACEPARENT.\n"
+                "--group G: the job's group, which the queue's --max-running-per-group "
+                "counts\n(one customer, one account); TQ_GROUP in its handler's "
+                "environment.\n"
                 "DUR is a number with a unit:\n250ms, 30s, 5m, 2h, 7d, 1h30m. "
                 "TIME is " TIME_FORMS ".\n"};
     while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
@@ -602,6 +640,9 @@ static int cmd_enqueue(int argc, char **argv)
             break;
         case 't':
             eo.traceparent = optarg;
+            break;
+        case 'g':
+            eo.group = optarg;
             break;
         case 'c':
             key_opts = 1;
@@ -964,6 +1005,11 @@ static int cmd_show(int argc, char **argv)
         if (j->traceparent) {
             fputs("traceparent:  ", stdout);
             put_text(j->traceparent);
+            putchar('\n');
+        }
+        if (j->group) {
+            fputs("group:        ", stdout);
+            put_text(j->group);
             putchar('\n');
         }
         if (j->last_error) {

@@ -214,17 +214,16 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
      * to its handler. The API checks its form; a worker passes on only a
      * value of that form, whatever plain SQL wrote. */
     "ALTER TABLE TQ.jobs ADD COLUMN traceparent text;",
-    /* 9: concurrency limits, as SQLite's migration 9 says. The CHECK reads
-     * only a column no statement updates, and passes at its first test for
-     * a job without a group. */
+    /* 9: concurrency limits, as SQLite's migration 9 says (no index of
+     * running rows by group: every non-HOT update of every job would test
+     * its predicate). The CHECK reads only a column no statement updates,
+     * and passes at its first test for a job without a group. */
     "ALTER TABLE TQ.jobs ADD COLUMN job_group text"
     "  CHECK (job_group IS NULL OR octet_length(job_group) BETWEEN 1 AND 255);"
     "ALTER TABLE TQ.queues ADD COLUMN max_running int4 NOT NULL DEFAULT 0"
     "  CHECK (max_running >= 0),"
     "  ADD COLUMN max_running_per_group int4 NOT NULL DEFAULT 0"
-    "  CHECK (max_running_per_group >= 0);"
-    "CREATE INDEX jobs_running_group ON TQ.jobs (queue, job_group)"
-    "  WHERE state = 'running' AND job_group IS NOT NULL;",
+    "  CHECK (max_running_per_group >= 0);",
 };
 
 /* clang-format off */
@@ -314,7 +313,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     CLAIM_UPDATE
 /*
  * The claim of a queue with concurrency limits, with CLAIM's parameters,
- * as SQLite's CLAIM_LIMITED says (lim, cand, picked). The counts are only
+ * as SQLite's CLAIM_LIMITED says (lim, busy, cand, picked). The counts are only
  * right if no other claim of the queue commits between this statement's
  * snapshot and its own commit: S_LIMIT_LOCK, sent just before it in the
  * same transaction, serialises the limited claims of a queue, and this
@@ -328,15 +327,18 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "                             AND queue = $1 AND lease_until IS NOT NULL)))"         \
     "         ELSE $2::int8 END AS room"                                                 \
     "    FROM TQ.queues WHERE name = $1),"                                               \
+    " busy AS MATERIALIZED (SELECT job_group, count(*) AS n FROM TQ.jobs"               \
+    "    WHERE state = 'running' AND queue = $1 AND lease_until IS NOT NULL"             \
+    "      AND job_group IS NOT NULL AND (SELECT per_group FROM lim) > 0"                \
+    "    GROUP BY job_group),"                                                           \
     " cand AS MATERIALIZED (SELECT id, job_group, priority, run_at,"                     \
     "    " GROUP_BUSY " AS busy FROM TQ.jobs j"                                          \
     "    WHERE queue = $1 AND state = 'ready' AND run_at <= now()"                       \
-    "      AND " GROUP_BUSY " < coalesce((SELECT CASE WHEN per_group > 0"                \
-    "                              THEN per_group END FROM lim), 1)"                     \
+    "      AND " GROUP_BUSY " < (SELECT greatest(per_group, 1) FROM lim)"                \
     "    " order_by                                                                      \
-    "    LIMIT coalesce((SELECT CASE WHEN per_group > 0 THEN 4 * room ELSE room END"     \
+    "    LIMIT coalesce((SELECT CASE WHEN per_group > 0 THEN 4 * room + 32 ELSE room END" \
     "                    FROM lim), 0)"                                                  \
-    "    FOR UPDATE SKIP LOCKED),"                                                       \
+    "    FOR UPDATE OF j SKIP LOCKED),"                                                  \
     " picked AS MATERIALIZED (SELECT id FROM (SELECT id, job_group, priority, run_at,"   \
     "    busy, row_number() OVER (PARTITION BY job_group " order_by ") AS rn FROM cand)" \
     "    c WHERE job_group IS NULL OR busy + rn <= (SELECT per_group FROM lim)"          \
@@ -344,12 +346,9 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "    " order_by                                                                      \
     "    LIMIT coalesce((SELECT room FROM lim), 0))"                                     \
     CLAIM_UPDATE
-/* How many jobs of row j's group run, when the group limit counts it (0
- * otherwise: no group, or no group limit). */
+/* How many jobs of row j's group run (busy: none without a group limit). */
 #define GROUP_BUSY                                                                       \
-    "(CASE WHEN j.job_group IS NULL OR (SELECT per_group FROM lim) = 0 THEN 0"           \
-    " ELSE (SELECT count(*) FROM TQ.jobs r WHERE r.state = 'running'"                    \
-    " AND r.queue = $1 AND r.job_group = j.job_group) END)"
+    "coalesce((SELECT n FROM busy WHERE busy.job_group = j.job_group), 0)"
 #define CLAIM_UPDATE                                                                     \
     " UPDATE TQ.jobs j SET"                                                              \
     "  state = 'running',"                                                               \
