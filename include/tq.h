@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-#define TQ_VERSION "0.2.0"
+#define TQ_VERSION "0.3.0"
 
 /* Result codes. The one list of codes and their messages. */
 #define TQ_ERRNO_MAP(X)                                                                  \

@@ -1942,6 +1942,16 @@ static int maintain_settings(tq_worker *w, const pass *p)
     return ride_out(w, set_wait_limit(w));
 }
 
+/* Whether any of the worker's queues has concurrency limits, as it last
+ * read their settings. */
+static int serves_limited(const tq_worker *w)
+{
+    for (size_t i = 0; i < w->nqueues; i++)
+        if (w->qinfo[i].max_running > 0 || w->qinfo[i].max_running_per_group > 0)
+            return 1;
+    return 0;
+}
+
 /*
  * Claims when a slot is free (nothing is held then) or the held jobs have
  * run below half their target: enough to fill the slots and the target,
@@ -1951,26 +1961,25 @@ static int maintain_settings(tq_worker *w, const pass *p)
 static int claim_jobs(tq_worker *w, pass *p)
 {
     int rc = 0;
-    const size_t target = w->stopping ? 0 : target_held(w);
+    /* No jobs held ahead at all while one of the queues has limits: held
+     * jobs take the slots that free up before any claim, and the limited
+     * queue would wait for the others to run dry. */
+    const size_t target = w->stopping || serves_limited(w) ? 0 : target_held(w);
     set_low_water(w, target);
     size_t nheld = held_count(w);
     if (!w->disconnected && !w->stopping && (p->free_slots > 0 || 2 * nheld < target)) {
         for (size_t k = 0; k < w->nqueues && !rc; k++) {
             size_t qi = (w->next_queue + k) % w->nqueues;
             const tq_queue_info *q = &w->qinfo[qi];
-            /* A job claimed ahead counts against a queue's concurrency
-             * limits while it waits here (the store counts it running): it
-             * would keep other workers' free slots idle, and make their
-             * claims step over its group's ready jobs. A limited queue
-             * fills free slots only. */
+            /* A job claimed ahead would count against a queue's limits
+             * while it waited here (the store counts it running), keeping
+             * other workers' free slots idle: with limits (target 0) only
+             * free slots are filled. */
             const int limited = q->max_running > 0 || q->max_running_per_group > 0;
-            size_t room = (size_t)p->free_slots + (limited ? 0 : target);
+            size_t room = (size_t)p->free_slots + target;
             room = room > nheld ? room - nheld : 0;
-            if (room == 0) {
-                if (limited)
-                    continue;
+            if (room == 0)
                 break;
-            }
             if (q->paused)
                 continue;
             /* Holds, all of them (engine.h, STARTS): each start is

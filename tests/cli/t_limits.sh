@@ -73,7 +73,22 @@ expect_eq "$gtop" 1 "peak running of one group (max-running-per-group 1)"
 [ "$top" -ge 2 ] && [ "$top" -le 4 ] || fail "peak running in grp: $top (want 2 to 4)"
 expect_eq "$(awk '$1 == "S" && $4 == "g6"' "$T/log" | wc -l)" 8 "plain-SQL jobs run with their group"
 
-# 3. Removing the limits lets the workers run 16 at once again.
+# 3. A worker serving a limited queue beside a busy one: the limited jobs
+# run as slots free up, not once the busy queue has run dry (jobs held
+# ahead for the busy queue would take every slot that frees up).
+handler mixed.sh '[ "$TQ_QUEUE" = l ] && sleep 0.1
+echo "$TQ_QUEUE $(date +%s%N)" >>"'"$T"'/mixed"'
+"$TQ" queue l --max-running 2 >/dev/null
+seq 1 600 | "$TQ" enqueue --queue u --lines >/dev/null
+seq 1 6 | "$TQ" enqueue --queue l --lines >/dev/null
+expect_exit 0 "$TQ" work --queue u --queue l --concurrency 4 --drain -- "$T/mixed.sh"
+last_l=$(awk '$1 == "l" { t = $2 } END { print t }' "$T/mixed")
+last_u=$(awk '$1 == "u" { t = $2 } END { print t }' "$T/mixed")
+expect_eq "$(grep -c '^l ' "$T/mixed")" 6 "limited jobs run beside a busy queue"
+[ "$last_l" -lt "$last_u" ] ||
+    fail "the limited queue's jobs waited for the busy queue to run dry"
+
+# 4. Removing the limits lets the workers run 16 at once again.
 : >"$T/log"
 "$TQ" queue lim --max-running 0 >/dev/null
 seq 1 32 | "$TQ" enqueue --queue lim --lines >/dev/null
