@@ -415,7 +415,9 @@ int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
         return 0; /* no such queue: nothing ready */
     if (rc || q.paused || max == 0)
         return rc;
-    tq__claim c = {queue, q.order, q.lease_us, q.max_attempts, max, 1, 1};
+    /* A limit set since q was read: the plain claim takes nothing. */
+    tq__claim c = {queue, q.order, q.lease_us,           q.max_attempts,
+                   max,   1,       tq__queue_limited(&q)};
     tq_job *jobs = NULL;
     size_t n = 0;
     if ((rc = db->engine->exchange(db, worker, NULL, 0, &c, &jobs, &n)))

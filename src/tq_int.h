@@ -83,5 +83,11 @@ int tq__job_out_of_attempts(const tq_job *j);
 
 /* The defaults of a new queue. */
 void tq__queue_defaults(tq_queue_info *q, const char *name);
+/* Whether a queue has concurrency limits: its claims take the limited
+ * statement (tq__claim.limited). */
+static inline int tq__queue_limited(const tq_queue_info *q)
+{
+    return q->max_running > 0 || q->max_running_per_group > 0;
+}
 
 #endif /* TQ_INT_H */

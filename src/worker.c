@@ -1947,7 +1947,7 @@ static int maintain_settings(tq_worker *w, const pass *p)
 static int serves_limited(const tq_worker *w)
 {
     for (size_t i = 0; i < w->nqueues; i++)
-        if (w->qinfo[i].max_running > 0 || w->qinfo[i].max_running_per_group > 0)
+        if (tq__queue_limited(&w->qinfo[i]))
             return 1;
     return 0;
 }
@@ -1975,7 +1975,6 @@ static int claim_jobs(tq_worker *w, pass *p)
              * while it waited here (the store counts it running), keeping
              * other workers' free slots idle: with limits (target 0) only
              * free slots are filled. */
-            const int limited = q->max_running > 0 || q->max_running_per_group > 0;
             size_t room = (size_t)p->free_slots + target;
             room = room > nheld ? room - nheld : 0;
             if (room == 0)
@@ -1984,8 +1983,8 @@ static int claim_jobs(tq_worker *w, pass *p)
                 continue;
             /* Holds, all of them (engine.h, STARTS): each start is
              * recorded once it happened. */
-            tq__claim c = {w->queues[qi], q->order, q->lease_us, q->max_attempts,
-                           room,          0,        limited};
+            tq__claim c = {w->queues[qi], q->order, q->lease_us,         q->max_attempts,
+                           room,          0,        tq__queue_limited(q)};
             int claimed = 0;
             rc = exchange(w, &c, qi, &claimed);
             p->tried = 1;

@@ -63,6 +63,31 @@ static void explain(PGconn *c, const char *sql, char *plan, size_t size)
     PQclear(r);
 }
 
+/* sql fails with SQLSTATE state. */
+static void expect_refused(PGconn *c, const char *sql, const char *state)
+{
+    PGresult *r = PQexec(c, sql);
+    assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
+    assert_string_equal(PQresultErrorField(r, PG_DIAG_SQLSTATE), state);
+    PQclear(r);
+}
+
+/* The store of schema, made older by the caller: opening it asks for tq
+ * init, which brings it up to date. Its URL goes to url; the handle that ran
+ * the init is returned open. */
+static tq *upgraded(char *url, size_t len, const char *schema)
+{
+    tq *db;
+    snprintf(url, len, "%s&tq_schema=%s", base, schema);
+    assert_int_equal(tq_open(&db, url, NULL), TQ_ESCHEMA); /* asks for tq init */
+    tq_close(db);
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    assert_int_equal(tq_open(&db, url, &o), 0);
+    assert_int_equal(tq_init(db), 0);
+    return db;
+}
+
 /* sql returns one row whose columns read, in order, as want[]. */
 static void expect_row(PGconn *c, const char *sql, int n, const char *const *want)
 {
@@ -111,27 +136,34 @@ static char *in_schema(const char *t, const char *s)
  * bigger of the two, which is what tipped an unanalyzed claim plan. */
 #define LONG_QUEUE "bench.1795374808.28451"
 
+/* The plan of a claim of queue in schema, as a worker runs it: in an
+ * exchange, after its planner settings (EXPLAIN only: nothing is claimed). */
+static void claim_plan(PGconn *c, const char *schema, const char *queue, tq_order order,
+                       int limited, char *plan, size_t size)
+{
+    char *q = in_schema(tq__postgres_claim_sql(order, limited), schema);
+    char *prep = malloc(strlen(q) + 256);
+    assert_non_null(prep);
+    sprintf(prep, "PREPARE claim (text, int8, text, int8, int4, bool) AS %s", q);
+    free(q);
+    exec(c, prep);
+    sprintf(prep, "EXECUTE claim ('%s', 10, 'w', 30000000, 3, true)", queue);
+    exec(c, "BEGIN");
+    exec(c, tq__postgres_plan_sql());
+    explain(c, prep, plan, size);
+    exec(c, "COMMIT");
+    exec(c, "DEALLOCATE claim");
+    free(prep);
+}
+
 static void check_plans(PGconn *c, const char *schema, const char *queue,
                         const char *when)
 {
     static const char *const want[] = {"jobs_ready_fifo", "jobs_ready_lifo",
                                        "jobs_ready_"};
     for (int order = TQ_FIFO; order <= TQ_UNORDERED; order++) {
-        char *q = in_schema(tq__postgres_claim_sql((tq_order)order, 0), schema);
-        char prep[4096], plan[8192];
-        snprintf(prep, sizeof prep,
-                 "PREPARE claim%d (text, int8, text, int8, int4, bool) AS %s", order, q);
-        free(q);
-        exec(c, prep);
-        snprintf(prep, sizeof prep, "EXECUTE claim%d ('%s', 10, 'w', 30000000, 3, true)",
-                 order, queue);
-        /* As a worker runs it: in an exchange, after its planner settings. */
-        exec(c, "BEGIN");
-        exec(c, tq__postgres_plan_sql());
-        explain(c, prep, plan, sizeof plan);
-        exec(c, "COMMIT");
-        snprintf(prep, sizeof prep, "DEALLOCATE claim%d", order);
-        exec(c, prep);
+        char plan[8192];
+        claim_plan(c, schema, queue, (tq_order)order, 0, plan, sizeof plan);
         if (strstr(plan, "Sort") || strstr(plan, "Seq Scan on jobs") ||
             !strstr(plan, want[order]) || !strstr(plan, "LockRows") ||
             !strstr(plan, "CTE Scan on picked"))
@@ -140,22 +172,7 @@ static void check_plans(PGconn *c, const char *schema, const char *queue,
         /* The limited claim: the same ordered index scan for its candidates
          * (it sorts only those, at most 4 x a batch + 32), the running rows
          * through jobs_running; no table scan. */
-        q = in_schema(tq__postgres_claim_sql((tq_order)order, 1), schema);
-        char *prep2 = malloc(strlen(q) + 256);
-        sprintf(prep2, "PREPARE lclaim%d (text, int8, text, int8, int4, bool) AS %s",
-                order, q);
-        free(q);
-        exec(c, prep2);
-        free(prep2);
-        snprintf(prep, sizeof prep, "EXECUTE lclaim%d ('%s', 10, 'w', 30000000, 3, true)",
-                 order, queue);
-        exec(c, "BEGIN");
-        exec(c, "SET LOCAL jit = off"); /* as the engine's sessions */
-        exec(c, tq__postgres_plan_sql());
-        explain(c, prep, plan, sizeof plan);
-        exec(c, "ROLLBACK");
-        snprintf(prep, sizeof prep, "DEALLOCATE lclaim%d", order);
-        exec(c, prep);
+        claim_plan(c, schema, queue, (tq_order)order, 1, plan, sizeof plan);
         if (strstr(plan, "Seq Scan") || strstr(plan, "Bitmap") ||
             !strstr(plan, want[order]) || !strstr(plan, "LockRows") ||
             !strstr(plan, "Index Scan using jobs_running on jobs") ||
@@ -549,12 +566,8 @@ static void plain_inserts_check_queue_names(void **state)
         "INSERT INTO names.jobs (queue, payload) VALUES ('', 'x')",
         "INSERT INTO names.jobs (queue, payload) VALUES (repeat('a', 65), 'x')",
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        PGresult *r = PQexec(c, bad[i]);
-        assert_int_equal(PQresultStatus(r), PGRES_FATAL_ERROR);
-        assert_string_equal(PQresultErrorField(r, PG_DIAG_SQLSTATE), "23514");
-        PQclear(r);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_refused(c, bad[i], "23514");
     expect_row(c,
                "SELECT (SELECT count(*) FROM names.jobs),"
                " (SELECT count(*) FROM names.queues)",
@@ -656,13 +669,7 @@ static void version_1_store_migrates(void **state)
          "  started_at) VALUES (1000, 'q', 'running', 'stranded', 1, 'w', now());"
          "INSERT INTO old.jobs (id, queue, payload, run_at)"
          "  VALUES (1001, 'q', 'past', '-infinity'), (1002, 'q', 'never', 'infinity')");
-    snprintf(url, sizeof url, "%s&tq_schema=old", base);
-    assert_int_equal(tq_open(&db, url, NULL), TQ_ESCHEMA); /* asks for tq init */
-    tq_close(db);
-    tq_open_opts o = TQ_OPEN_OPTS_INIT;
-    o.create = 1;
-    assert_int_equal(tq_open(&db, url, &o), 0);
-    assert_int_equal(tq_init(db), 0);
+    db = upgraded(url, sizeof url, "old");
     tq_close(db);
     PGresult *r =
         PQexec(c, "SELECT (SELECT value FROM old.meta WHERE key = 'schema_version'),"
@@ -701,12 +708,8 @@ static void version_1_store_migrates(void **state)
         "INSERT INTO old.jobs (queue, state, payload) VALUES ('q', 'running', 'x')",
         "INSERT INTO old.jobs (queue, payload, run_at) VALUES ('q', 'x', '-infinity')",
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        PGresult *b = PQexec(c, bad[i]);
-        assert_int_equal(PQresultStatus(b), PGRES_FATAL_ERROR);
-        assert_string_equal(PQresultErrorField(b, PG_DIAG_SQLSTATE), "23514");
-        PQclear(b);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_refused(c, bad[i], "23514");
     PQfinish(c);
 }
 
@@ -727,13 +730,7 @@ static void version_8_store_migrates(void **state)
             "ALTER TABLE v8.queues DROP COLUMN max_running,"
             "  DROP COLUMN max_running_per_group;"
             "UPDATE v8.meta SET value = '8' WHERE key = 'schema_version'");
-    snprintf(url, sizeof url, "%s&tq_schema=v8", base);
-    assert_int_equal(tq_open(&db, url, NULL), TQ_ESCHEMA); /* asks for tq init */
-    tq_close(db);
-    tq_open_opts o = TQ_OPEN_OPTS_INIT;
-    o.create = 1;
-    assert_int_equal(tq_open(&db, url, &o), 0);
-    assert_int_equal(tq_init(db), 0);
+    db = upgraded(url, sizeof url, "v8");
     tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
     qo.set = TQ_SET_MAX_RUNNING;
     qo.max_running = 1;
@@ -749,11 +746,9 @@ static void version_8_store_migrates(void **state)
     tq_close(db);
     expect_row(c, "SELECT job_group FROM v8.jobs WHERE payload = 'sql'", 1,
                (const char *[]){"g1"});
-    PGresult *b = PQexec(c, "INSERT INTO v8.jobs (queue, payload, job_group)"
-                            " VALUES ('q', 'x', '')");
-    assert_int_equal(PQresultStatus(b), PGRES_FATAL_ERROR);
-    assert_string_equal(PQresultErrorField(b, PG_DIAG_SQLSTATE), "23514");
-    PQclear(b);
+    expect_refused(
+        c, "INSERT INTO v8.jobs (queue, payload, job_group) VALUES ('q', 'x', '')",
+        "23514");
     PQfinish(c);
 }
 
@@ -774,13 +769,7 @@ static void version_6_store_migrates(void **state)
     PGconn *c = pg();
     back_to_6(c, "v6");
     exec(c, "UPDATE v6.meta SET value = '6' WHERE key = 'schema_version'");
-    snprintf(url, sizeof url, "%s&tq_schema=v6", base);
-    assert_int_equal(tq_open(&db, url, NULL), TQ_ESCHEMA); /* asks for tq init */
-    tq_close(db);
-    tq_open_opts o = TQ_OPEN_OPTS_INIT;
-    o.create = 1;
-    assert_int_equal(tq_open(&db, url, &o), 0);
-    assert_int_equal(tq_init(db), 0);
+    db = upgraded(url, sizeof url, "v6");
     assert_int_equal(tq_job_enqueue(&id, db, "q", "again", 5, &eo), TQ_DUP);
     assert_int_equal(id, kept);
     eo.unique = TQ_UNIQUE_ACTIVE;
@@ -802,12 +791,8 @@ static void version_6_store_migrates(void **state)
          " VALUES ('q', 'x', 'k1', 'queued')",
          "23505"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        PGresult *b = PQexec(c, bad[i].sql);
-        assert_int_equal(PQresultStatus(b), PGRES_FATAL_ERROR);
-        assert_string_equal(PQresultErrorField(b, PG_DIAG_SQLSTATE), bad[i].state);
-        PQclear(b);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_refused(c, bad[i].sql, bad[i].state);
     check_plans(c, "v6", "q", "store upgraded from 6");
     PQfinish(c);
 }

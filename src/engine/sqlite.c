@@ -1062,6 +1062,22 @@ fail:
     return rc;
 }
 
+/* v with room for element n (of size bytes; *cap allocated), grown by
+ * doubling from 8: NULL with TQ_ENOMEM in *rc, v left as it was. */
+static void *grow(tq *db, void *v, size_t n, size_t *cap, size_t size, int *rc)
+{
+    if (n < *cap)
+        return v;
+    size_t want = *cap ? *cap * 2 : 8;
+    void *nv = realloc(v, want * size);
+    if (!nv) {
+        *rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+        return NULL;
+    }
+    *cap = want;
+    return nv;
+}
+
 /* ---- queues ------------------------------------------------------------ */
 
 static void read_queue(sqlite3_stmt *s, tq_queue_info *q)
@@ -1149,15 +1165,10 @@ static int sqlite_queue_list(tq *db, tq_queue_info **out, size_t *out_n)
     if (!s)
         return rc;
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            tq_queue_info *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
-                goto fail;
-            }
-            v = nv;
-        }
+        tq_queue_info *nv = grow(db, v, n, &cap, sizeof *v, &rc);
+        if (!nv)
+            goto fail;
+        v = nv;
         read_queue(s, &v[n++]);
     }
     if (src != SQLITE_DONE) {
@@ -1350,16 +1361,10 @@ static int collect_jobs(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const ch
     tq_job *v = *out;
     int src, rc = 0;
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            tq_job *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
-                break;
-            }
-            v = nv;
-            *out = v; /* moved: the caller's array is this one now */
-        }
+        tq_job *nv = grow(db, v, n, &cap, sizeof *v, &rc);
+        if (!nv)
+            break;
+        v = *out = nv; /* perhaps moved: the caller's array is this one now */
         memset(&v[n], 0, sizeof v[n]);
         rc = read_job(db, s, c, queue, worker, &v[n++]);
         if (rc)
@@ -1729,16 +1734,13 @@ static int sqlite_active(tq *db, tq__active **out, size_t *out_n)
         return rc;
     sqlite3_bind_int64(s, 1, now);
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            tq__active *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                done_with(s);
-                free(v);
-                return tq__seterr(db, TQ_ENOMEM, "out of memory");
-            }
-            v = nv;
+        tq__active *nv = grow(db, v, n, &cap, sizeof *v, &rc);
+        if (!nv) {
+            done_with(s);
+            free(v);
+            return rc;
         }
+        v = nv;
         tq__active *a = &v[n++];
         snprintf(a->queue, sizeof a->queue, "%s", sqlite3_column_text(s, 0));
         a->due = sqlite3_column_int64(s, 1);
@@ -1886,16 +1888,13 @@ static int sqlite_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
     if (!s)
         return rc;
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 8;
-            tq_worker_info *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                done_with(s);
-                free(v);
-                return tq__seterr(db, TQ_ENOMEM, "out of memory");
-            }
-            v = nv;
+        tq_worker_info *nv = grow(db, v, n, &cap, sizeof *v, &rc);
+        if (!nv) {
+            done_with(s);
+            free(v);
+            return rc;
         }
+        v = nv;
         tq_worker_info *w = &v[n++];
         memset(w, 0, sizeof *w);
         snprintf(w->name, sizeof w->name, "%s", sqlite3_column_text(s, 0));
