@@ -11,8 +11,9 @@
 # enqueue one job per call against bulk; the enqueue-to-start latency of
 # idle workers; the process rate with 1,000,000 finished rows kept against
 # an empty table; `tq work -- true` against a bare spawn-and-wait loop
-# (bench/ref_spawn.c); a queue with a per-group concurrency limit against
-# the same queue without; a worker's peak memory; and (full runs) 1,000,000
+# (bench/ref_spawn.c); a queue with a per-group concurrency limit, and one
+# with a rate limit above the achievable, against the same queue without; a
+# worker's peak memory; and (full runs) 1,000,000
 # PostgreSQL jobs in a row (bench/sustained.sh).
 #
 # Writes docs/bench/results.csv, docs/bench/extras.csv,
@@ -152,6 +153,15 @@ for engine in sqlite postgres; do
     extra $engine "jobs/s over 100 groups: max 1 running per group vs no limit" "$lim" "$free"
     extra $engine "jobs/s over 100 groups: max 1 running per group vs no limit and no claim-ahead" \
         "$lim" "$free0"
+    # A rate limit far above what the workers reach (1,000,000 a second):
+    # what the bucket and the lost claim-ahead cost.
+    r="--jobs 20000 --workers 4 --concurrency 4 --latency-jobs 0"
+    rated=$(bench "$(store $engine)" $r --rate 1000000/s | jq .process_per_s)
+    free=$(bench "$(store $engine)" $r | jq .process_per_s)
+    free0=$(bench "$(store $engine)" $r --prefetch 0 | jq .process_per_s)
+    extra $engine "jobs/s with a rate limit above the achievable (1000000/s) vs no limit" "$rated" "$free"
+    extra $engine "jobs/s with a rate limit above the achievable (1000000/s) vs no limit and no claim-ahead" \
+        "$rated" "$free0"
 done
 # What tq's table costs, apart from tq: the reference's own statements on
 # a table made by tq init, against the reference on its minimal table.

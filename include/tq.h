@@ -187,6 +187,14 @@ typedef struct tq_queue_info {
      * claimed ahead counts as running. */
     int max_running;
     int max_running_per_group;
+    /* A rate limit, across every worker and host (rate_limit 0: none): at
+     * most rate_limit jobs of the queue start in any window of
+     * rate_period_us. Kept as a token bucket in the store (burst: what may
+     * start at once, after a quiet spell); in the long run starts come at
+     * (rate_limit - burst) per period, at least one. */
+    int64_t rate_limit;
+    int64_t rate_period_us;
+    int64_t rate_burst;
 } tq_queue_info;
 
 /* Bits of tq_queue_opts.set naming the fields to change. */
@@ -197,11 +205,12 @@ enum {
     TQ_SET_BACKOFF = 1 << 3,
     TQ_SET_KEEP_DONE = 1 << 4,
     TQ_SET_PAUSED = 1 << 5,
-    TQ_SET_MAX_RUNNING = 1 << 6,          /* version 2 */
-    TQ_SET_MAX_RUNNING_PER_GROUP = 1 << 7 /* version 2 */
+    TQ_SET_MAX_RUNNING = 1 << 6,           /* version 2 */
+    TQ_SET_MAX_RUNNING_PER_GROUP = 1 << 7, /* version 2 */
+    TQ_SET_RATE = 1 << 8                   /* version 3 */
 };
 
-#define TQ_QUEUE_OPTS_VERSION 2
+#define TQ_QUEUE_OPTS_VERSION 3
 typedef struct tq_queue_opts {
     int version;
     unsigned set; /* TQ_SET_* bits: which fields below apply */
@@ -215,10 +224,14 @@ typedef struct tq_queue_opts {
     /* Version 2: 0 to 1000000; 0 removes the limit. */
     int max_running;
     int max_running_per_group;
+    /* Version 3: rate_limit 0 (no limit) to 1000000000 jobs per
+     * rate_period_us, 1 ms to 3650 days. */
+    int64_t rate_limit;
+    int64_t rate_period_us;
 } tq_queue_opts;
 #define TQ_QUEUE_OPTS_INIT                                                               \
     {                                                                                    \
-        TQ_QUEUE_OPTS_VERSION, 0, TQ_FIFO, 0, 0, 0, 0, 0, 0, 0, 0                        \
+        TQ_QUEUE_OPTS_VERSION, 0, TQ_FIFO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0                  \
     }
 
 /* Creates the queue with defaults if missing, then applies opts (may be

@@ -165,15 +165,33 @@ int tq_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         if (o->backoff_cap_us < o->backoff_base_us)
             return tq__seterr(db, TQ_EINVAL, "backoff cap is smaller than its base");
     }
-    tq_queue_opts v = *o; /* an older caller's struct ends before the limits */
-    if (o->version < 2)
-        v.set &= ~(unsigned)(TQ_SET_MAX_RUNNING | TQ_SET_MAX_RUNNING_PER_GROUP);
+    /* An older caller's struct ends before the fields its version lacks:
+     * those are never read, and never set. */
+    tq_queue_opts v = TQ_QUEUE_OPTS_INIT;
+    if (o->version >= 3) {
+        v = *o;
+    } else if (o->version == 2) {
+        memcpy(&v, o, offsetof(tq_queue_opts, rate_limit));
+        v.set &= ~(unsigned)TQ_SET_RATE;
+    } else {
+        memcpy(&v, o, offsetof(tq_queue_opts, max_running));
+        v.set &=
+            ~(unsigned)(TQ_SET_MAX_RUNNING | TQ_SET_MAX_RUNNING_PER_GROUP | TQ_SET_RATE);
+    }
+    v.version = TQ_QUEUE_OPTS_VERSION;
     if (((v.set & TQ_SET_MAX_RUNNING) &&
          (v.max_running < 0 || v.max_running > 1000000)) ||
         ((v.set & TQ_SET_MAX_RUNNING_PER_GROUP) &&
          (v.max_running_per_group < 0 || v.max_running_per_group > 1000000)))
         return tq__seterr(db, TQ_EINVAL,
                           "a concurrency limit must be between 0 (none) and 1000000");
+    if ((v.set & TQ_SET_RATE) &&
+        (v.rate_limit < 0 || v.rate_limit > 1000000000 ||
+         (v.rate_limit > 0 &&
+          (v.rate_period_us < 1000 || v.rate_period_us > MAX_DURATION_US))))
+        return tq__seterr(db, TQ_EINVAL,
+                          "a rate limit must be 0 (none) to 1000000000 jobs per 1ms to "
+                          "3650d");
     return db->engine->queue_set(db, name, &v);
 }
 
@@ -416,8 +434,13 @@ int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
     if (rc || q.paused || max == 0)
         return rc;
     /* A limit set since q was read: the plain claim takes nothing. */
-    tq__claim c = {queue, q.order, q.lease_us,           q.max_attempts,
-                   max,   1,       tq__queue_limited(&q)};
+    tq__claim c = {.queue = queue,
+                   .order = q.order,
+                   .lease_us = q.lease_us,
+                   .max_attempts = q.max_attempts,
+                   .max = max,
+                   .start = 1,
+                   .limited = tq__queue_limited(&q)};
     tq_job *jobs = NULL;
     size_t n = 0;
     if ((rc = db->engine->exchange(db, worker, NULL, 0, &c, &jobs, &n)))

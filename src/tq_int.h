@@ -16,7 +16,7 @@ struct tq__engine;
 
 /* The schema version every engine writes (see each engine's migration
  * list for the procedure to change it). */
-#define TQ__SCHEMA_VERSION 9
+#define TQ__SCHEMA_VERSION 10
 
 struct tq {
     const struct tq__engine *engine;
@@ -83,11 +83,29 @@ int tq__job_out_of_attempts(const tq_job *j);
 
 /* The defaults of a new queue. */
 void tq__queue_defaults(tq_queue_info *q, const char *name);
-/* Whether a queue has concurrency limits: its claims take the limited
- * statement (tq__claim.limited). */
+/* Whether a queue has concurrency or rate limits: its claims take the
+ * limited statement (tq__claim.limited). */
 static inline int tq__queue_limited(const tq_queue_info *q)
 {
-    return q->max_running > 0 || q->max_running_per_group > 0;
+    return q->max_running > 0 || q->max_running_per_group > 0 || q->rate_limit > 0;
+}
+
+/*
+ * A rate limit's token bucket: at most n starts in any window of period
+ * (half-open, [t, t + period)) needs burst + refill x period <= n, since a
+ * window sees at most the tokens held at its start and those refilled in
+ * it. The burst lets a claim take a batch: what 10 ms of the rate allows,
+ * at least 1 and at most half of n. The refill is n - burst per period (1
+ * when that is 0: n = 1, where the window's open end leaves room for it),
+ * so a window of period + one refill interval still sees at most n: room
+ * for the jitter of whoever timestamps the starts.
+ */
+static inline int64_t tq__rate_burst(int64_t n, int64_t period_us)
+{
+    int64_t b = (n * 10000 + period_us - 1) / period_us;
+    if (b > n / 2)
+        b = n / 2;
+    return b < 1 ? 1 : b;
 }
 
 #endif /* TQ_INT_H */

@@ -207,6 +207,7 @@ struct tq_worker {
     int64_t waiting_since;  /* monotonic: when this drain's wait began; 0: none */
     int64_t idle_us;        /* backoff of claims that found nothing */
     int64_t notify_look_at; /* monotonic: the engine asked to drain again then */
+    int64_t rate_retry_at;  /* monotonic: a rate limit has a token again then */
     int listening;          /* a new job could start now: notifications matter */
     int64_t last_rescue, last_refresh;
 
@@ -1416,7 +1417,7 @@ static int drop_error_texts(tq_worker *w, tq__ack *acks, size_t nacks)
 /* Sends the pending acks, the starts the store has not recorded yet, and
  * the claim (may be NULL). On failure the acks stay pending for the next
  * pass. */
-static int exchange(tq_worker *w, const tq__claim *claim, size_t qi, int *claimed)
+static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
 {
     tq__ack stack[64], *acks = stack;
     tq_job *jobs = NULL;
@@ -1983,10 +1984,20 @@ static int claim_jobs(tq_worker *w, pass *p)
                 continue;
             /* Holds, all of them (engine.h, STARTS): each start is
              * recorded once it happened. */
-            tq__claim c = {w->queues[qi], q->order, q->lease_us,         q->max_attempts,
-                           room,          0,        tq__queue_limited(q)};
+            tq__claim c = {.queue = w->queues[qi],
+                           .order = q->order,
+                           .lease_us = q->lease_us,
+                           .max_attempts = q->max_attempts,
+                           .max = room,
+                           .limited = tq__queue_limited(q)};
             int claimed = 0;
             rc = exchange(w, &c, qi, &claimed);
+            /* A rate limit stopped it: claim again when a token is due,
+             * not at the idle backoff's pace. */
+            if (!rc && c.rate_wait_us > 0 &&
+                (w->rate_retry_at <= p->now ||
+                 p->now + c.rate_wait_us < w->rate_retry_at))
+                w->rate_retry_at = p->now + c.rate_wait_us;
             p->tried = 1;
             p->claimed += claimed;
             p->free_slots = free_slot_count(w);
@@ -2298,6 +2309,8 @@ static int64_t next_wakeup(tq_worker *w, const pass *p)
         sooner(&timeout, w->stop_at - now);
     if (w->notify_look_at)
         sooner(&timeout, w->notify_look_at - now);
+    if (w->rate_retry_at > now)
+        sooner(&timeout, w->rate_retry_at - now);
     return timeout;
 }
 

@@ -77,7 +77,12 @@ static int64_t enqueue(tq *db, const char *queue, int i)
 /* Claims up to max jobs of queue as worker "w"; returns how many. */
 static size_t claim(tq *db, const char *queue, size_t max, tq_job **out)
 {
-    tq__claim c = {queue, TQ_FIFO, 30000000, 3, max, 1, 0};
+    tq__claim c = {.queue = queue,
+                   .order = TQ_FIFO,
+                   .lease_us = 30000000,
+                   .max_attempts = 3,
+                   .max = max,
+                   .start = 1};
     size_t n = 0;
     OK(db, db->engine->exchange(db, "w", NULL, 0, &c, out, &n));
     tq__jobs_sort(*out, n, TQ_FIFO);
@@ -138,7 +143,12 @@ static void mixed_batch(void **state)
 
     /* The claim in the same exchange sees the acks: the released and the
      * failed job (backoff 0) are ready again, in queue order. */
-    tq__claim c = {"q", TQ_FIFO, 30000000, 3, 10, 1, 0};
+    tq__claim c = {.queue = "q",
+                   .order = TQ_FIFO,
+                   .lease_us = 30000000,
+                   .max_attempts = 3,
+                   .max = 10,
+                   .start = 1};
     tq_job *again = NULL;
     size_t n = 0;
     OK(db, db->engine->exchange(db, "w", a, 10, &c, &again, &n));

@@ -498,8 +498,13 @@ static void exchange(store *s, model *m, int w, int n_claim, int start)
     int nc = model_claim(m, w, n_claim, start, claimed);
     /* The limited claim, on a queue without limits, claims as the plain
      * one does: the model checks either. */
-    tq__claim c = {QUEUE,           TQ_FIFO, 3600000000LL, m->max_attempts,
-                   (size_t)n_claim, start,   (int)rnd(2)};
+    tq__claim c = {.queue = QUEUE,
+                   .order = TQ_FIFO,
+                   .lease_us = 3600000000LL,
+                   .max_attempts = m->max_attempts,
+                   .max = (size_t)n_claim,
+                   .start = start,
+                   .limited = (int)rnd(2)};
     tq_job *jobs = NULL;
     size_t got = 0;
     ok(s,

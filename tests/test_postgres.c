@@ -614,25 +614,30 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
  * version by tq init, keeping its jobs. */
 /* Takes a store of schema s back to what schema 6 made: migrations 8 and
  * 7 undone, the insert trigger's function as 6 had it. */
+/* Undoes migration 10 (rate limits). */
+#define UNDO_10                                                                          \
+    "ALTER TABLE TQ.queues DROP COLUMN rate_limit, DROP COLUMN rate_period_us,"          \
+    "  DROP COLUMN rate_burst, DROP COLUMN rate_tokens, DROP COLUMN rate_at;"
+
 static void back_to_6(PGconn *c, const char *s)
 {
-    char *q =
-        in_schema("ALTER TABLE TQ.jobs DROP COLUMN job_group;"
-                  "ALTER TABLE TQ.queues DROP COLUMN max_running,"
-                  "  DROP COLUMN max_running_per_group;"
-                  "ALTER TABLE TQ.jobs DROP COLUMN traceparent;"
-                  "DROP FUNCTION TQ.expire_key(text, text);"
-                  "CREATE OR REPLACE FUNCTION TQ.new_queues() RETURNS trigger"
-                  "  LANGUAGE plpgsql AS $f$ BEGIN"
-                  "  INSERT INTO TQ.queues (name) SELECT DISTINCT queue FROM new_jobs"
-                  "   ON CONFLICT DO NOTHING;"
-                  "  PERFORM pg_notify('tq_' || TG_TABLE_SCHEMA, q)"
-                  "   FROM (SELECT DISTINCT queue AS q FROM new_jobs) s;"
-                  "  RETURN NULL; END $f$;"
-                  "DROP INDEX TQ.jobs_unique;"
-                  "ALTER TABLE TQ.jobs DROP COLUMN unique_key,"
-                  "  DROP COLUMN unique_scope, DROP COLUMN unique_until;",
-                  s);
+    char *q = in_schema(
+        UNDO_10 "ALTER TABLE TQ.jobs DROP COLUMN job_group;"
+                "ALTER TABLE TQ.queues DROP COLUMN max_running,"
+                "  DROP COLUMN max_running_per_group;"
+                "ALTER TABLE TQ.jobs DROP COLUMN traceparent;"
+                "DROP FUNCTION TQ.expire_key(text, text);"
+                "CREATE OR REPLACE FUNCTION TQ.new_queues() RETURNS trigger"
+                "  LANGUAGE plpgsql AS $f$ BEGIN"
+                "  INSERT INTO TQ.queues (name) SELECT DISTINCT queue FROM new_jobs"
+                "   ON CONFLICT DO NOTHING;"
+                "  PERFORM pg_notify('tq_' || TG_TABLE_SCHEMA, q)"
+                "   FROM (SELECT DISTINCT queue AS q FROM new_jobs) s;"
+                "  RETURN NULL; END $f$;"
+                "DROP INDEX TQ.jobs_unique;"
+                "ALTER TABLE TQ.jobs DROP COLUMN unique_key,"
+                "  DROP COLUMN unique_scope, DROP COLUMN unique_until;",
+        s);
     exec(c, q);
     free(q);
 }
@@ -726,6 +731,9 @@ static void version_8_store_migrates(void **state)
     assert_int_equal(tq_job_enqueue(&id, db, "q", "old2", 4, NULL), 0);
     tq_close(db);
     PGconn *c = pg();
+    char *undo = in_schema(UNDO_10, "v8");
+    exec(c, undo);
+    free(undo);
     exec(c, "ALTER TABLE v8.jobs DROP COLUMN job_group;"
             "ALTER TABLE v8.queues DROP COLUMN max_running,"
             "  DROP COLUMN max_running_per_group;"
@@ -749,6 +757,49 @@ static void version_8_store_migrates(void **state)
     expect_refused(
         c, "INSERT INTO v8.jobs (queue, payload, job_group) VALUES ('q', 'x', '')",
         "23514");
+    PQfinish(c);
+}
+
+/* A store of schema 9 takes rate limits (migration 10), and a worker role
+ * granted before it may take the tokens it needs (a worker role may update
+ * a queue's bucket and nothing else of it). */
+static void version_9_store_migrates(void **state)
+{
+    (void)state;
+    char url[512], wurl[600];
+    tq *db = store("v9");
+    int64_t id;
+    for (int i = 0; i < 30; i++)
+        assert_int_equal(tq_job_enqueue(&id, db, "q", "old", 3, NULL), 0);
+    PGconn *c = pg();
+    exec(c, "DROP ROLE IF EXISTS tq_v9_worker; CREATE ROLE tq_v9_worker LOGIN");
+    const tq_grant g = {"tq_v9_worker", TQ_GRANT_WORKER};
+    assert_int_equal(tq_init_grants(db, &g, 1), 0);
+    tq_close(db);
+    char *undo = in_schema(UNDO_10, "v9");
+    exec(c, undo);
+    free(undo);
+    exec(c, "UPDATE v9.meta SET value = '9' WHERE key = 'schema_version'");
+    db = upgraded(url, sizeof url, "v9");
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_RATE;
+    qo.rate_limit = 1000; /* an hour: a burst of 1, then one each 3.6 s */
+    qo.rate_period_us = 3600 * 1000000LL;
+    assert_int_equal(tq_queue_set(db, "q", &qo), 0);
+    tq_close(db);
+    snprintf(wurl, sizeof wurl, "%s&user=tq_v9_worker", url);
+    assert_int_equal(tq_open(&db, wurl, NULL), 0);
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 30), 0);
+    assert_int_equal(n, 1);
+    tq_job_array_free(jobs, n);
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 30), 0);
+    assert_int_equal(n, 0); /* the bucket was written: no token left */
+    tq_close(db);
+    expect_refused(c, "SET ROLE tq_v9_worker; UPDATE v9.queues SET rate_limit = 0",
+                   "42501");
+    exec(c, "RESET ROLE");
     PQfinish(c);
 }
 
@@ -818,6 +869,7 @@ int main(void)
         cmocka_unit_test(version_1_store_migrates),
         cmocka_unit_test(version_6_store_migrates),
         cmocka_unit_test(version_8_store_migrates),
+        cmocka_unit_test(version_9_store_migrates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -532,6 +532,41 @@ static void upgrade_from_version_8(void **state)
     tq_close(db);
 }
 
+/* A store of schema 9 takes rate limits (migration 10): a queue from
+ * before has none until one is set, and then the claim keeps to it; a
+ * version-2 caller's options never set one. */
+static void upgrade_from_version_9(void **state)
+{
+    (void)state;
+    char path[128];
+    old_store(path, sizeof path, 9,
+              "INSERT INTO tq_jobs (queue, payload) VALUES ('q', 'a'), ('q', 'b'),"
+              " ('q', 'c')");
+    tq *db = upgraded(path);
+    tq_queue_info q;
+    assert_int_equal(tq_queue_get(&q, db, "q"), 0);
+    assert_int_equal(q.rate_limit, 0);
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.version = 2; /* ends before the rate: ignored */
+    qo.set = TQ_SET_RATE;
+    qo.rate_limit = 1;
+    qo.rate_period_us = 3600 * 1000000LL;
+    assert_int_equal(tq_queue_set(db, "q", &qo), 0);
+    assert_int_equal(tq_queue_get(&q, db, "q"), 0);
+    assert_int_equal(q.rate_limit, 0);
+    qo.version = TQ_QUEUE_OPTS_VERSION;
+    assert_int_equal(tq_queue_set(db, "q", &qo), 0);
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 10), 0);
+    assert_int_equal(n, 1); /* one an hour */
+    assert_string_equal((char *)jobs[0].payload, "a");
+    tq_job_array_free(jobs, n);
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 10), 0);
+    assert_int_equal(n, 0);
+    tq_close(db);
+}
+
 static void wal_and_version(void **state)
 {
     (void)state;
@@ -572,6 +607,7 @@ int main(void)
         cmocka_unit_test(upgrade_from_version_6),
         cmocka_unit_test(upgrade_from_version_7),
         cmocka_unit_test(upgrade_from_version_8),
+        cmocka_unit_test(upgrade_from_version_9),
         cmocka_unit_test(wal_and_version),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

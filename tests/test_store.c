@@ -808,6 +808,107 @@ static void concurrency_limits(void **state)
         tq_job_free(run[i]);
 }
 
+/* ---- rate limits ------------------------------------------------------------ */
+
+static void set_rate(void **state, const char *queue, int64_t n, int64_t period_us)
+{
+    tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
+    o.set = TQ_SET_RATE;
+    o.rate_limit = n;
+    o.rate_period_us = period_us;
+    OK(tq_queue_set(DB, queue, &o));
+}
+
+static size_t claim_count(void **state, const char *queue, size_t max)
+{
+    tq_job *jobs = NULL;
+    size_t n = 0;
+    OK(tq_job_claim(&jobs, &n, DB, queue, "w", max));
+    tq_job_array_free(jobs, n);
+    return n;
+}
+
+static int64_t mono_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+/* The store keeps the rate, whoever claims: a claim takes the bucket's
+ * whole tokens and no more, the bucket refills at its rate, ending a job
+ * gives nothing back, and the rate combines with the other limits. */
+static void rate_limits(void **state)
+{
+    tq_job *run[16];
+    size_t nrun = 0;
+    tq_queue_info q;
+
+    /* 4 an hour: a burst of 1 (what 10 ms allow, at least 1), then 3 an
+     * hour. */
+    set_rate(state, "slow", 4, 3600 * 1000000LL);
+    OK(tq_queue_get(&q, DB, "slow"));
+    assert_int_equal(q.rate_limit, 4);
+    assert_int_equal(q.rate_period_us, 3600 * 1000000LL);
+    assert_int_equal(q.rate_burst, 1);
+    for (int i = 1; i <= 6; i++) {
+        char p[8];
+        snprintf(p, sizeof p, "r%d", i);
+        enq(state, "slow", p);
+    }
+    assert_string_equal(claimed(state, "slow", 10, run, &nrun), "r1");
+    assert_string_equal(claimed(state, "slow", 10, run, &nrun), "");
+    OK(tq_job_complete(DB, run[0])); /* a start is spent, done or not */
+    assert_string_equal(claimed(state, "slow", 10, run, &nrun), "");
+    /* With a concurrency limit too: the tighter of the two. */
+    set_limits(state, "slow", 1, 0);
+    set_rate(state, "slow", 4, 3600 * 1000000LL); /* a full bucket again */
+    assert_string_equal(claimed(state, "slow", 10, run, &nrun), "r2");
+    set_rate(state, "slow", 4, 3600 * 1000000LL);
+    assert_string_equal(claimed(state, "slow", 10, run, &nrun), ""); /* r2 runs */
+    OK(tq_job_complete(DB, run[1]));
+    assert_string_equal(claimed(state, "slow", 10, run, &nrun), "r3");
+    set_limits(state, "slow", 0, 0);
+    OK(tq_job_complete(DB, run[2]));
+    assert_string_equal(claimed(state, "slow", 10, run, &nrun), ""); /* no token */
+    set_rate(state, "slow", 0, 0); /* no limit: the rest at once */
+    OK(tq_queue_get(&q, DB, "slow"));
+    assert_int_equal(q.rate_limit, 0);
+    assert_string_equal(claimed(state, "slow", 10, run, &nrun), "r4 r5 r6");
+
+    /* 1000 a second: a burst of 10 (10 ms of it), then 990 a second. */
+    set_rate(state, "fast", 1000, 1000000);
+    for (int i = 0; i < 60; i++)
+        enq(state, "fast", "f");
+    const int64_t t0 = mono_us();
+    assert_int_equal(claim_count(state, "fast", 50), 10);
+    size_t again = claim_count(state, "fast", 50);
+    const int64_t t1 = mono_us();
+    assert_true(again <= (size_t)((t1 - t0) * 990 / 1000000 + 1));
+    sleep_ms(30); /* refills the burst: never more than 10 at once */
+    size_t later = claim_count(state, "fast", 50);
+    assert_true(later >= 1 && later <= 10);
+
+    /* Bad rates are refused, and change nothing. */
+    tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
+    o.set = TQ_SET_RATE;
+    o.rate_limit = -1;
+    o.rate_period_us = 1000000;
+    assert_int_equal(tq_queue_set(DB, "fast", &o), TQ_EINVAL);
+    o.rate_limit = 5;
+    o.rate_period_us = 999; /* under 1 ms */
+    assert_int_equal(tq_queue_set(DB, "fast", &o), TQ_EINVAL);
+    o.rate_limit = 1000000001;
+    o.rate_period_us = 1000000;
+    assert_int_equal(tq_queue_set(DB, "fast", &o), TQ_EINVAL);
+    OK(tq_queue_get(&q, DB, "fast"));
+    assert_int_equal(q.rate_limit, 1000);
+    assert_int_equal(q.rate_burst, 10);
+
+    for (size_t i = 0; i < nrun; i++)
+        tq_job_free(run[i]);
+}
+
 static void delete_done_rows(void **state)
 {
     tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
@@ -1441,6 +1542,7 @@ int main(void)
         T(batch_claim_returns_queue_order),
         T(paused_queue),
         T(concurrency_limits),
+        T(rate_limits),
         T(queue_settings_round_trip),
         T(delete_done_rows),
         T(payloads),

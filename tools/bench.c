@@ -419,6 +419,7 @@ typedef struct bench_cfg {
     const char *url;
     long long njobs, nworkers, conc, psize, nlat, prefetch, ebatch, rounds;
     long long groups, max_running, max_per_group;
+    int64_t rate, rate_period_us;
     int json, delete_done;
     int64_t lease_us;
 } bench_cfg;
@@ -447,7 +448,8 @@ static int bench_parse(bench_cfg *c, int argc, char **argv)
         "tq bench [--jobs N] [--workers W] [--concurrency C] "
         "[--prefetch N] [--enqueue-batch N] [--payload BYTES] "
         "[--latency-jobs N] [--lease DUR] [--delete-done] [--rounds R] "
-        "[--groups G] [--max-running N] [--max-running-per-group N] [--json] [--db URL]";
+        "[--groups G] [--max-running N] [--max-running-per-group N] [--rate N/DUR] "
+        "[--json] [--db URL]";
     static const struct option lo[] = {
         CLI_COMMON_OPTS,
         {"jobs", required_argument, NULL, 'n'},
@@ -464,6 +466,7 @@ static int bench_parse(bench_cfg *c, int argc, char **argv)
         {"groups", required_argument, NULL, 'g'},
         {"max-running", required_argument, NULL, 'M'},
         {"max-running-per-group", required_argument, NULL, 'G'},
+        {"rate", required_argument, NULL, 'R'},
         {0}};
     static const cli_cmd me = {
         .name = "bench",
@@ -481,8 +484,8 @@ static int bench_parse(bench_cfg *c, int argc, char **argv)
                 "start first and stay up, jobs are enqueued while they work (at most\n"
                 "N ahead), and the rate of every N jobs in a row is reported.\n"
                 "--groups G: the jobs take G groups in turn, 10 in a row "
-                "each;\n--max-running N, --max-running-per-group N: the queue's "
-                "limits (tq queue).\n"
+                "each;\n--max-running N, --max-running-per-group N, --rate N/DUR: the "
+                "queue's\nlimits (tq queue).\n"
                 "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
                 "Exits 1 if any job was lost or ran twice.\n"};
     *c = (bench_cfg){.njobs = 20000,
@@ -554,6 +557,10 @@ static int bench_parse(bench_cfg *c, int argc, char **argv)
                         &c->max_per_group))
                 return EXIT_USAGE;
             break;
+        case 'R':
+            if (cli_rate("bench", optarg, &c->rate, &c->rate_period_us))
+                return EXIT_USAGE;
+            break;
         default:
             return cli_bad_option(&me, argv);
         }
@@ -600,11 +607,13 @@ static int bench_setup(bench_run *b)
              (long)getpid());
     tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
     qo.set = TQ_SET_LEASE | TQ_SET_KEEP_DONE | TQ_SET_MAX_RUNNING |
-             TQ_SET_MAX_RUNNING_PER_GROUP;
+             TQ_SET_MAX_RUNNING_PER_GROUP | TQ_SET_RATE;
     qo.lease_us = c->lease_us;
     qo.keep_done = !c->delete_done;
     qo.max_running = (int)c->max_running;
     qo.max_running_per_group = (int)c->max_per_group;
+    qo.rate_limit = c->rate;
+    qo.rate_period_us = c->rate_period_us;
     if (!rc)
         rc = tq_queue_set(db, b->queue, &qo);
     if (rc) {
@@ -780,6 +789,8 @@ static void bench_report_json(const bench_run *b)
     json_object_set_new(o, "groups", json_integer(c->groups));
     json_object_set_new(o, "max_running", json_integer(c->max_running));
     json_object_set_new(o, "max_running_per_group", json_integer(c->max_per_group));
+    json_object_set_new(o, "rate_limit", json_integer(c->rate));
+    json_object_set_new(o, "rate_period_us", json_integer(c->rate_period_us));
     json_object_set_new(o, "worker_peak_rss_kb", json_integer(b->peak_rss_kb));
     json_object_set_new(o, "process_per_s", json_real(b->proc_rate));
     json_object_set_new(o, "enqueue_s", json_real((double)b->t_enq / 1e6));

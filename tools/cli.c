@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -90,6 +91,31 @@ int cli_duration(const char *cmd, const char *opt, const char *text, int64_t *ou
                   text, opt);
         return -1;
     }
+    return 0;
+}
+
+int cli_rate(const char *cmd, const char *text, int64_t *n, int64_t *period_us)
+{
+    char num[32], dur[64];
+    long long v;
+    *n = *period_us = 0;
+    if (strcmp(text, "0") == 0 || strcmp(text, "none") == 0)
+        return 0;
+    const char *slash = strchr(text, '/');
+    size_t nl = slash ? (size_t)(slash - text) : 0;
+    if (!slash || nl == 0 || nl >= sizeof num || strlen(slash + 1) + 2 > sizeof dur) {
+        cli_error(cmd, "invalid rate '%s': use N/DURATION, as in 100/s or 20/1m, or 0",
+                  text);
+        return -1;
+    }
+    memcpy(num, text, nl);
+    num[nl] = '\0';
+    snprintf(dur, sizeof dur, "%s%s", isalpha((unsigned char)slash[1]) ? "1" : "",
+             slash + 1);
+    if (cli_int(cmd, "--rate", num, 1, 1000000000, &v) ||
+        cli_duration(cmd, "--rate period", dur, period_us))
+        return -1;
+    *n = v;
     return 0;
 }
 

@@ -36,6 +36,9 @@ int cli_is_postgres(const char *url);
 int cli_int(const char *cmd, const char *opt, const char *text, long long min,
             long long max, long long *out);
 int cli_duration(const char *cmd, const char *opt, const char *text, int64_t *out);
+/* --rate N/DUR (a bare unit is one of it: 100/s), or 0 or none for no
+ * limit (*n 0); -1 after saying what is wrong. */
+int cli_rate(const char *cmd, const char *text, int64_t *n, int64_t *period_us);
 
 /* What a command is called and says of itself. */
 typedef struct cli_cmd {

@@ -98,17 +98,18 @@ static int cmd_init(int argc, char **argv)
 
 /* ---- tq queue ------------------------------------------------------------- */
 
-#define QUEUE_ROW "%-24s %-9s %-7s %-8s %-14s %-11s %-18s %s\n"
+#define QUEUE_ROW "%-24s %-9s %-7s %-8s %-14s %-11s %-18s %-14s %s\n"
 
 static void print_queue_header(void)
 {
     printf(QUEUE_ROW, "QUEUE", "ORDER", "LEASE", "ATTEMPTS", "BACKOFF", "DONE ROWS",
-           "RUNNING AT MOST", "STATUS");
+           "RUNNING AT MOST", "STARTS AT MOST", "STATUS");
 }
 
 static void print_queue(const tq_queue_info *q)
 {
-    char l[24], b[24], cap[24], backoff[52], attempts[16], limits[48] = "-";
+    char l[24], b[24], cap[24], backoff[52], attempts[16], limits[48] = "-",
+                                                           rate[48] = "-";
     snprintf(backoff, sizeof backoff, "%s:%s",
              tq_duration_format(b, sizeof b, q->backoff_base_us),
              tq_duration_format(cap, sizeof cap, q->backoff_cap_us));
@@ -120,9 +121,13 @@ static void print_queue(const tq_queue_info *q)
         snprintf(limits, sizeof limits, "%d", q->max_running);
     else if (q->max_running_per_group)
         snprintf(limits, sizeof limits, "%d/group", q->max_running_per_group);
+    if (q->rate_limit)
+        snprintf(rate, sizeof rate, "%lld/%s", (long long)q->rate_limit,
+                 tq_duration_format(b, sizeof b, q->rate_period_us));
     printf(QUEUE_ROW, q->name, tq_order_name(q->order),
            tq_duration_format(l, sizeof l, q->lease_us), attempts, backoff,
-           q->keep_done ? "kept" : "deleted", limits, q->paused ? "paused" : "active");
+           q->keep_done ? "kept" : "deleted", limits, rate,
+           q->paused ? "paused" : "active");
 }
 
 static json_t *queue_json(const tq_queue_info *q)
@@ -139,6 +144,9 @@ static json_t *queue_json(const tq_queue_info *q)
     json_object_set_new(o, "max_running", json_integer(q->max_running));
     json_object_set_new(o, "max_running_per_group",
                         json_integer(q->max_running_per_group));
+    json_object_set_new(o, "rate_limit", json_integer(q->rate_limit));
+    json_object_set_new(o, "rate_period_us", json_integer(q->rate_period_us));
+    json_object_set_new(o, "rate_burst", json_integer(q->rate_burst));
     return o;
 }
 
@@ -218,12 +226,13 @@ static int cmd_queue(int argc, char **argv)
     static const char usage[] =
         "tq queue [NAME [--order fifo|lifo|unordered] [--lease DUR] "
         "[--max-attempts N] [--backoff BASE[:CAP]] [--keep-done|--delete-done] "
-        "[--pause|--resume] [--max-running N] [--max-running-per-group N]] [--json] "
-        "[--db URL]";
+        "[--pause|--resume] [--max-running N] [--max-running-per-group N] "
+        "[--rate N/DUR]] [--json] [--db URL]";
     static const struct option lo[] = {
         CLI_COMMON_OPTS,
         {"max-running", required_argument, NULL, 'M'},
         {"max-running-per-group", required_argument, NULL, 'G'},
+        {"rate", required_argument, NULL, 'R'},
         {"order", required_argument, NULL, 'o'},
         {"lease", required_argument, NULL, 'l'},
         {"max-attempts", required_argument, NULL, 'm'},
@@ -246,8 +255,12 @@ static int cmd_queue(int argc, char **argv)
                 "done rows) and applies the options.\n"
                 "--max-running N: at most N jobs of the queue run at once, across "
                 "every worker\nand host; --max-running-per-group N: at most N of "
-                "each group (tq enqueue\n--group G). 0 removes a limit. A limited "
-                "queue's workers claim no jobs ahead.\n"};
+                "each group (tq enqueue\n--group G). 0 removes a limit.\n"
+                "--rate N/DUR (e.g. 100/s, 20/1m): at most N jobs of the queue start "
+                "in any\nwindow of DUR, across every worker and host; 0 removes it. "
+                "Over time starts come\nat N less the burst per DUR (the burst: what "
+                "10ms of the rate allows, at least\n1, at most N/2). A limited queue's "
+                "workers claim no jobs ahead.\n"};
     while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
         switch (c) {
         case 'o':
@@ -294,6 +307,11 @@ static int cmd_queue(int argc, char **argv)
                 return EXIT_USAGE;
             qo.max_running_per_group = (int)n;
             qo.set |= TQ_SET_MAX_RUNNING_PER_GROUP;
+            break;
+        case 'R':
+            if (cli_rate("queue", optarg, &qo.rate_limit, &qo.rate_period_us))
+                return EXIT_USAGE;
+            qo.set |= TQ_SET_RATE;
             break;
         case 'j':
             json = 1;

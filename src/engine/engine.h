@@ -117,6 +117,9 @@ typedef struct tq__claim {
      * has none: the cheaper statement) takes nothing from a queue that has
      * limits. */
     int limited;
+    /* Out, from a limited claim of a queue with a rate limit: > 0 when the
+     * rate stopped it (no token left), how long until the next token. */
+    int64_t rate_wait_us;
 } tq__claim;
 
 /*
@@ -161,7 +164,7 @@ struct tq__engine {
      * above sorts them (tq__jobs_sort).
      */
     int (*exchange)(tq *db, const char *worker, tq__ack *acks, size_t nacks,
-                    const tq__claim *claim, tq_job **out, size_t *out_n);
+                    tq__claim *claim, tq_job **out, size_t *out_n);
 
     /* Running jobs back to ready, or dead when out of attempts (a claim
      * that never started goes back to ready unspent): those held by worker

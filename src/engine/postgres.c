@@ -22,6 +22,7 @@
 #include <libpq-fe.h>
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -227,6 +228,25 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "  CHECK (max_running >= 0),"
     "  ADD COLUMN max_running_per_group int4 NOT NULL DEFAULT 0"
     "  CHECK (max_running_per_group >= 0);",
+    /* 10: rate limits, as SQLite's migration 10 says. Workers take tokens,
+     * so the roles that may update jobs (workers: grants_worker) may update
+     * the bucket's two columns, and nothing else of a queue. */
+    "ALTER TABLE TQ.queues ADD COLUMN rate_limit int8 NOT NULL DEFAULT 0"
+    "  CHECK (rate_limit >= 0),"
+    "  ADD COLUMN rate_period_us int8 NOT NULL DEFAULT 0,"
+    "  ADD COLUMN rate_burst int8 NOT NULL DEFAULT 1,"
+    "  ADD COLUMN rate_tokens float8 NOT NULL DEFAULT 0,"
+    "  ADD COLUMN rate_at timestamptz NOT NULL DEFAULT now(),"
+    "  ADD CONSTRAINT queues_rate"
+    "  CHECK (rate_burst >= 1 AND (rate_limit = 0 OR rate_period_us > 0));"
+    "DO $g$ DECLARE r record; BEGIN"
+    " FOR r IN SELECT DISTINCT a.grantee::regrole::text AS role"
+    "  FROM pg_class c, aclexplode(c.relacl) a"
+    "  WHERE c.oid = 'TQ.jobs'::regclass AND a.privilege_type = 'UPDATE'"
+    "   AND a.grantee <> 0 AND a.grantee <> c.relowner LOOP"
+    "  EXECUTE format('GRANT UPDATE (rate_tokens, rate_at) ON TQ.queues TO %s', r.role);"
+    " END LOOP;"
+    "END $g$;",
 };
 
 /* clang-format off */
@@ -309,14 +329,24 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "  SELECT id FROM TQ.jobs"                                                           \
     "  WHERE queue = $1 AND state = 'ready' AND run_at <= now()"                         \
     "    AND NOT EXISTS (SELECT 1 FROM TQ.queues WHERE name = $1"                        \
-    "        AND (paused OR max_running > 0 OR max_running_per_group > 0))"              \
+    "        AND (paused OR max_running > 0 OR max_running_per_group > 0"                \
+    "             OR rate_limit > 0))"                                                   \
     "  " order_by                                                                        \
     "  LIMIT $2"                                                                         \
     "  FOR UPDATE SKIP LOCKED)"                                                          \
     CLAIM_UPDATE
+/* A queue's rate-limit bucket (migration 10): its tokens at time at, and
+ * how many it gains a microsecond. */
+#define RATE_REFILL "(greatest(rate_limit - rate_burst, 1)::float8 / rate_period_us)"
+#define RATE_TOKENS(at)                                                                  \
+    "least(rate_burst, rate_tokens + greatest(0, extract(epoch FROM " at " - rate_at)"   \
+    "::float8 * 1e6) * " RATE_REFILL ")"
 /*
- * The claim of a queue with concurrency limits, with CLAIM's parameters,
- * as SQLite's CLAIM_LIMITED says (lim, busy, cand, picked). The counts are only
+ * The claim of a queue with concurrency or rate limits, with CLAIM's
+ * parameters, as SQLite's CLAIM_LIMITED says (lim, busy, cand, picked),
+ * then its rate's tokens taken (taken; only when it claimed any, as SQLite's
+ * S_RATE_TAKE says; the time of the rate is the clock's when the lock was
+ * held, not the transaction's start). The counts are only
  * right if no other claim of the queue commits between this statement's
  * snapshot and its own commit: S_LIMIT_LOCK, sent just before it in the
  * same transaction, serialises the limited claims of a queue, and this
@@ -324,11 +354,15 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
  */
 #define CLAIM_LIMITED(order_by)                                                          \
     "WITH lim AS MATERIALIZED (SELECT max_running_per_group AS per_group,"               \
-    "    CASE WHEN paused THEN 0"                                                        \
+    "    least(CASE WHEN paused THEN 0"                                                  \
     "         WHEN max_running > 0 THEN greatest(0, least($2::int8,"                     \
     "              max_running - (SELECT count(*) FROM TQ.jobs WHERE state = 'running'"  \
     "                             AND queue = $1 AND lease_until IS NOT NULL)))"         \
-    "         ELSE $2::int8 END AS room"                                                 \
+    "         ELSE $2::int8 END,"                                                        \
+    "      CASE WHEN rate_limit > 0 THEN floor(" RATE_TOKENS("clock_timestamp()") ")::int8" \
+    "           ELSE $2::int8 END) AS room,"                                             \
+    "    CASE WHEN rate_limit > 0 THEN " RATE_TOKENS("clock_timestamp()") " END AS tokens," \
+    "    clock_timestamp() AS at"                                                        \
     "    FROM TQ.queues WHERE name = $1),"                                               \
     " busy AS MATERIALIZED (SELECT job_group, count(*) AS n FROM TQ.jobs"               \
     "    WHERE state = 'running' AND queue = $1 AND lease_until IS NOT NULL"             \
@@ -347,8 +381,13 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "    c WHERE job_group IS NULL OR busy + rn <= (SELECT per_group FROM lim)"          \
     "       OR (SELECT per_group FROM lim) = 0"                                          \
     "    " order_by                                                                      \
-    "    LIMIT coalesce((SELECT room FROM lim), 0))"                                     \
-    CLAIM_UPDATE
+    "    LIMIT coalesce((SELECT room FROM lim), 0)),"                                    \
+    " claimed AS (" CLAIM_UPDATE "),"                                                    \
+    " taken AS (UPDATE TQ.queues SET rate_at = greatest(rate_at, (SELECT at FROM lim)),"  \
+    "    rate_tokens = greatest(0, (SELECT tokens FROM lim)"                               \
+    "                              - (SELECT count(*) FROM claimed))"                      \
+    "    WHERE name = $1 AND rate_limit > 0 AND EXISTS (SELECT 1 FROM claimed))"           \
+    " SELECT * FROM claimed"
 /* How many jobs of row j's group run (busy: none without a group limit). */
 #define GROUP_BUSY                                                                       \
     "coalesce((SELECT n FROM busy WHERE busy.job_group = j.job_group), 0)"
@@ -382,7 +421,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
 
 #define QUEUE_COLS                                                                       \
     "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done, "    \
-    "paused, max_running, max_running_per_group"
+    "paused, max_running, max_running_per_group, rate_limit, rate_period_us, rate_burst"
 
 /* Every session's settings, on connect and on reconnect. No JIT: every
  * statement here touches a handful of rows, and the planner settings S_PLAN
@@ -399,6 +438,7 @@ enum stmt_id {
     S_CLAIM_LIMITED_LIFO,
     S_CLAIM_LIMITED_ANY,
     S_LIMIT_LOCK,
+    S_RATE_WAIT,
     S_PLAN,
     S_PLAN_GROUP,
     S_PLAN_CLAIM,
@@ -466,6 +506,13 @@ static const char *const sql[S_COUNT] = {
      * table's oid), so schemas do not collide. */
     [S_LIMIT_LOCK] =
         "SELECT pg_advisory_xact_lock('TQ.queues'::regclass::oid::int4, hashtext($1))",
+    /* After a limited claim, in its transaction: how long until its queue's
+     * rate has a whole token (none: no rate limit). */
+    [S_RATE_WAIT] = "SELECT CASE WHEN t >= 1 THEN 0"
+                    " ELSE ((1 - t) / " RATE_REFILL ")::int8 + 1 END"
+                    " FROM (SELECT " RATE_TOKENS("clock_timestamp()") " AS t, rate_limit,"
+                    " rate_burst, rate_period_us FROM TQ.queues"
+                    " WHERE name = $1 AND rate_limit > 0) s",
     /* Opens every exchange, for the rest of its transaction: the hot path
      * takes rows by id or in its ready index's order, never by reading the
      * table or sorting a backlog. Whatever ANALYZE last saw of a queue table
@@ -612,7 +659,13 @@ static const char *const sql[S_COUNT] = {
                        " paused = coalesce($8::bool, paused),"
                        " max_running = coalesce($9::int4, max_running),"
                        " max_running_per_group = coalesce($10::int4,"
-                       "                                  max_running_per_group)"
+                       "                                  max_running_per_group),"
+                       " rate_limit = coalesce($11::int8, rate_limit),"
+                       " rate_period_us = coalesce($12::int8, rate_period_us),"
+                       " rate_burst = coalesce($13::int8, rate_burst),"
+                       " rate_tokens = coalesce($13::int8, rate_tokens),"
+                       " rate_at = CASE WHEN $11::int8 IS NULL THEN rate_at"
+                       "           ELSE clock_timestamp() END"
                        " WHERE name = $1",
     [S_QUEUE_GET] = "SELECT " QUEUE_COLS " FROM TQ.queues WHERE name = $1",
     [S_QUEUE_LIST] = "SELECT " QUEUE_COLS " FROM TQ.queues ORDER BY name",
@@ -898,15 +951,18 @@ static char *with_schema(const char *text, const char *schema)
 }
 
 typedef struct params {
-    const char *v[12]; /* the most a statement takes: 10 (a scoped enqueue) */
-    int len[12];
-    int fmt[12];
-    char buf[12][24];
+    const char *v[16]; /* the most a statement takes: 13 (S_QUEUE_UPDATE) */
+    int len[16];
+    int fmt[16];
+    char buf[16][24];
     int n;
 } params;
 
+#define P_MAX (int)(sizeof((params *)0)->v / sizeof((params *)0)->v[0])
+
 static void p_text(params *p, const char *s)
 {
+    assert(p->n < P_MAX);
     p->v[p->n] = s;
     p->len[p->n] = 0;
     p->fmt[p->n++] = 0;
@@ -914,12 +970,14 @@ static void p_text(params *p, const char *s)
 
 static void p_i64(params *p, int64_t x)
 {
+    assert(p->n < P_MAX);
     snprintf(p->buf[p->n], sizeof p->buf[0], "%lld", (long long)x);
     p_text(p, p->buf[p->n]);
 }
 
 static void p_bytes(params *p, const void *data, size_t len)
 {
+    assert(p->n < P_MAX);
     p->v[p->n] = data ? data : "";
     p->len[p->n] = (int)len;
     p->fmt[p->n++] = 1;
@@ -1238,6 +1296,7 @@ static const char *const grants_worker[] = {
     "GRANT SELECT ON %1$I.meta TO %2$I",
     "GRANT SELECT, UPDATE, DELETE ON %1$I.jobs TO %2$I",
     "GRANT SELECT ON %1$I.queues TO %2$I",
+    "GRANT UPDATE (rate_tokens, rate_at) ON %1$I.queues TO %2$I",
     "GRANT SELECT, INSERT, UPDATE ON %1$I.workers TO %2$I",
     NULL,
 };
@@ -1354,6 +1413,9 @@ static void read_queue(const PGresult *r, int row, tq_queue_info *q)
     q->paused = (int)g_i64(r, row, 7);
     q->max_running = (int)g_i64(r, row, 8);
     q->max_running_per_group = (int)g_i64(r, row, 9);
+    q->rate_limit = g_i64(r, row, 10);
+    q->rate_period_us = g_i64(r, row, 11);
+    q->rate_burst = q->rate_limit ? g_i64(r, row, 12) : 0;
 }
 
 static int pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
@@ -1393,6 +1455,16 @@ static int pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         p_i64(&p, o->max_running_per_group);
     else
         p_text(&p, NULL);
+    if (o->set & TQ_SET_RATE) { /* a new bucket, full */
+        const int on = o->rate_limit > 0;
+        p_i64(&p, o->rate_limit);
+        p_i64(&p, on ? o->rate_period_us : 0);
+        p_i64(&p, on ? tq__rate_burst(o->rate_limit, o->rate_period_us) : 1);
+    } else {
+        p_text(&p, NULL);
+        p_text(&p, NULL);
+        p_text(&p, NULL);
+    }
     if ((rc = run_count(db, S_QUEUE_UPDATE, &p, NULL, "changing the queue")))
         goto fail;
     return commit(db);
@@ -1759,7 +1831,7 @@ typedef struct exchange_state {
     const char *worker;
     tq__ack *acks;
     size_t nacks;
-    const tq__claim *claim; /* NULL: acknowledgements only */
+    tq__claim *claim; /* NULL: acknowledgements only */
     /* idx: the "many" group from the front, the delete group at the back. */
     size_t *idx, nmany, ndel, nfail;
     enum stmt_id many; /* S_ACK_DONE when the group is all done */
@@ -1808,7 +1880,8 @@ static int exchange_prepare(tq *db, exchange_state *x)
     if (x->claim &&
         ((rc = prepare(db, claim_id(x->claim->order, x->claim->limited),
                        "claiming jobs")) ||
-         (x->claim->limited && (rc = prepare(db, S_LIMIT_LOCK, "claiming jobs")))))
+         (x->claim->limited && ((rc = prepare(db, S_LIMIT_LOCK, "claiming jobs")) ||
+                                (rc = prepare(db, S_RATE_WAIT, "claiming jobs"))))))
         return rc;
     return 0;
 }
@@ -1858,6 +1931,11 @@ static int exchange_send(pipeline *pl, exchange_state *x)
         p_text(&p, x->claim->start ? "true" : "false");
         rc = pipe_send(pl, claim_id(x->claim->order, x->claim->limited), &p, 0);
     }
+    if (!rc && x->claim && x->claim->limited) {
+        params p = {0};
+        p_text(&p, x->claim->queue);
+        rc = pipe_send(pl, S_RATE_WAIT, &p, 0);
+    }
     return rc ? rc : pipe_sql(pl, "COMMIT");
 }
 
@@ -1883,6 +1961,9 @@ static int exchange_take(tq *db, const pipeline *pl, size_t q, PGresult *r,
     case S_PLAN_GROUP:
     case S_PLAN_CLAIM:
     case S_LIMIT_LOCK:
+        break;
+    case S_RATE_WAIT:
+        x->claim->rate_wait_us = PQntuples(r) ? g_i64(r, 0, 0) : 0;
         break;
     default: /* the claim: read_jobs takes r */
         return read_jobs(db, r, &tq__claimed_cols, x->claim->queue, x->worker, &x->jobs,
@@ -1938,7 +2019,7 @@ static int exchange_read(tq *db, const pipeline *pl, exchange_state *x, int rc)
  * transaction, sent as one pipeline and read back in one round trip.
  */
 static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
-                       const tq__claim *claim, tq_job **out, size_t *out_n)
+                       tq__claim *claim, tq_job **out, size_t *out_n)
 {
     PGconn *pg = C(db)->pg;
     exchange_state x = {.worker = worker,
@@ -1951,10 +2032,10 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
         *out_n = 0;
     }
     x.idx = malloc((nacks + 1) * sizeof *x.idx);
-    /* At most: BEGIN, three settings, two groups, the claim, COMMIT, and
-     * one statement per failure. */
-    pipeline pl = {db, 0, malloc((nacks + 8) * sizeof *pl.what),
-                   malloc((nacks + 8) * sizeof *pl.ack)};
+    /* At most: BEGIN, three settings, two groups, the lock, the claim, the
+     * rate's wait, COMMIT, and one statement per failure. */
+    pipeline pl = {db, 0, malloc((nacks + 10) * sizeof *pl.what),
+                   malloc((nacks + 10) * sizeof *pl.ack)};
     if (!x.idx || !pl.what || !pl.ack) {
         rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
         goto done;

@@ -291,6 +291,17 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  CHECK (max_running >= 0);"
     "ALTER TABLE tq_queues ADD COLUMN max_running_per_group INTEGER NOT NULL DEFAULT 0"
     "  CHECK (max_running_per_group >= 0);",
+    /* 10: rate limits (tq_queue_info.rate_limit): a token bucket per queue,
+     * rate_tokens as of rate_at, taken from by the limited claims
+     * (S_RATE_TAKE) in their transaction; tq__rate_burst says why these
+     * numbers keep every window. */
+    "ALTER TABLE tq_queues ADD COLUMN rate_limit INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (rate_limit >= 0);"
+    "ALTER TABLE tq_queues ADD COLUMN rate_period_us INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE tq_queues ADD COLUMN rate_burst INTEGER NOT NULL DEFAULT 1"
+    "  CHECK (rate_burst >= 1 AND (rate_limit = 0 OR rate_period_us > 0));"
+    "ALTER TABLE tq_queues ADD COLUMN rate_tokens REAL NOT NULL DEFAULT 0;"
+    "ALTER TABLE tq_queues ADD COLUMN rate_at INTEGER NOT NULL DEFAULT 0;",
 };
 
 /* clang-format on */
@@ -360,15 +371,22 @@ static const char *const migrations[SCHEMA_VERSION] = {
     " WHERE id IN (SELECT id FROM tq_jobs"                                               \
     "              WHERE queue = ?1 AND state = 'ready' AND run_at <= ?2"                \
     "                AND NOT EXISTS (SELECT 1 FROM tq_queues WHERE name = ?1"            \
-    "                    AND (paused OR max_running > 0 OR max_running_per_group > 0))"  \
+    "                    AND (paused OR max_running > 0 OR max_running_per_group > 0"     \
+    "                         OR rate_limit > 0))"                                       \
     "              " order_by                                                            \
     "              LIMIT ?3)"                                                            \
     CLAIM_RETURNING
 
+/* A queue's rate-limit bucket (migration 10): its tokens now (?2), and
+ * how many it gains a microsecond. */
+#define RATE_REFILL "(max(rate_limit - rate_burst, 1) * 1.0 / rate_period_us)"
+#define RATE_TOKENS "min(rate_burst, rate_tokens + max(0, ?2 - rate_at) * " RATE_REFILL ")"
+
 /*
- * The claim of a queue with concurrency limits, with CLAIM's parameters.
- * lim: how many may start (room: ?3, or what max_running leaves, 0 when
- * paused) and the group limit. busy: the running jobs of each group, with
+ * The claim of a queue with concurrency or rate limits, with CLAIM's
+ * parameters. lim: how many may start (room: ?3, or what max_running
+ * leaves, 0 when paused; no more than the rate's whole tokens) and the
+ * group limit. busy: the running jobs of each group, with
  * a group limit (the queue's running rows, through tq_jobs_running: no
  * index of their own, which every update of every job would pay for).
  * cand: the first ready rows in the queue's order whose group has room;
@@ -380,10 +398,12 @@ static const char *const migrations[SCHEMA_VERSION] = {
  */
 #define CLAIM_LIMITED(order_by)                                                          \
     "WITH lim AS (SELECT max_running_per_group AS per_group,"                            \
-    "    CASE WHEN paused THEN 0"                                                        \
+    "    min(CASE WHEN paused THEN 0"                                                    \
     "         WHEN max_running > 0 THEN max(0, min(?3, max_running - (SELECT count(*)"   \
     "              FROM tq_jobs WHERE state = 'running' AND queue = ?1)))"               \
-    "         ELSE ?3 END AS room"                                                       \
+    "         ELSE ?3 END,"                                                              \
+    "        CASE WHEN rate_limit > 0 THEN CAST(" RATE_TOKENS " AS INTEGER)"             \
+    "             ELSE ?3 END) AS room"                                                  \
     "    FROM tq_queues WHERE name = ?1),"                                               \
     " busy AS MATERIALIZED (SELECT job_group, count(*) AS n FROM tq_jobs"                \
     "    WHERE state = 'running' AND queue = ?1 AND job_group IS NOT NULL"               \
@@ -422,7 +442,8 @@ static const char *const migrations[SCHEMA_VERSION] = {
 /* A queue's settings (read_queue). */
 #define QUEUE_COLS                                                                       \
     "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done,"     \
-    " paused, max_running, max_running_per_group"
+    " paused, max_running, max_running_per_group, rate_limit, rate_period_us, "          \
+    "rate_burst"
 
 /* One prepared statement per entry; SQL lives here, one place each. */
 enum stmt_id {
@@ -435,6 +456,8 @@ enum stmt_id {
     S_CLAIM_LIMITED_FIFO,
     S_CLAIM_LIMITED_LIFO,
     S_CLAIM_LIMITED_ANY,
+    S_RATE_TAKE,
+    S_RATE_WAIT,
     S_DONE,
     S_DONE_DELETE,
     S_FAIL,
@@ -494,6 +517,18 @@ static const char *const sql[S_COUNT] = {
     [S_CLAIM_LIMITED_FIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_LIMITED_LIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, id DESC"),
     [S_CLAIM_LIMITED_ANY] = CLAIM_LIMITED(""),
+    /* After a limited claim took ?3 jobs (> 0), in its transaction: the
+     * rate's tokens less those, as of ?2 now. Not after a claim that took
+     * none: a write would wake every idle worker (they watch the store's
+     * changes), whose claims would wake it again. */
+    [S_RATE_TAKE] = "UPDATE tq_queues SET rate_tokens = max(0.0, " RATE_TOKENS " - ?3),"
+                    " rate_at = max(rate_at, ?2) WHERE name = ?1 AND rate_limit > 0",
+    /* Then how long, from ?2, until the rate has a whole token (0: it has
+     * one, or the queue has no rate limit). */
+    [S_RATE_WAIT] = "SELECT CASE WHEN t >= 1 THEN 0"
+                    " ELSE CAST((1 - t) / " RATE_REFILL " AS INTEGER) + 1 END"
+                    " FROM (SELECT " RATE_TOKENS " AS t, rate_limit, rate_burst,"
+                    " rate_period_us FROM tq_queues WHERE name = ?1 AND rate_limit > 0)",
     /* clang-format off */
     /* Acknowledgements: ?1 id, ?2 worker, ?3 claim, ?4 now, ?5 started_us,
      * ?6 delay (FAIL: backoff, BEAT: lease), ?7 error. */
@@ -584,7 +619,12 @@ static const char *const sql[S_COUNT] = {
         " backoff_cap_us = coalesce(?6, backoff_cap_us),"
         " keep_done = coalesce(?7, keep_done), paused = coalesce(?8, paused),"
         " max_running = coalesce(?9, max_running),"
-        " max_running_per_group = coalesce(?10, max_running_per_group)"
+        " max_running_per_group = coalesce(?10, max_running_per_group),"
+        " rate_limit = coalesce(?11, rate_limit),"
+        " rate_period_us = coalesce(?12, rate_period_us),"
+        " rate_burst = coalesce(?13, rate_burst),"
+        " rate_tokens = coalesce(?13, rate_tokens),"
+        " rate_at = CASE WHEN ?11 IS NULL THEN rate_at ELSE ?14 END"
         " WHERE name = ?1",
     [S_QUEUE_GET] = "SELECT " QUEUE_COLS " FROM tq_queues WHERE name = ?1",
     [S_QUEUE_LIST] = "SELECT " QUEUE_COLS " FROM tq_queues ORDER BY name",
@@ -1094,6 +1134,9 @@ static void read_queue(sqlite3_stmt *s, tq_queue_info *q)
     q->paused = sqlite3_column_int(s, 7);
     q->max_running = sqlite3_column_int(s, 8);
     q->max_running_per_group = sqlite3_column_int(s, 9);
+    q->rate_limit = sqlite3_column_int64(s, 10);
+    q->rate_period_us = sqlite3_column_int64(s, 11);
+    q->rate_burst = q->rate_limit ? sqlite3_column_int64(s, 12) : 0;
 }
 
 static int sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
@@ -1128,6 +1171,14 @@ static int sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         sqlite3_bind_int(s, 9, o->max_running);
     if (o->set & TQ_SET_MAX_RUNNING_PER_GROUP)
         sqlite3_bind_int(s, 10, o->max_running_per_group);
+    if (o->set & TQ_SET_RATE) { /* a new bucket, full */
+        const int on = o->rate_limit > 0;
+        sqlite3_bind_int64(s, 11, o->rate_limit);
+        sqlite3_bind_int64(s, 12, on ? o->rate_period_us : 0);
+        sqlite3_bind_int64(s, 13,
+                           on ? tq__rate_burst(o->rate_limit, o->rate_period_us) : 1);
+        sqlite3_bind_int64(s, 14, tq__now_us());
+    }
     if ((rc = run(db, s, "changing the queue")))
         goto fail;
     if ((o->set & TQ_SET_ORDER) && (rc = sync_lifo_index(db)))
@@ -1418,8 +1469,29 @@ static enum stmt_id claim_id(tq_order order, int limited)
     return ids[!!limited][order];
 }
 
+static int query_int(tq *db, enum stmt_id id, const char *t1, int64_t i2, int64_t *out,
+                     const char *what);
+
+/* A limited claim's rate: the n jobs it took from the bucket, and how long
+ * until the next token (c->rate_wait_us). */
+static int take_tokens(tq *db, tq__claim *c, int64_t now, size_t n)
+{
+    int rc;
+    sqlite3_stmt *s;
+    if (n) {
+        if (!(s = stmt(db, S_RATE_TAKE, &rc)))
+            return rc;
+        sqlite3_bind_text(s, 1, c->queue, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, now);
+        sqlite3_bind_int64(s, 3, (sqlite3_int64)n);
+        if ((rc = run(db, s, "claiming jobs")))
+            return rc;
+    }
+    return query_int(db, S_RATE_WAIT, c->queue, now, &c->rate_wait_us, "claiming jobs");
+}
+
 /* One claim of an exchange: appends the claimed jobs to *jobs. */
-static int claim_jobs(tq *db, const char *worker, const tq__claim *c, int64_t now,
+static int claim_jobs(tq *db, const char *worker, tq__claim *c, int64_t now,
                       tq_job **jobs, size_t *njobs)
 {
     int rc;
@@ -1436,12 +1508,15 @@ static int claim_jobs(tq *db, const char *worker, const tq__claim *c, int64_t no
     sqlite3_bind_int64(s, 5, now + c->lease_us);
     sqlite3_bind_int(s, 6, c->max_attempts);
     sqlite3_bind_int(s, 7, !!c->start);
-    return collect_jobs(db, s, &tq__claimed_cols, c->queue, worker, "claiming jobs", jobs,
-                        njobs);
+    const size_t before = *njobs;
+    if ((rc = collect_jobs(db, s, &tq__claimed_cols, c->queue, worker, "claiming jobs",
+                           jobs, njobs)))
+        return rc;
+    return c->limited ? take_tokens(db, c, now, *njobs - before) : 0;
 }
 
 static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
-                           const tq__claim *claim, tq_job **out, size_t *out_n)
+                           tq__claim *claim, tq_job **out, size_t *out_n)
 {
     int rc;
     tq_job *jobs = NULL;

@@ -96,7 +96,7 @@ expect_eq "$(head -1 "$T/out" | tr -s ' ')" "ID QUEUE STATE ATTEMPTS CREATED PAY
 expect_exit 0 "$TQ" queue mial
 expect_eq "$(head -1 "$T/out")" "created queue 'mial'" "a new queue is said"
 expect_eq "$(sed -n 2p "$T/out" | tr -s ' ')" \
-    "QUEUE ORDER LEASE ATTEMPTS BACKOFF DONE ROWS RUNNING AT MOST STATUS" "queue header"
+    "QUEUE ORDER LEASE ATTEMPTS BACKOFF DONE ROWS RUNNING AT MOST STARTS AT MOST STATUS" "queue header"
 expect_exit 0 "$TQ" queue mial --lease 1m
 grep -q created "$T/out" && fail "an existing queue said created"
 "$TQ" workers >"$T/out"
