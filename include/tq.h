@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-#define TQ_VERSION "0.3.0"
+#define TQ_VERSION "0.4.0"
 
 /* Result codes. The one list of codes and their messages. */
 #define TQ_ERRNO_MAP(X)                                                                  \
@@ -439,6 +439,74 @@ int tq_job_prune(int64_t *out_count, tq *db, int64_t older_than_us, unsigned sta
 /* Puts back running jobs whose lease expired: to ready, or to dead when
  * their attempts are used up. */
 int tq_rescue_expired(int64_t *out_count, tq *db);
+
+/* ---- Periodic jobs ----------------------------------------------------- */
+
+/*
+ * A schedule enqueues one job into its queue at each of its slots, exactly
+ * once however many workers run: every worker (tq_work, any host) enqueues
+ * the slots that are due, and a slot's job is written in the same
+ * transaction that moves the schedule on, which one worker wins. After a
+ * time without workers only the most recent missed slot is enqueued.
+ *
+ * spec: five cron fields (minute hour day-of-month month day-of-week, with
+ * lists, ranges, steps and the names jan-dec, sun-sat; a day matches both
+ * day fields when either starts with '*', else either), six with seconds
+ * first, @yearly, @monthly, @weekly, @daily, @hourly, or @every DURATION
+ * (whole seconds; slots at the multiples of it since the epoch). tz: a name
+ * from the system's time-zone database (NULL or "UTC": UTC); a local time
+ * skipped when clocks go forward is no slot, one repeated when they go back
+ * is one slot, at its first occurrence. Slot times are the store's clock.
+ */
+#define TQ_SCHEDULE_OPTS_VERSION 1
+typedef struct tq_schedule_opts {
+    int version;
+    const char *queue; /* required */
+    const char *spec;  /* required */
+    const char *tz;    /* NULL: UTC */
+    const void *payload;
+    size_t payload_len;
+    int priority;
+    /* Skip a slot while the job of the schedule's previous slot is still
+     * ready or running (else each slot enqueues its job regardless). */
+    int overlap_skip;
+} tq_schedule_opts;
+#define TQ_SCHEDULE_OPTS_INIT                                                            \
+    {                                                                                    \
+        TQ_SCHEDULE_OPTS_VERSION, NULL, NULL, NULL, NULL, 0, 0, 0                        \
+    }
+
+typedef struct tq_schedule {
+    char name[65];
+    char queue[65];
+    char spec[128];
+    char tz[64];
+    void *payload; /* payload_len bytes, NUL-terminated */
+    size_t payload_len;
+    int priority;
+    int overlap_skip;
+    int64_t next_slot_us; /* the next slot to enqueue */
+    int64_t last_slot_us; /* the last one enqueued or skipped; 0: none yet */
+    int64_t last_job;     /* the job of the last slot enqueued; 0: none */
+} tq_schedule;
+
+/* Creates or replaces schedule name (1 to 64 of the queue-name letters);
+ * its first slot is the first after now. A bad spec, zone or name:
+ * TQ_EINVAL, nothing stored. */
+int tq_schedule_set(tq *db, const char *name, const tq_schedule_opts *opts);
+/* TQ_ENOTFOUND if there is no such schedule. */
+int tq_schedule_remove(tq *db, const char *name);
+/* All schedules by name; freed with tq_schedule_array_free(). */
+int tq_schedule_list(tq_schedule **out, size_t *out_n, tq *db);
+void tq_schedule_array_free(tq_schedule *v, size_t n);
+/* Enqueues the due slots of every schedule (what workers do): *out_enqueued
+ * jobs (may be NULL); *out_next_us (may be NULL) how long until the next
+ * slot of any schedule, from now (-1: no schedule). */
+int tq_schedule_run(tq *db, int64_t *out_enqueued, int64_t *out_next_us);
+/* The first slot of spec in zone tz strictly after after_us (microseconds
+ * since the epoch): 0 and *out_us, or TQ_EINVAL with the reason in msg. */
+int tq_schedule_next(int64_t *out_us, const char *spec, const char *tz, int64_t after_us,
+                     char *msg, size_t msglen);
 
 /* ---- Stats ------------------------------------------------------------- */
 

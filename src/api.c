@@ -5,6 +5,7 @@
  * Called by users of tq.h (the tool, embedding programs) and, for claims
  * and acks, by worker.c.
  */
+#include "cron.h"
 #include "engine/engine.h"
 
 #include <stddef.h>
@@ -129,14 +130,20 @@ int tq_init_grants(tq *db, const tq_grant *grants, size_t n)
 
 /* ---- queues ------------------------------------------------------------ */
 
-static int check_queue_name(tq *db, const char *name)
+/* A queue's or a schedule's name (what), as tq_name_check wants it. */
+static int check_name(tq *db, const char *what, const char *name)
 {
     if (tq_name_check(name))
         return tq__seterr(db, TQ_EINVAL,
-                          "invalid queue name '%.80s': use 1 to 64 letters, "
+                          "invalid %s name '%.80s': use 1 to 64 letters, "
                           "digits, '_', '.' or '-'",
-                          name ? name : "(null)");
+                          what, name ? name : "(null)");
     return 0;
+}
+
+static int check_queue_name(tq *db, const char *name)
+{
+    return check_name(db, "queue", name);
 }
 
 /* Bounds that keep every computed time inside int64 microseconds. */
@@ -724,4 +731,142 @@ int tq_worker_list(tq_worker_info **out, size_t *out_n, tq *db)
     *out_n = 0;
     tq__clearerr(db);
     return db->engine->worker_list(db, out, out_n);
+}
+
+/* ---- periodic jobs ------------------------------------------------------ */
+
+/* A schedule's spec and zone, parsed: 0, or TQ_EINVAL with why. */
+static int schedule_rules(tq *db, const char *spec, const char *tz, tq__cron *c,
+                          tq__zone **z)
+{
+    char why[200];
+    if (tq__cron_parse(c, spec, why, sizeof why))
+        return tq__seterr(db, TQ_EINVAL, "invalid schedule '%.130s': %s",
+                          spec ? spec : "", why);
+    if (tq__zone_load(z, tz, why, sizeof why))
+        return tq__seterr(db, TQ_EINVAL, "%s", why);
+    return 0;
+}
+
+int tq_schedule_set(tq *db, const char *name, const tq_schedule_opts *o)
+{
+    tq__cron c;
+    tq__zone *z = NULL;
+    int64_t now, next;
+    tq__clearerr(db);
+    int rc = check_name(db, "schedule", name);
+    if (rc)
+        return rc;
+    if (!o || o->version < 1)
+        return tq__seterr(db, TQ_EINVAL, "a schedule needs its options (queue and spec)");
+    if ((rc = check_queue_name(db, o->queue)) ||
+        (rc = schedule_rules(db, o->spec, o->tz, &c, &z)))
+        return rc;
+    if (o->payload_len > TQ_PAYLOAD_MAX_DEFAULT || (o->payload_len && !o->payload)) {
+        tq__zone_free(z);
+        return tq__seterr(db, TQ_EINVAL, "a schedule's payload is at most %d bytes",
+                          TQ_PAYLOAD_MAX_DEFAULT);
+    }
+    if (!(rc = db->engine->clock(db, &now))) {
+        next = tq__cron_next(&c, z, now);
+        rc = next < 0
+                 ? tq__seterr(db, TQ_EINVAL, "schedule '%s' has no slot ahead", o->spec)
+                 : db->engine->schedule_put(db, name, o, next);
+    }
+    tq__zone_free(z);
+    return rc;
+}
+
+int tq_schedule_remove(tq *db, const char *name)
+{
+    tq__clearerr(db);
+    int rc = check_name(db, "schedule", name);
+    return rc ? rc : db->engine->schedule_remove(db, name);
+}
+
+int tq_schedule_list(tq_schedule **out, size_t *out_n, tq *db)
+{
+    *out = NULL;
+    *out_n = 0;
+    tq__clearerr(db);
+    return db->engine->schedule_list(db, out, out_n);
+}
+
+/* One schedule at now: its due slot enqueued (*job), and its next slot. A
+ * schedule whose spec or zone no longer reads (written by hand, or a zone
+ * gone from the system) is passed over. */
+static int run_schedule(tq *db, const tq_schedule *s, int64_t now, int64_t *job,
+                        int64_t *next)
+{
+    tq__cron c;
+    tq__zone *z = NULL;
+    *job = 0;
+    *next = s->next_slot_us;
+    if (s->next_slot_us > now)
+        return 0;
+    if (schedule_rules(db, s->spec, s->tz, &c, &z)) {
+        tq__clearerr(db);
+        *next = -1;
+        return 0;
+    }
+    /* The most recent slot missed, not a burst of them; then the first
+     * after now. */
+    int64_t slot = tq__cron_last(&c, z, s->next_slot_us, now);
+    int64_t after = tq__cron_next(&c, z, now);
+    tq__zone_free(z);
+    if (slot < 0)
+        slot = s->next_slot_us;
+    if (after < 0) /* none in nine years: look again then */
+        after = now + 9LL * 366 * 86400 * 1000000;
+    *next = after;
+    return db->engine->schedule_fire(db, s->name, s->next_slot_us, slot, after, job);
+}
+
+int tq_schedule_run(tq *db, int64_t *out_enqueued, int64_t *out_next_us)
+{
+    tq_schedule *v;
+    size_t n;
+    int64_t now, soonest = -1, enqueued = 0;
+    tq__clearerr(db);
+    int rc = db->engine->schedule_list(db, &v, &n);
+    if (!rc && (rc = db->engine->clock(db, &now)))
+        tq_schedule_array_free(v, n);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        int64_t job, next;
+        if (!(rc = run_schedule(db, &v[i], now, &job, &next))) {
+            enqueued += job != 0;
+            if (next >= 0 && (soonest < 0 || next < soonest))
+                soonest = next;
+        }
+    }
+    tq_schedule_array_free(v, n);
+    if (out_enqueued)
+        *out_enqueued = enqueued;
+    if (out_next_us)
+        *out_next_us = soonest < 0 ? -1 : soonest > now ? soonest - now : 0;
+    return rc;
+}
+
+int tq_schedule_next(int64_t *out_us, const char *spec, const char *tz, int64_t after_us,
+                     char *msg, size_t msglen)
+{
+    tq__cron c;
+    tq__zone *z = NULL;
+    char why[200];
+    if (tq__cron_parse(&c, spec, why, sizeof why) ||
+        tq__zone_load(&z, tz, why, sizeof why)) {
+        if (msglen)
+            snprintf(msg, msglen, "%s", why);
+        return TQ_EINVAL;
+    }
+    *out_us = tq__cron_next(&c, z, after_us);
+    tq__zone_free(z);
+    if (*out_us < 0) {
+        if (msglen)
+            snprintf(msg, msglen, "no slot within nine years");
+        return TQ_EINVAL;
+    }
+    return 0;
 }

@@ -16,7 +16,7 @@ struct tq__engine;
 
 /* The schema version every engine writes (see each engine's migration
  * list for the procedure to change it). */
-#define TQ__SCHEMA_VERSION 10
+#define TQ__SCHEMA_VERSION 11
 
 struct tq {
     const struct tq__engine *engine;
@@ -81,6 +81,13 @@ int tq__job_out_of_attempts(const tq_job *j);
 /* The verdict on the schema version a store records (0: none). for_init:
  * only a newer store is refused (an older one is upgraded). */
 
+/* A schedule row as the engines read it: copies every field into *s
+ * (payload malloc'd); TQ_ENOMEM. */
+int tq__schedule_fill(tq *db, tq_schedule *s, const char *name, const char *queue,
+                      const char *spec, const char *tz, const void *payload, size_t len,
+                      int priority, int overlap_skip, int64_t next_us, int64_t last_us,
+                      int64_t last_job);
+
 /* The defaults of a new queue. */
 void tq__queue_defaults(tq_queue_info *q, const char *name);
 /* Whether a queue has concurrency or rate limits: its claims take the
@@ -92,14 +99,15 @@ static inline int tq__queue_limited(const tq_queue_info *q)
 
 /*
  * A rate limit's token bucket: at most n starts in any window of period
- * (half-open, [t, t + period)) needs burst + refill x period <= n, since a
- * window sees at most the tokens held at its start and those refilled in
- * it. The burst lets a claim take a batch: what 10 ms of the rate allows,
- * at least 1 and at most half of n. The refill is n - burst per period (1
- * when that is 0: n = 1, where the window's open end leaves room for it),
- * so a window of period + one refill interval still sees at most n: room
- * for the jitter of whoever timestamps the starts.
+ * needs burst + refill x period <= n, since a window sees at most the
+ * tokens held at its start and those refilled in it. The burst lets a
+ * claim take a batch: what 10 ms of the rate allows, at least 1 and at
+ * most half of n. The refill is n - burst (at least 1) per period plus
+ * TQ__RATE_MARGIN_US: so a window longer than the period by that margin
+ * still sees at most n, room for the jitter between a claim and the start
+ * its handler notes (the engines' RATE_REFILL).
  */
+#define TQ__RATE_MARGIN_US 10000
 static inline int64_t tq__rate_burst(int64_t n, int64_t period_us)
 {
     int64_t b = (n * 10000 + period_us - 1) / period_us;

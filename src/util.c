@@ -522,6 +522,39 @@ int64_t tq_percentile(int64_t *v, size_t n, double q)
     return v[rank - 1];
 }
 
+int tq__schedule_fill(tq *db, tq_schedule *s, const char *name, const char *queue,
+                      const char *spec, const char *tz, const void *payload, size_t len,
+                      int priority, int overlap_skip, int64_t next_us, int64_t last_us,
+                      int64_t last_job)
+{
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name ? name : "");
+    snprintf(s->queue, sizeof s->queue, "%s", queue ? queue : "");
+    snprintf(s->spec, sizeof s->spec, "%s", spec ? spec : "");
+    snprintf(s->tz, sizeof s->tz, "%s", tz ? tz : "UTC");
+    if (!(s->payload = malloc(len + 1)))
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    if (len)
+        memcpy(s->payload, payload, len);
+    ((char *)s->payload)[len] = '\0';
+    s->payload_len = len;
+    s->priority = priority;
+    s->overlap_skip = !!overlap_skip;
+    s->next_slot_us = next_us;
+    s->last_slot_us = last_us;
+    s->last_job = last_job;
+    return 0;
+}
+
+void tq_schedule_array_free(tq_schedule *v, size_t n)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i].payload);
+    free(v);
+}
+
 void tq__queue_defaults(tq_queue_info *q, const char *name)
 {
     memset(q, 0, sizeof *q);

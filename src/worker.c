@@ -57,6 +57,7 @@
 
 #define RESCUE_EVERY_US    1000000LL
 #define REFRESH_EVERY_US   1000000LL
+#define SCHEDULES_EVERY_US 1000000LL /* new schedules are seen within this */
 #define KILL_AFTER_TERM_US 1000000LL /* on stop: SIGTERM, then SIGKILL */
 #define PREFETCH_WINDOW_US 20000LL   /* hold about this much work beyond the slots */
 #define ACK_DELAY_US       10000LL   /* longest an acknowledgement waits */
@@ -204,11 +205,13 @@ struct tq_worker {
     /* What an idle worker said of the store (note_empty, note_waiting). */
     int said_empty, said_waiting;
     int64_t empty_checked, wait_checked; /* monotonic: when each note last looked */
-    int64_t waiting_since;  /* monotonic: when this drain's wait began; 0: none */
-    int64_t idle_us;        /* backoff of claims that found nothing */
-    int64_t notify_look_at; /* monotonic: the engine asked to drain again then */
-    int64_t rate_retry_at;  /* monotonic: a rate limit has a token again then */
-    int listening;          /* a new job could start now: notifications matter */
+    int64_t waiting_since;    /* monotonic: when this drain's wait began; 0: none */
+    int64_t idle_us;          /* backoff of claims that found nothing */
+    int64_t notify_look_at;   /* monotonic: the engine asked to drain again then */
+    int64_t rate_retry_at;    /* monotonic: a rate limit has a token again then */
+    int64_t schedules_at;     /* monotonic: when to enqueue due periodic jobs */
+    int64_t schedules_warned; /* monotonic: when their failure was last said */
+    int listening;            /* a new job could start now: notifications matter */
     int64_t last_rescue, last_refresh;
 
     tq_worker_counters counters;
@@ -1282,12 +1285,14 @@ static int release_held(tq_worker *w, size_t qi)
 }
 
 /* After the settings were read again: held jobs of a paused queue go back
- * at once instead of starting. */
+ * at once instead of starting, and so do those of a rate-limited queue:
+ * claimed ahead before the rate was seen, they took no tokens (a limited
+ * claim takes only free slots, and its jobs have started by now). */
 static int release_paused(tq_worker *w)
 {
     int rc = 0;
     for (size_t qi = 0; qi < w->nqueues && !rc; qi++)
-        if (w->qinfo[qi].paused)
+        if (w->qinfo[qi].paused || w->qinfo[qi].rate_limit > 0)
             rc = release_held(w, qi);
     return rc;
 }
@@ -1994,10 +1999,10 @@ static int claim_jobs(tq_worker *w, pass *p)
             rc = exchange(w, &c, qi, &claimed);
             /* A rate limit stopped it: claim again when a token is due,
              * not at the idle backoff's pace. */
+            const int64_t now = tq__mono_us();
             if (!rc && c.rate_wait_us > 0 &&
-                (w->rate_retry_at <= p->now ||
-                 p->now + c.rate_wait_us < w->rate_retry_at))
-                w->rate_retry_at = p->now + c.rate_wait_us;
+                (w->rate_retry_at <= now || now + c.rate_wait_us < w->rate_retry_at))
+                w->rate_retry_at = now + c.rate_wait_us;
             p->tried = 1;
             p->claimed += claimed;
             p->free_slots = free_slot_count(w);
@@ -2073,6 +2078,33 @@ static int maintain_leases(tq_worker *w, pass *p)
         worker_log(w, TQ_LOG_WARN, "rescued %lld job(s) whose lease expired",
                    (long long)n);
     w->last_rescue = now;
+    return 0;
+}
+
+/*
+ * Periodic jobs: every worker enqueues the due slots of every schedule
+ * (the store lets one of them win each slot), then looks again at the
+ * soonest next slot, or in a second for schedules set meanwhile. A failure
+ * other than the store's being out of reach is said (once a minute) and
+ * does not stop the worker: a role without the grants still runs jobs.
+ */
+static int run_schedules(tq_worker *w, const pass *p)
+{
+    if (w->disconnected || w->stopping || p->now < w->schedules_at)
+        return 0;
+    int64_t n = 0, next = -1;
+    int rc = tq_schedule_run(w->db, &n, &next);
+    w->schedules_at =
+        p->now +
+        (next >= 0 && next < SCHEDULES_EVERY_US ? next + 1000 : SCHEDULES_EVERY_US);
+    if (rc == TQ_ECONN || rc == TQ_EBUSY || rc == TQ_EFULL)
+        return ride_out(w, rc);
+    if (rc && (!w->schedules_warned || p->now - w->schedules_warned >= 60000000)) {
+        worker_log(w, TQ_LOG_WARN, "periodic jobs not enqueued: %s", tq_errmsg(w->db));
+        w->schedules_warned = p->now;
+    }
+    if (n)
+        worker_log(w, TQ_LOG_DEBUG, "enqueued %lld periodic job(s)", (long long)n);
     return 0;
 }
 
@@ -2311,6 +2343,8 @@ static int64_t next_wakeup(tq_worker *w, const pass *p)
         sooner(&timeout, w->notify_look_at - now);
     if (w->rate_retry_at > now)
         sooner(&timeout, w->rate_retry_at - now);
+    if (!w->stopping)
+        sooner(&timeout, w->schedules_at - now);
     return timeout;
 }
 
@@ -2349,7 +2383,7 @@ int tq_worker_run(tq_worker *w)
             break;
         if (w->disconnected)
             continue;
-        if ((rc = maintain_leases(w, &p)))
+        if ((rc = maintain_leases(w, &p)) || (rc = run_schedules(w, &p)))
             break;
         enforce_deadlines(w, p.now, w->stopping ? w->stop_at : 0);
         if ((rc = finished(w, &p, &leave)) || leave)

@@ -614,10 +614,14 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
  * version by tq init, keeping its jobs. */
 /* Takes a store of schema s back to what schema 6 made: migrations 8 and
  * 7 undone, the insert trigger's function as 6 had it. */
-/* Undoes migration 10 (rate limits). */
+/* Undo migrations 11 (periodic jobs) and 10 (rate limits). */
+#define UNDO_11                                                                          \
+    "DROP TABLE TQ.schedules; DROP INDEX TQ.jobs_slot;"                                  \
+    "DROP FUNCTION TQ.fire_schedule(text, int8, int8, int8);"                            \
+    "ALTER TABLE TQ.jobs DROP COLUMN schedule, DROP COLUMN slot;"
 #define UNDO_10                                                                          \
-    "ALTER TABLE TQ.queues DROP COLUMN rate_limit, DROP COLUMN rate_period_us,"          \
-    "  DROP COLUMN rate_burst, DROP COLUMN rate_tokens, DROP COLUMN rate_at;"
+    UNDO_11 "ALTER TABLE TQ.queues DROP COLUMN rate_limit, DROP COLUMN rate_period_us,"  \
+            "  DROP COLUMN rate_burst, DROP COLUMN rate_tokens, DROP COLUMN rate_at;"
 
 static void back_to_6(PGconn *c, const char *s)
 {
@@ -803,6 +807,46 @@ static void version_9_store_migrates(void **state)
     PQfinish(c);
 }
 
+/* A store of schema 10 takes periodic jobs (migration 11), and a worker
+ * role granted before it may enqueue their slots. */
+static void version_10_store_migrates(void **state)
+{
+    (void)state;
+    char url[512], wurl[600];
+    tq *db = store("v10");
+    PGconn *c = pg();
+    exec(c, "DROP ROLE IF EXISTS tq_v10_worker; CREATE ROLE tq_v10_worker LOGIN");
+    const tq_grant g = {"tq_v10_worker", TQ_GRANT_WORKER};
+    assert_int_equal(tq_init_grants(db, &g, 1), 0);
+    tq_close(db);
+    char *undo = in_schema(UNDO_11, "v10");
+    exec(c, undo);
+    free(undo);
+    exec(c, "UPDATE v10.meta SET value = '10' WHERE key = 'schema_version'");
+    db = upgraded(url, sizeof url, "v10");
+    tq_schedule_opts so = TQ_SCHEDULE_OPTS_INIT;
+    so.queue = "fresh";
+    so.spec = "@every 1s";
+    assert_int_equal(tq_schedule_set(db, "tick", &so), 0);
+    tq_close(db);
+    usleep(1100000);
+    snprintf(wurl, sizeof wurl, "%s&user=tq_v10_worker", url);
+    assert_int_equal(tq_open(&db, wurl, NULL), 0);
+    int64_t n = 0;
+    assert_int_equal(tq_schedule_run(db, &n, NULL), 0);
+    assert_int_equal(n, 1);
+    tq_close(db);
+    expect_row(c, "SELECT count(*), min(schedule) FROM v10.jobs WHERE queue = 'fresh'", 2,
+               (const char *[]){"1", "tick"});
+    expect_refused(c, "SET ROLE tq_v10_worker; UPDATE v10.schedules SET spec = '@daily'",
+                   "42501");
+    exec(c, "RESET ROLE");
+    expect_refused(c, "SET ROLE tq_v10_worker; INSERT INTO v10.jobs (queue) VALUES ('x')",
+                   "42501");
+    exec(c, "RESET ROLE");
+    PQfinish(c);
+}
+
 /* A store of schema 6 takes keys with a scope (migration 7): stored keys
  * hold as before, and the INSERT producers had still works; scoped keys
  * work beside them; plain SQL cannot write a scope no index knows, nor a
@@ -870,6 +914,7 @@ int main(void)
         cmocka_unit_test(version_6_store_migrates),
         cmocka_unit_test(version_8_store_migrates),
         cmocka_unit_test(version_9_store_migrates),
+        cmocka_unit_test(version_10_store_migrates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

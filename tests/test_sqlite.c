@@ -567,6 +567,35 @@ static void upgrade_from_version_9(void **state)
     tq_close(db);
 }
 
+/* A store of schema 10 takes periodic jobs (migration 11): a job from
+ * before belongs to no schedule; a schedule's slot is enqueued once. */
+static void upgrade_from_version_10(void **state)
+{
+    (void)state;
+    char path[128];
+    old_store(path, sizeof path, 10,
+              "INSERT INTO tq_jobs (queue, payload) VALUES ('q', 'old')");
+    tq *db = upgraded(path);
+    tq_schedule_opts so = TQ_SCHEDULE_OPTS_INIT;
+    so.queue = "q";
+    so.spec = "@every 1s";
+    assert_int_equal(tq_schedule_set(db, "tick", &so), 0);
+    usleep(1100000);
+    int64_t n = 0;
+    assert_int_equal(tq_schedule_run(db, &n, NULL), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(tq_schedule_run(db, &n, NULL), 0);
+    assert_int_equal(n, 0);
+    tq_close(db);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(count_of(h, "SELECT count(*) FROM tq_jobs WHERE schedule IS NULL"),
+                     1);
+    assert_int_equal(count_of(h, "SELECT count(*) FROM tq_jobs WHERE schedule = 'tick'"),
+                     1);
+    sqlite3_close(h);
+}
+
 static void wal_and_version(void **state)
 {
     (void)state;
@@ -608,6 +637,7 @@ int main(void)
         cmocka_unit_test(upgrade_from_version_7),
         cmocka_unit_test(upgrade_from_version_8),
         cmocka_unit_test(upgrade_from_version_9),
+        cmocka_unit_test(upgrade_from_version_10),
         cmocka_unit_test(wal_and_version),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

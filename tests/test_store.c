@@ -860,10 +860,15 @@ static void rate_limits(void **state)
     assert_string_equal(claimed(state, "slow", 10, run, &nrun), "");
     OK(tq_job_complete(DB, run[0])); /* a start is spent, done or not */
     assert_string_equal(claimed(state, "slow", 10, run, &nrun), "");
+    set_rate(state, "slow", 4, 3600 * 1000000LL); /* set again: no new burst */
+    set_rate(state, "slow", 8, 3600 * 1000000LL); /* changed: none either */
+    assert_string_equal(claimed(state, "slow", 10, run, &nrun), "");
     /* With a concurrency limit too: the tighter of the two. */
     set_limits(state, "slow", 1, 0);
-    set_rate(state, "slow", 4, 3600 * 1000000LL); /* a full bucket again */
+    set_rate(state, "slow", 0, 0);
+    set_rate(state, "slow", 4, 3600 * 1000000LL); /* a new rate: a full bucket */
     assert_string_equal(claimed(state, "slow", 10, run, &nrun), "r2");
+    set_rate(state, "slow", 0, 0);
     set_rate(state, "slow", 4, 3600 * 1000000LL);
     assert_string_equal(claimed(state, "slow", 10, run, &nrun), ""); /* r2 runs */
     OK(tq_job_complete(DB, run[1]));
@@ -907,6 +912,160 @@ static void rate_limits(void **state)
 
     for (size_t i = 0; i < nrun; i++)
         tq_job_free(run[i]);
+}
+
+/* ---- periodic jobs ------------------------------------------------------------ */
+
+/* Sleeps until just past the next whole second of the store's clock
+ * (slots of @every 1s fall on whole seconds). */
+static void sleep_past_second(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    sleep_ms((int)((1000000000L - t.tv_nsec) / 1000000) + 50);
+}
+
+static size_t jobs_of(void **state, const char *queue)
+{
+    tq_job *v;
+    size_t n;
+    tq_list_opts lo = TQ_LIST_OPTS_INIT;
+    lo.queue = queue;
+    OK(tq_job_list(&v, &n, DB, &lo));
+    tq_job_array_free(v, n);
+    return n;
+}
+
+typedef struct racer {
+    const char *url;
+    int64_t enqueued;
+    int failed;
+} racer;
+
+/* Another process's worth of enqueuing: its own handle, running the
+ * schedules as fast as it can for 2.5 s. */
+static void *race_schedules(void *arg)
+{
+    racer *r = arg;
+    tq *db = NULL;
+    if (tq_open(&db, r->url, NULL)) {
+        r->failed = 1;
+        tq_close(db);
+        return NULL;
+    }
+    const int64_t end = mono_us() + 2500000;
+    while (mono_us() < end) {
+        int64_t n = 0;
+        int rc = tq_schedule_run(db, &n, NULL);
+        if (rc && rc != TQ_EBUSY)
+            r->failed = 1;
+        r->enqueued += n;
+        usleep(2000);
+    }
+    tq_close(db);
+    return NULL;
+}
+
+/* Each slot once, however many run the schedules at once; only the most
+ * recent slot missed; overlap skip; bad input stores nothing. */
+static void periodic_jobs(void **state)
+{
+    tq_schedule_opts so = TQ_SCHEDULE_OPTS_INIT;
+    tq_schedule *v;
+    size_t n;
+    int64_t enq = -1, next = -1;
+    so.queue = "cron";
+    so.spec = "@every 1s";
+    so.payload = "tick";
+    so.payload_len = 4;
+    OK(tq_schedule_set(DB, "tick", &so));
+    OK(tq_schedule_list(&v, &n, DB));
+    assert_int_equal(n, 1);
+    assert_string_equal(v[0].name, "tick");
+    assert_string_equal(v[0].spec, "@every 1s");
+    assert_string_equal(v[0].tz, "UTC");
+    assert_int_equal(v[0].next_slot_us % 1000000, 0);
+    assert_int_equal(v[0].last_job, 0);
+    tq_schedule_array_free(v, n);
+
+    /* Four handles race for 2.5 s: one job per slot passed, never two. */
+    racer r[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        r[i] = (racer){((fx *)*state)->url, 0, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, race_schedules, &r[i]), 0);
+    }
+    int64_t total = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_false(r[i].failed);
+        total += r[i].enqueued;
+    }
+    assert_true(total >= 2 && total <= 3);
+    assert_int_equal(jobs_of(state, "cron"), (size_t)total);
+    tq_job *j = claim1(state, "cron", "w");
+    assert_string_equal((char *)j->payload, "tick");
+    tq_job_free(j);
+
+    /* Missed slots: two or three pass, one job, for the most recent. */
+    OK(tq_schedule_run(DB, &enq, &next));
+    sleep_ms(2600);
+    OK(tq_schedule_run(DB, &enq, &next));
+    assert_int_equal(enq, 1);
+    assert_true(next > 0 && next <= 1000000);
+    OK(tq_schedule_list(&v, &n, DB));
+    assert_int_equal(v[0].next_slot_us - v[0].last_slot_us, 1000000);
+    assert_true(v[0].last_job > 0);
+    tq_schedule_array_free(v, n);
+
+    /* Overlap skip: no job while the last one is ready or running. */
+    so.queue = "skip";
+    so.overlap_skip = 1;
+    OK(tq_schedule_remove(DB, "tick"));
+    OK(tq_schedule_set(DB, "tock", &so));
+    sleep_past_second();
+    OK(tq_schedule_run(DB, &enq, NULL));
+    assert_int_equal(enq, 1);
+    sleep_past_second();
+    OK(tq_schedule_run(DB, &enq, NULL));
+    assert_int_equal(enq, 0); /* the first is still ready */
+    j = claim1(state, "skip", "w");
+    sleep_past_second();
+    OK(tq_schedule_run(DB, &enq, NULL));
+    assert_int_equal(enq, 0); /* now running */
+    OK(tq_job_complete(DB, j));
+    tq_job_free(j);
+    sleep_past_second();
+    OK(tq_schedule_run(DB, &enq, NULL));
+    assert_int_equal(enq, 1);
+    assert_int_equal(jobs_of(state, "skip"), 2);
+
+    /* Bad input: refused, nothing stored. */
+    so.spec = "61 * * * *";
+    assert_int_equal(tq_schedule_set(DB, "other", &so), TQ_EINVAL);
+    so.spec = "* * 31 2 *";
+    assert_int_equal(tq_schedule_set(DB, "other", &so), TQ_EINVAL);
+    so.spec = "@daily";
+    so.tz = "Nowhere/Atlantis";
+    assert_int_equal(tq_schedule_set(DB, "other", &so), TQ_EINVAL);
+    so.tz = "America/New_York";
+    assert_int_equal(tq_schedule_set(DB, "no good", &so), TQ_EINVAL);
+    so.queue = "bad queue";
+    assert_int_equal(tq_schedule_set(DB, "other", &so), TQ_EINVAL);
+    OK(tq_schedule_list(&v, &n, DB));
+    assert_int_equal(n, 1);
+    tq_schedule_array_free(v, n);
+    so.queue = "q";
+    OK(tq_schedule_set(DB, "other", &so));
+    OK(tq_schedule_list(&v, &n, DB));
+    assert_int_equal(n, 2);
+    assert_string_equal(v[0].tz, "America/New_York");
+    tq_schedule_array_free(v, n);
+    OK(tq_schedule_remove(DB, "other"));
+    assert_int_equal(tq_schedule_remove(DB, "other"), TQ_ENOTFOUND);
+    OK(tq_schedule_remove(DB, "tock"));
+    OK(tq_schedule_run(DB, &enq, &next));
+    assert_int_equal(next, -1);
 }
 
 static void delete_done_rows(void **state)
@@ -1543,6 +1702,7 @@ int main(void)
         T(paused_queue),
         T(concurrency_limits),
         T(rate_limits),
+        T(periodic_jobs),
         T(queue_settings_round_trip),
         T(delete_done_rows),
         T(payloads),

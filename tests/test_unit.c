@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../src/tq_int.h"
+#include "../src/cron.h"
 #include "../src/url.h"
 
 static void durations_parse(void **state)
@@ -372,6 +373,133 @@ static void errors(void **state)
             assert_string_not_equal(tq_strerror(a), tq_strerror(b));
 }
 
+/* ---- periodic jobs' slots ------------------------------------------------- */
+
+static int64_t at(const char *iso)
+{
+    int64_t us = 0;
+    if (tq_time_parse(&us, iso))
+        fail_msg("bad time in the table: %s", iso);
+    return us;
+}
+
+/* The next slot against a table: both changes of clocks in Europe/Berlin
+ * and America/New_York (a slot in the skipped hour is none, one in the
+ * repeated hour fires once, at its first occurrence), month ends, leap
+ * days, the day fields' rule, seconds, names, macros, @every. */
+static void cron_next_slots(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *spec, *tz, *after, *want;
+    } t[] = {
+        {"30 2 * * *", "Europe/Berlin", "2026-03-28T12:00Z", "2026-03-30T00:30Z"},
+        {"30 2 * * *", "Europe/Berlin", "2026-10-24T12:00Z", "2026-10-25T00:30Z"},
+        {"30 2 * * *", "Europe/Berlin", "2026-10-25T00:30Z", "2026-10-26T01:30Z"},
+        {"*/30 * * * *", "Europe/Berlin", "2026-10-25T00:15Z", "2026-10-25T00:30Z"},
+        {"*/30 * * * *", "Europe/Berlin", "2026-10-25T00:30Z", "2026-10-25T02:00Z"},
+        {"*/30 * * * *", "Europe/Berlin", "2026-10-25T01:10Z", "2026-10-25T02:00Z"},
+        {"*/30 * * * *", "Europe/Berlin", "2026-03-29T00:45Z", "2026-03-29T01:00Z"},
+        {"0 12 * * *", "Europe/Berlin", "2026-07-01T00:00Z", "2026-07-01T10:00Z"},
+        {"0 12 * * *", "Europe/Berlin", "2026-12-01T00:00Z", "2026-12-01T11:00Z"},
+        {"0 2 * * *", "America/New_York", "2026-03-07T12:00Z", "2026-03-09T06:00Z"},
+        {"30 1 * * *", "America/New_York", "2026-10-31T12:00Z", "2026-11-01T05:30Z"},
+        {"30 1 * * *", "America/New_York", "2026-11-01T05:30Z", "2026-11-02T06:30Z"},
+        {"0 3 * * *", "America/New_York", "2026-03-08T00:00Z", "2026-03-08T07:00Z"},
+        {"0 9 * * *", "America/New_York", "2031-07-01T00:00Z", "2031-07-01T13:00Z"},
+        {"0 9 * * *", "Europe/Berlin", "2045-01-10T00:00Z", "2045-01-10T08:00Z"},
+        {"0 0 31 * *", "UTC", "2026-04-01T00:00Z", "2026-05-31T00:00Z"},
+        {"0 0 29 2 *", NULL, "2026-03-01T00:00Z", "2028-02-29T00:00Z"},
+        {"0 0 L * *", NULL, NULL, NULL}, /* refused */
+        {"0 0 13 * 5", NULL, "2026-11-25T00:00Z", "2026-11-27T00:00Z"},
+        {"0 0 13 * 5", NULL, "2026-12-11T12:00Z", "2026-12-13T00:00Z"},
+        {"0 0 */10 * *", NULL, "2026-01-21T00:00Z", "2026-01-31T00:00Z"},
+        {"*/15 * * * * *", NULL, "2026-01-01T00:00:07Z", "2026-01-01T00:00:15Z"},
+        {"0 9 * jan-mar mon-fri", NULL, "2026-03-31T09:00Z", "2027-01-01T09:00Z"},
+        {"0 9 * * sun,7", NULL, "2026-11-25T00:00Z", "2026-11-29T09:00Z"},
+        {"@hourly", "Europe/Berlin", "2026-01-01T00:59:59Z", "2026-01-01T01:00Z"},
+        {"@daily", "America/New_York", "2026-01-01T12:00Z", "2026-01-02T05:00Z"},
+        {"@monthly", NULL, "2026-12-15T00:00Z", "2027-01-01T00:00Z"},
+        {"@every 10s", "Europe/Berlin", "2026-01-01T00:00:07Z", "2026-01-01T00:00:10Z"},
+        {"@every 10s", NULL, "2026-01-01T00:00:10Z", "2026-01-01T00:00:20Z"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        int64_t got = 0;
+        char why[200] = "";
+        if (!t[i].after) {
+            assert_int_equal(tq_schedule_next(&got, t[i].spec, NULL, 0, why, sizeof why),
+                             TQ_EINVAL);
+            continue;
+        }
+        int rc =
+            tq_schedule_next(&got, t[i].spec, t[i].tz, at(t[i].after), why, sizeof why);
+        if (rc || got != at(t[i].want)) {
+            char g[64];
+            fail_msg("%s (%s) after %s: want %s, got %s %s", t[i].spec,
+                     t[i].tz ? t[i].tz : "UTC", t[i].after, t[i].want,
+                     rc ? "error" : tq_time_format(g, sizeof g, got), why);
+        }
+    }
+}
+
+/* The most recent missed slot, never a burst; bad specs and zones say why. */
+static void cron_last_and_refusals(void **state)
+{
+    (void)state;
+    tq__cron c;
+    tq__zone *z = NULL;
+    char why[200];
+    assert_int_equal(tq__cron_parse(&c, "*/5 * * * *", why, sizeof why), 0);
+    assert_int_equal(tq__zone_load(&z, "Europe/Berlin", why, sizeof why), 0);
+    assert_int_equal(
+        tq__cron_last(&c, z, at("2026-01-01T00:00Z"), at("2026-01-09T10:07Z")),
+        at("2026-01-09T10:05Z"));
+    assert_int_equal(
+        tq__cron_last(&c, z, at("2026-01-09T10:06Z"), at("2026-01-09T10:07Z")), -1);
+    tq__zone_free(z);
+    assert_int_equal(tq__cron_parse(&c, "0 0 1 1 *", why, sizeof why), 0);
+    assert_int_equal(
+        tq__cron_last(&c, NULL, at("2020-01-01T00:00Z"), at("2026-06-01T00:00Z")),
+        at("2026-01-01T00:00Z"));
+    assert_int_equal(tq__cron_parse(&c, "@every 1s", why, sizeof why), 0);
+    assert_int_equal(
+        tq__cron_last(&c, NULL, at("2020-01-01T00:00Z"), at("2026-06-01T00:00:01.5Z")),
+        at("2026-06-01T00:00:01Z"));
+    static const char *const bad[] = {
+        "61 * * * *",
+        "* * 31 2 *",
+        "* * 30 2 *",
+        "* * * *",
+        "* * * * * * *",
+        "a * * * *",
+        "5-1 * * * *",
+        "*/0 * * * *",
+        "1, * * * *",
+        "@every 0s",
+        "@every 1.5s",
+        "@often",
+        "",
+        "* 24 * * *",
+        "* * 0 * *",
+        "* * * 13 *",
+        "* * * * 8",
+        "1-2-3 * * * *",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (tq__cron_parse(&c, bad[i], why, sizeof why) == 0)
+            fail_msg("'%s' was accepted", bad[i]);
+    assert_int_equal(tq__cron_parse(&c, "61 * * * *", why, sizeof why), -1);
+    assert_string_equal(why, "minute 61 is out of range 0-59");
+    assert_int_equal(tq__cron_parse(&c, "* * 31 2 *", why, sizeof why), -1);
+    assert_non_null(strstr(why, "never happens"));
+    assert_int_equal(tq__zone_load(&z, "Mars/Olympus", why, sizeof why), -1);
+    assert_non_null(strstr(why, "unknown time zone 'Mars/Olympus'"));
+    assert_int_equal(tq__zone_load(&z, "../etc/passwd", why, sizeof why), -1);
+    assert_int_equal(tq__zone_load(&z, "/etc/passwd", why, sizeof why), -1);
+    assert_int_equal(tq__zone_load(&z, "UTC", why, sizeof why), 0);
+    assert_null(z);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -391,6 +519,8 @@ int main(void)
         cmocka_unit_test(percentiles),
         cmocka_unit_test(job_sort),
         cmocka_unit_test(errors),
+        cmocka_unit_test(cron_next_slots),
+        cmocka_unit_test(cron_last_and_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -103,5 +103,6 @@ void cli_lines_free(cli_lines *r);
 /* Commands in files of their own. */
 int cmd_work(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_cron(int argc, char **argv);
 
 #endif

@@ -1286,6 +1286,7 @@ static const struct {
     {"cancel", NULL, "cancel ready or running jobs"},
     {"prune", cmd_prune, "delete old finished jobs"},
     {"workers", cmd_workers, "list registered workers, or prune old ones"},
+    {"cron", cmd_cron, "periodic jobs: set, list or remove a schedule"},
     {"bench", cmd_bench, "enqueue and process N jobs, check each ran once"},
 };
 

@@ -240,6 +240,23 @@ struct tq__engine {
     int (*set_wait_limit)(tq *db, int64_t us);
     int (*notify_fd)(tq *db);
     int (*notify_drain)(tq *db, int *count, int64_t *again_us);
+
+    /* Periodic jobs (cron.c finds the slots). The store's clock, in
+     * microseconds since the epoch (PostgreSQL's server clock). */
+    int (*clock)(tq *db, int64_t *now_us);
+    /* Creates or replaces a schedule, its next slot next_us. */
+    int (*schedule_put)(tq *db, const char *name, const tq_schedule_opts *o,
+                        int64_t next_us);
+    int (*schedule_remove)(tq *db, const char *name); /* TQ_ENOTFOUND */
+    int (*schedule_list)(tq *db, tq_schedule **out, size_t *out_n);
+    /* In one transaction: moves schedule name from next slot expect_us to
+     * next_us, recording slot_us as its last (nothing at all when it is no
+     * longer at expect_us: someone else took that slot), and enqueues the
+     * slot's job, from the schedule as it is now, unless it skips overlaps
+     * and its last job is still ready or running. *job: the job's id, 0
+     * when none was enqueued. */
+    int (*schedule_fire)(tq *db, const char *name, int64_t expect_us, int64_t slot_us,
+                         int64_t next_us, int64_t *job);
 };
 
 /* For worker_register: whether the holder found is the one expected. */

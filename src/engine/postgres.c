@@ -238,13 +238,75 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "  ADD COLUMN rate_tokens float8 NOT NULL DEFAULT 0,"
     "  ADD COLUMN rate_at timestamptz NOT NULL DEFAULT now(),"
     "  ADD CONSTRAINT queues_rate"
-    "  CHECK (rate_burst >= 1 AND (rate_limit = 0 OR rate_period_us > 0));"
+    "  CHECK (rate_burst >= 1 AND (rate_limit = 0 OR rate_period_us > 0)"
+    "         AND rate_tokens >= 0 AND rate_tokens <= rate_burst AND isfinite(rate_at));"
     "DO $g$ DECLARE r record; BEGIN"
-    " FOR r IN SELECT DISTINCT a.grantee::regrole::text AS role"
+    " FOR r IN SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+    "  ELSE a.grantee::regrole::text END AS role"
     "  FROM pg_class c, aclexplode(c.relacl) a"
     "  WHERE c.oid = 'TQ.jobs'::regclass AND a.privilege_type = 'UPDATE'"
-    "   AND a.grantee <> 0 AND a.grantee <> c.relowner LOOP"
+    "   AND a.grantee <> c.relowner LOOP"
     "  EXECUTE format('GRANT UPDATE (rate_tokens, rate_at) ON TQ.queues TO %s', r.role);"
+    " END LOOP;"
+    "END $g$;",
+    /* 11: periodic jobs, as SQLite's migration 11 says. A worker enqueues
+     * a slot through fire_schedule, which moves the schedule on by
+     * compare-and-set and writes the slot's job in one statement: a worker
+     * role may do that and read schedules, and still may not insert jobs of
+     * its own or change a schedule. The roles that may update jobs
+     * (workers, grants_worker) get both. The unique index is built under
+     * lock, reading the jobs table once. */
+    "CREATE TABLE TQ.schedules ("
+    "  name text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9_.-]{1,64}$'),"
+    "  queue text NOT NULL CHECK (queue ~ '^[A-Za-z0-9_.-]{1,64}$'),"
+    "  spec text NOT NULL,"
+    "  tz text NOT NULL DEFAULT 'UTC',"
+    "  payload bytea NOT NULL DEFAULT '',"
+    "  priority int4 NOT NULL DEFAULT 0,"
+    "  overlap_skip bool NOT NULL DEFAULT false,"
+    "  next_slot int8 NOT NULL,"
+    "  last_slot int8,"
+    "  last_job int8);"
+    "ALTER TABLE TQ.jobs ADD COLUMN schedule text, ADD COLUMN slot timestamptz;"
+    "CREATE UNIQUE INDEX jobs_slot ON TQ.jobs (schedule, slot)"
+    "  WHERE schedule IS NOT NULL;"
+    /* Moves schedule s_name from next slot s_expect to s_next, taking
+     * s_slot: its job's id, or 0 (someone else took the slot; or overlap
+     * skip and the last job is still ready or running). Under READ
+     * COMMITTED a second caller waits for the first's row lock, then finds
+     * next_slot moved. */
+    "CREATE FUNCTION TQ.fire_schedule(s_name text, s_expect int8, s_slot int8, s_next "
+    "int8)"
+    "  RETURNS int8 LANGUAGE plpgsql"
+    "  SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$"
+    " DECLARE s record; j int8;"
+    " BEGIN"
+    "  UPDATE TQ.schedules SET next_slot = s_next, last_slot = s_slot"
+    "   WHERE name = s_name AND next_slot = s_expect RETURNING * INTO s;"
+    "  IF NOT FOUND THEN RETURN 0; END IF;"
+    "  IF s.overlap_skip AND EXISTS (SELECT 1 FROM TQ.jobs WHERE id = s.last_job"
+    "                                AND state IN ('ready', 'running')) THEN"
+    "   RETURN 0;"
+    "  END IF;"
+    "  INSERT INTO TQ.jobs (queue, payload, priority, schedule, slot)"
+    "   VALUES (s.queue, s.payload, s.priority, s.name,"
+    "           'epoch'::timestamptz + s_slot * interval '1 microsecond')"
+    "   ON CONFLICT DO NOTHING RETURNING id INTO j;"
+    "  IF j IS NOT NULL THEN"
+    "   UPDATE TQ.schedules SET last_job = j WHERE name = s_name;"
+    "  END IF;"
+    "  RETURN coalesce(j, 0);"
+    " END $f$;"
+    "REVOKE ALL ON FUNCTION TQ.fire_schedule(text, int8, int8, int8) FROM PUBLIC;"
+    "DO $g$ DECLARE r record; BEGIN"
+    " FOR r IN SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+    "  ELSE a.grantee::regrole::text END AS role"
+    "  FROM pg_class c, aclexplode(c.relacl) a"
+    "  WHERE c.oid = 'TQ.jobs'::regclass AND a.privilege_type = 'UPDATE'"
+    "   AND a.grantee <> c.relowner LOOP"
+    "  EXECUTE format('GRANT SELECT ON TQ.schedules TO %1$s;"
+    " GRANT EXECUTE ON FUNCTION TQ.fire_schedule(text, int8, int8, int8) TO %1$s',"
+    " r.role);"
     " END LOOP;"
     "END $g$;",
 };
@@ -334,10 +396,12 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "  " order_by                                                                        \
     "  LIMIT $2"                                                                         \
     "  FOR UPDATE SKIP LOCKED)"                                                          \
-    CLAIM_UPDATE
+    CLAIM_UPDATE("now()")
 /* A queue's rate-limit bucket (migration 10): its tokens at time at, and
  * how many it gains a microsecond. */
-#define RATE_REFILL "(greatest(rate_limit - rate_burst, 1)::float8 / rate_period_us)"
+#define RATE_REFILL                                                                      \
+    "(greatest(rate_limit - rate_burst, 1)::float8 / (rate_period_us + 10000))"
+_Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin");
 #define RATE_TOKENS(at)                                                                  \
     "least(rate_burst, rate_tokens + greatest(0, extract(epoch FROM " at " - rate_at)"   \
     "::float8 * 1e6) * " RATE_REFILL ")"
@@ -382,7 +446,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "       OR (SELECT per_group FROM lim) = 0"                                          \
     "    " order_by                                                                      \
     "    LIMIT coalesce((SELECT room FROM lim), 0)),"                                    \
-    " claimed AS (" CLAIM_UPDATE "),"                                                    \
+    " claimed AS (" CLAIM_UPDATE("(SELECT at FROM lim)") "),"                                                    \
     " taken AS (UPDATE TQ.queues SET rate_at = greatest(rate_at, (SELECT at FROM lim)),"  \
     "    rate_tokens = greatest(0, (SELECT tokens FROM lim)"                               \
     "                              - (SELECT count(*) FROM claimed))"                      \
@@ -391,12 +455,12 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
 /* How many jobs of row j's group run (busy: none without a group limit). */
 #define GROUP_BUSY                                                                       \
     "coalesce((SELECT n FROM busy WHERE busy.job_group = j.job_group), 0)"
-#define CLAIM_UPDATE                                                                     \
+#define CLAIM_UPDATE(start)                                                              \
     " UPDATE TQ.jobs j SET"                                                              \
     "  state = 'running',"                                                               \
     "  claims = j.claims + 1,"                                                           \
     "  attempts = j.attempts + " CHARGE "::int4,"                                        \
-    "  started_at = CASE WHEN " CHARGE " THEN now() END,"                                \
+    "  started_at = CASE WHEN " CHARGE " THEN " start " END,"                            \
     "  unknown_starts = CASE WHEN " CHARGE " THEN 0 ELSE j.unknown_starts END,"          \
     "  worker = $3,"                                                                     \
     "  lease_until = now() + " DUR("$4") ","                                             \
@@ -483,6 +547,11 @@ enum stmt_id {
     S_WORKER_LIST,
     S_WORKER_PRUNE,
     S_SCHEMA_VERSION,
+    S_CLOCK,
+    S_SCHEDULE_PUT,
+    S_SCHEDULE_REMOVE,
+    S_SCHEDULE_LIST,
+    S_SCHEDULE_FIRE,
     S_COUNT
 };
 
@@ -663,9 +732,12 @@ static const char *const sql[S_COUNT] = {
                        " rate_limit = coalesce($11::int8, rate_limit),"
                        " rate_period_us = coalesce($12::int8, rate_period_us),"
                        " rate_burst = coalesce($13::int8, rate_burst),"
-                       " rate_tokens = coalesce($13::int8, rate_tokens),"
+                       /* As SQLite's S_QUEUE_UPDATE says. */
+                       " rate_tokens = CASE WHEN $11::int8 IS NULL THEN rate_tokens"
+                       "  WHEN rate_limit = 0 THEN $13::int8"
+                       "  ELSE least($13::int8, " RATE_TOKENS("clock_timestamp()") ") END,"
                        " rate_at = CASE WHEN $11::int8 IS NULL THEN rate_at"
-                       "           ELSE clock_timestamp() END"
+                       "           ELSE greatest(rate_at, clock_timestamp()) END"
                        " WHERE name = $1",
     [S_QUEUE_GET] = "SELECT " QUEUE_COLS " FROM TQ.queues WHERE name = $1",
     [S_QUEUE_LIST] = "SELECT " QUEUE_COLS " FROM TQ.queues ORDER BY name",
@@ -772,6 +844,19 @@ static const char *const sql[S_COUNT] = {
         " WHERE coalesce(stopped_at, heartbeat_at + " DUR("lease_us") ")"
         "   < now() - " DUR("$1"),
     [S_SCHEMA_VERSION] = "SELECT value FROM TQ.meta WHERE key = 'schema_version'",
+    /* Periodic jobs, as SQLite's statements of the same names say; slots
+     * are the server's clock. */
+    [S_CLOCK] = "SELECT " US("clock_timestamp()"),
+    [S_SCHEDULE_PUT] =
+        "INSERT INTO TQ.schedules (name, queue, spec, tz, payload, priority, overlap_skip,"
+        " next_slot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (name) DO UPDATE"
+        " SET queue = excluded.queue, spec = excluded.spec, tz = excluded.tz,"
+        " payload = excluded.payload, priority = excluded.priority,"
+        " overlap_skip = excluded.overlap_skip, next_slot = excluded.next_slot",
+    [S_SCHEDULE_REMOVE] = "DELETE FROM TQ.schedules WHERE name = $1",
+    [S_SCHEDULE_LIST] = "SELECT name, queue, spec, tz, payload, priority, overlap_skip,"
+                        " next_slot, last_slot, last_job FROM TQ.schedules ORDER BY name",
+    [S_SCHEDULE_FIRE] = "SELECT TQ.fire_schedule($1, $2, $3, $4)",
 };
 /* clang-format on */
 
@@ -1298,6 +1383,8 @@ static const char *const grants_worker[] = {
     "GRANT SELECT ON %1$I.queues TO %2$I",
     "GRANT UPDATE (rate_tokens, rate_at) ON %1$I.queues TO %2$I",
     "GRANT SELECT, INSERT, UPDATE ON %1$I.workers TO %2$I",
+    "GRANT SELECT ON %1$I.schedules TO %2$I",
+    "GRANT EXECUTE ON FUNCTION %1$I.fire_schedule(text, int8, int8, int8) TO %2$I",
     NULL,
 };
 
@@ -2619,6 +2706,92 @@ static int pg_same_store(tq *db)
     return 0;
 }
 
+/* ---- periodic jobs ------------------------------------------------------ */
+
+static int pg_clock(tq *db, int64_t *now_us)
+{
+    int rc;
+    PGresult *r = run(db, S_CLOCK, NULL, &rc, "reading the store's clock");
+    if (!r)
+        return rc;
+    *now_us = g_i64(r, 0, 0);
+    PQclear(r);
+    return 0;
+}
+
+static int pg_schedule_put(tq *db, const char *name, const tq_schedule_opts *o,
+                           int64_t next_us)
+{
+    params p = {0};
+    p_text(&p, name);
+    p_text(&p, o->queue);
+    p_text(&p, o->spec);
+    p_text(&p, o->tz ? o->tz : "UTC");
+    p_bytes(&p, o->payload, o->payload_len);
+    p_i64(&p, o->priority);
+    p_text(&p, o->overlap_skip ? "true" : "false");
+    p_i64(&p, next_us);
+    return run_count(db, S_SCHEDULE_PUT, &p, NULL, "saving the schedule");
+}
+
+static int pg_schedule_remove(tq *db, const char *name)
+{
+    params p = {0};
+    int64_t n = 0;
+    p_text(&p, name);
+    int rc = run_count(db, S_SCHEDULE_REMOVE, &p, &n, "removing the schedule");
+    if (!rc && n == 0)
+        rc = tq__seterr(db, TQ_ENOTFOUND, "no schedule named '%s'", name);
+    return rc;
+}
+
+static int pg_schedule_list(tq *db, tq_schedule **out, size_t *out_n)
+{
+    int rc;
+    PGresult *r = run(db, S_SCHEDULE_LIST, NULL, &rc, "listing schedules");
+    if (!r)
+        return rc;
+    size_t n = (size_t)PQntuples(r);
+    tq_schedule *v = calloc(n ? n : 1, sizeof *v);
+    if (!v)
+        rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n && !rc; i++) {
+        char name[80], queue[80], spec[160], tz[80];
+        const int row = (int)i;
+        g_strbuf(r, row, 0, name, sizeof name);
+        g_strbuf(r, row, 1, queue, sizeof queue);
+        g_strbuf(r, row, 2, spec, sizeof spec);
+        g_strbuf(r, row, 3, tz, sizeof tz);
+        rc = tq__schedule_fill(db, &v[i], name, queue, spec, tz, PQgetvalue(r, row, 4),
+                               (size_t)PQgetlength(r, row, 4), (int)g_i64(r, row, 5),
+                               (int)g_i64(r, row, 6), g_i64(r, row, 7), g_i64(r, row, 8),
+                               g_i64(r, row, 9));
+    }
+    PQclear(r);
+    if (rc) {
+        tq_schedule_array_free(v, n);
+        return rc;
+    }
+    *out = v;
+    *out_n = n;
+    return 0;
+}
+
+static int pg_schedule_fire(tq *db, const char *name, int64_t expect_us, int64_t slot_us,
+                            int64_t next_us, int64_t *job)
+{
+    int rc;
+    params p = {0};
+    p_text(&p, name);
+    p_i64(&p, expect_us);
+    p_i64(&p, slot_us);
+    p_i64(&p, next_us);
+    PGresult *r = run(db, S_SCHEDULE_FIRE, &p, &rc, "enqueueing a periodic job");
+    *job = r && PQntuples(r) ? g_i64(r, 0, 0) : 0;
+    PQclear(r);
+    return rc;
+}
+
 const struct tq__engine tq__engine_postgres = {
     .name = "postgres",
     .caps = TQ__CAP_NOTIFY | TQ__CAP_NETWORK,
@@ -2652,4 +2825,9 @@ const struct tq__engine tq__engine_postgres = {
     .set_wait_limit = pg_set_wait_limit,
     .notify_fd = pg_notify_fd,
     .notify_drain = pg_notify_drain,
+    .clock = pg_clock,
+    .schedule_put = pg_schedule_put,
+    .schedule_remove = pg_schedule_remove,
+    .schedule_list = pg_schedule_list,
+    .schedule_fire = pg_schedule_fire,
 };

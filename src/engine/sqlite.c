@@ -301,7 +301,30 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "ALTER TABLE tq_queues ADD COLUMN rate_burst INTEGER NOT NULL DEFAULT 1"
     "  CHECK (rate_burst >= 1 AND (rate_limit = 0 OR rate_period_us > 0));"
     "ALTER TABLE tq_queues ADD COLUMN rate_tokens REAL NOT NULL DEFAULT 0;"
-    "ALTER TABLE tq_queues ADD COLUMN rate_at INTEGER NOT NULL DEFAULT 0;",
+    "ALTER TABLE tq_queues ADD COLUMN rate_at INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (rate_tokens >= 0 AND rate_tokens <= rate_burst);",
+    /* 11: periodic jobs (tq_schedule_set). A schedule's next_slot moves on
+     * only by compare-and-set (S_SCHEDULE_MOVE), in the transaction that
+     * writes the slot's job, so one worker wins each slot; the job carries
+     * its schedule and slot under a unique index as well. */
+    "CREATE TABLE tq_schedules ("
+    "  name TEXT PRIMARY KEY NOT NULL"
+    "    CHECK (length(name) BETWEEN 1 AND 64 AND name NOT GLOB '*[^A-Za-z0-9_.-]*'),"
+    "  queue TEXT NOT NULL"
+    "    CHECK (length(queue) BETWEEN 1 AND 64 AND queue NOT GLOB '*[^A-Za-z0-9_.-]*'),"
+    "  spec TEXT NOT NULL,"
+    "  tz TEXT NOT NULL DEFAULT 'UTC',"
+    "  payload BLOB NOT NULL DEFAULT x'',"
+    "  priority INTEGER NOT NULL DEFAULT 0"
+    "    CHECK (priority BETWEEN -2147483648 AND 2147483647),"
+    "  overlap_skip INTEGER NOT NULL DEFAULT 0,"
+    "  next_slot INTEGER NOT NULL,"
+    "  last_slot INTEGER,"
+    "  last_job INTEGER);"
+    "ALTER TABLE tq_jobs ADD COLUMN schedule TEXT;"
+    "ALTER TABLE tq_jobs ADD COLUMN slot INTEGER;"
+    "CREATE UNIQUE INDEX tq_jobs_slot ON tq_jobs (schedule, slot)"
+    "  WHERE schedule IS NOT NULL;",
 };
 
 /* clang-format on */
@@ -379,8 +402,12 @@ static const char *const migrations[SCHEMA_VERSION] = {
 
 /* A queue's rate-limit bucket (migration 10): its tokens now (?2), and
  * how many it gains a microsecond. */
-#define RATE_REFILL "(max(rate_limit - rate_burst, 1) * 1.0 / rate_period_us)"
-#define RATE_TOKENS "min(rate_burst, rate_tokens + max(0, ?2 - rate_at) * " RATE_REFILL ")"
+#define RATE_REFILL                                                                      \
+    "(max(rate_limit - rate_burst, 1) * 1.0 / (rate_period_us + 10000))"
+#define RATE_TOKENS_AT(now)                                                              \
+    "min(rate_burst, rate_tokens + max(0, " now " - rate_at) * " RATE_REFILL ")"
+#define RATE_TOKENS RATE_TOKENS_AT("?2")
+_Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin");
 
 /*
  * The claim of a queue with concurrency or rate limits, with CLAIM's
@@ -504,6 +531,13 @@ enum stmt_id {
     S_ANY_LIFO,
     S_DATA_VERSION,
     S_JOBS_SEQ,
+    S_SCHEDULE_PUT,
+    S_SCHEDULE_REMOVE,
+    S_SCHEDULE_LIST,
+    S_SCHEDULE_MOVE,
+    S_SCHEDULE_BUSY,
+    S_SCHEDULE_ENQUEUE,
+    S_SCHEDULE_JOB,
     S_COUNT
 };
 
@@ -623,9 +657,15 @@ static const char *const sql[S_COUNT] = {
         " rate_limit = coalesce(?11, rate_limit),"
         " rate_period_us = coalesce(?12, rate_period_us),"
         " rate_burst = coalesce(?13, rate_burst),"
-        " rate_tokens = coalesce(?13, rate_tokens),"
-        " rate_at = CASE WHEN ?11 IS NULL THEN rate_at ELSE ?14 END"
-        " WHERE name = ?1",
+        /* A new rate starts full; a rate changed (or set again) keeps the
+         * tokens it had, up to its new burst: setting it over and over
+         * must not grant a burst each time. */
+        " rate_tokens = CASE WHEN ?11 IS NULL THEN rate_tokens"
+        "  WHEN rate_limit = 0 THEN ?13 ELSE min(?13, " RATE_TOKENS_AT(
+            "?14") ") END,"
+                   " rate_at = CASE WHEN ?11 IS NULL THEN rate_at ELSE max(rate_at, ?14) "
+                   "END"
+                   " WHERE name = ?1",
     [S_QUEUE_GET] = "SELECT " QUEUE_COLS " FROM tq_queues WHERE name = ?1",
     [S_QUEUE_LIST] = "SELECT " QUEUE_COLS " FROM tq_queues ORDER BY name",
     [S_PENDING] = "SELECT EXISTS (SELECT 1 FROM tq_jobs WHERE queue = ?1 AND"
@@ -705,6 +745,30 @@ static const char *const sql[S_COUNT] = {
      * tq or plain SQL, and never goes back (even when rows are deleted). */
     [S_JOBS_SEQ] =
         "SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'tq_jobs'",
+    /* Periodic jobs (migration 11). A schedule set again keeps its record
+     * of the last slot and job. */
+    [S_SCHEDULE_PUT] =
+        "INSERT INTO tq_schedules (name, queue, spec, tz, payload, priority, "
+        "overlap_skip,"
+        " next_slot) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (name) DO UPDATE"
+        " SET queue = excluded.queue, spec = excluded.spec, tz = excluded.tz,"
+        " payload = excluded.payload, priority = excluded.priority,"
+        " overlap_skip = excluded.overlap_skip, next_slot = excluded.next_slot",
+    [S_SCHEDULE_REMOVE] = "DELETE FROM tq_schedules WHERE name = ?1",
+    [S_SCHEDULE_LIST] = "SELECT name, queue, spec, tz, payload, priority, overlap_skip,"
+                        " next_slot, last_slot, last_job FROM tq_schedules ORDER BY name",
+    /* ?1 name, ?2 the next slot it was read with, ?3 the one after, ?4 the
+     * slot being taken: moves only if no one else moved it since. */
+    [S_SCHEDULE_MOVE] = "UPDATE tq_schedules SET next_slot = ?3, last_slot = ?4"
+                        " WHERE name = ?1 AND next_slot = ?2",
+    [S_SCHEDULE_BUSY] = "SELECT EXISTS (SELECT 1 FROM tq_schedules s JOIN tq_jobs j"
+                        " ON j.id = s.last_job WHERE s.name = ?1 AND s.overlap_skip"
+                        " AND j.state IN ('ready', 'running'))",
+    [S_SCHEDULE_ENQUEUE] =
+        "INSERT INTO tq_jobs (queue, payload, priority, schedule, slot)"
+        " SELECT queue, payload, priority, name, ?2 FROM tq_schedules WHERE name = ?1"
+        " ON CONFLICT DO NOTHING",
+    [S_SCHEDULE_JOB] = "UPDATE tq_schedules SET last_job = ?2 WHERE name = ?1",
 };
 
 typedef struct conn {
@@ -2159,6 +2223,134 @@ static int sqlite_same_store(tq *db)
     return 0;
 }
 
+/* ---- periodic jobs ------------------------------------------------------ */
+
+static int sqlite_clock(tq *db, int64_t *now_us)
+{
+    (void)db;
+    *now_us = tq__now_us();
+    return 0;
+}
+
+static int sqlite_schedule_put(tq *db, const char *name, const tq_schedule_opts *o,
+                               int64_t next_us)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_SCHEDULE_PUT, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, o->queue, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, o->spec, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, o->tz ? o->tz : "UTC", -1, SQLITE_STATIC);
+    sqlite3_bind_blob64(s, 5, o->payload ? o->payload : "", o->payload_len,
+                        SQLITE_STATIC);
+    sqlite3_bind_int(s, 6, o->priority);
+    sqlite3_bind_int(s, 7, !!o->overlap_skip);
+    sqlite3_bind_int64(s, 8, next_us);
+    return run(db, s, "saving the schedule");
+}
+
+static int sqlite_schedule_remove(tq *db, const char *name)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_SCHEDULE_REMOVE, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    if ((rc = run(db, s, "removing the schedule")))
+        return rc;
+    return sqlite3_changes(C(db)->h)
+               ? 0
+               : tq__seterr(db, TQ_ENOTFOUND, "no schedule named '%s'", name);
+}
+
+static int sqlite_schedule_list(tq *db, tq_schedule **out, size_t *out_n)
+{
+    int rc, src;
+    size_t n = 0, cap = 0;
+    tq_schedule *v = NULL;
+    sqlite3_stmt *s = stmt(db, S_SCHEDULE_LIST, &rc);
+    if (!s)
+        return rc;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        tq_schedule *nv = grow(db, v, n, &cap, sizeof *v, &rc);
+        if (!nv)
+            goto fail;
+        v = nv;
+        rc = tq__schedule_fill(
+            db, &v[n++], (const char *)sqlite3_column_text(s, 0),
+            (const char *)sqlite3_column_text(s, 1),
+            (const char *)sqlite3_column_text(s, 2),
+            (const char *)sqlite3_column_text(s, 3), sqlite3_column_blob(s, 4),
+            (size_t)sqlite3_column_bytes(s, 4), sqlite3_column_int(s, 5),
+            sqlite3_column_int(s, 6), sqlite3_column_int64(s, 7),
+            sqlite3_column_int64(s, 8), sqlite3_column_int64(s, 9));
+        if (rc)
+            goto fail;
+    }
+    if (src != SQLITE_DONE) {
+        rc = fail_rc(db, src, "listing schedules");
+        goto fail;
+    }
+    done_with(s);
+    *out = v;
+    *out_n = n;
+    return 0;
+fail:
+    done_with(s);
+    tq_schedule_array_free(v, n);
+    return rc;
+}
+
+static int sqlite_schedule_fire(tq *db, const char *name, int64_t expect_us,
+                                int64_t slot_us, int64_t next_us, int64_t *job)
+{
+    int rc;
+    int64_t busy = 0;
+    sqlite3_stmt *s;
+    *job = 0;
+    if ((rc = begin(db)))
+        return rc;
+    if (!(s = stmt(db, S_SCHEDULE_MOVE, &rc)))
+        goto fail;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, expect_us);
+    sqlite3_bind_int64(s, 3, next_us);
+    sqlite3_bind_int64(s, 4, slot_us);
+    if ((rc = run(db, s, "enqueueing a periodic job")))
+        goto fail;
+    if (sqlite3_changes(C(db)->h) == 0) /* another worker took the slot */
+        return commit(db);
+    if ((rc =
+             query_int(db, S_SCHEDULE_BUSY, name, 0, &busy, "enqueueing a periodic job")))
+        goto fail;
+    if (busy) /* overlap skip: the slot passes without a job */
+        return commit(db);
+    if (!(s = stmt(db, S_SCHEDULE_ENQUEUE, &rc)))
+        goto fail;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, slot_us);
+    if ((rc = run(db, s, "enqueueing a periodic job")))
+        goto fail;
+    if (sqlite3_changes(C(db)->h) == 1) {
+        *job = sqlite3_last_insert_rowid(C(db)->h);
+        if (!(s = stmt(db, S_SCHEDULE_JOB, &rc)))
+            goto fail;
+        sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 2, *job);
+        if ((rc = run(db, s, "enqueueing a periodic job")))
+            goto fail;
+    }
+    if ((rc = commit(db)))
+        goto fail;
+    return 0;
+fail:
+    rollback(db);
+    *job = 0;
+    return rc;
+}
+
 const struct tq__engine tq__engine_sqlite = {
     .name = "sqlite",
     .caps = TQ__CAP_NOTIFY,
@@ -2190,4 +2382,9 @@ const struct tq__engine tq__engine_sqlite = {
     .listen = sqlite_listen,
     .notify_fd = sqlite_notify_fd,
     .notify_drain = sqlite_notify_drain,
+    .clock = sqlite_clock,
+    .schedule_put = sqlite_schedule_put,
+    .schedule_remove = sqlite_schedule_remove,
+    .schedule_list = sqlite_schedule_list,
+    .schedule_fire = sqlite_schedule_fire,
 };
