@@ -793,8 +793,8 @@ int tq_schedule_list(tq_schedule **out, size_t *out_n, tq *db)
 }
 
 /* One schedule at now: its due slot enqueued (*job), and its next slot. A
- * schedule whose spec or zone no longer reads (written by hand, or a zone
- * gone from the system) is passed over. */
+ * schedule whose spec or zone does not read here (a zone missing from this
+ * host's database) is TQ_EINVAL, saying which. */
 static int run_schedule(tq *db, const tq_schedule *s, int64_t now, int64_t *job,
                         int64_t *next)
 {
@@ -805,21 +805,23 @@ static int run_schedule(tq *db, const tq_schedule *s, int64_t now, int64_t *job,
     if (s->next_slot_us > now)
         return 0;
     if (schedule_rules(db, s->spec, s->tz, &c, &z)) {
-        tq__clearerr(db);
+        char why[sizeof db->errmsg];
+        snprintf(why, sizeof why, "%s", tq_errmsg(db));
         *next = -1;
-        return 0;
+        return tq__seterr(db, TQ_EINVAL, "schedule '%s' not run: %.900s", s->name, why);
     }
     /* The most recent slot missed, not a burst of them; then the first
      * after now. */
     int64_t slot = tq__cron_last(&c, z, s->next_slot_us, now);
     int64_t after = tq__cron_next(&c, z, now);
     tq__zone_free(z);
-    if (slot < 0)
-        slot = s->next_slot_us;
+    /* slot -1 (none due since next_slot: a schedule set again keeps its
+     * next slot after its last one, which need not be a slot): it only
+     * moves on. */
     if (after < 0) /* none in nine years: look again then */
         after = now + 9LL * 366 * 86400 * 1000000;
     *next = after;
-    return db->engine->schedule_fire(db, s->name, s->next_slot_us, slot, after, job);
+    return db->engine->schedule_fire(db, s, slot, after, job);
 }
 
 int tq_schedule_run(tq *db, int64_t *out_enqueued, int64_t *out_next_us)
@@ -833,14 +835,24 @@ int tq_schedule_run(tq *db, int64_t *out_enqueued, int64_t *out_next_us)
         tq_schedule_array_free(v, n);
     if (rc)
         return rc;
-    for (size_t i = 0; i < n && !rc; i++) {
-        int64_t job, next;
-        if (!(rc = run_schedule(db, &v[i], now, &job, &next))) {
-            enqueued += job != 0;
-            if (next >= 0 && (soonest < 0 || next < soonest))
-                soonest = next;
+    /* One schedule failing stops none of the others; the first failure
+     * is the answer, its message kept. */
+    char first[sizeof db->errmsg] = "";
+    for (size_t i = 0; i < n; i++) {
+        int64_t job = 0, next = -1;
+        int one = run_schedule(db, &v[i], now, &job, &next);
+        if (one && !rc) {
+            rc = one;
+            snprintf(first, sizeof first, "%s", tq_errmsg(db));
         }
+        if (one == TQ_ECONN)
+            break;
+        enqueued += job != 0;
+        if (next >= 0 && (soonest < 0 || next < soonest))
+            soonest = next;
     }
+    if (rc)
+        tq__seterr(db, rc, "%s", first);
     tq_schedule_array_free(v, n);
     if (out_enqueued)
         *out_enqueued = enqueued;

@@ -137,7 +137,7 @@ static int parse_field(const field *f, const char *text, const char *end, uint64
     *star = text < end && *text == '*';
     const char *p = text;
     for (;;) {
-        int a, b, step = 1;
+        int a, b, step = 1, range = 1;
         const char *item = p;
         if (p < end && *p == '*') {
             a = f->lo;
@@ -147,7 +147,8 @@ static int parse_field(const field *f, const char *text, const char *end, uint64
             if (field_value(f, &p, end, &a, err, errlen))
                 return -1;
             b = a;
-            if (p < end && *p == '-') {
+            range = p < end && *p == '-';
+            if (range) {
                 p++;
                 if (field_value(f, &p, end, &b, err, errlen))
                     return -1;
@@ -165,7 +166,7 @@ static int parse_field(const field *f, const char *text, const char *end, uint64
                 return fail(err, errlen, "bad step '%.*s' in the %s field",
                             (int)(p - s + (p == s && p < end)), s, f->what);
             step = (int)v;
-            if (a == b && item[0] != '*')
+            if (!range) /* N/STEP: from N on */
                 b = f->hi;
         }
         for (int v = a; v <= b; v += step)
@@ -531,6 +532,13 @@ int tq__zone_load(tq__zone **out, const char *name, char *err, size_t errlen)
     if (!name || strcmp(name, "UTC") == 0)
         return 0;
     size_t len = strlen(name);
+    /* Not right/... (leap seconds counted: slots off by half a minute),
+     * nor localtime or posixrules (another zone on each host). */
+    if (strncmp(name, "right/", 6) == 0 || strcmp(name, "localtime") == 0 ||
+        strcmp(name, "posixrules") == 0)
+        return fail(err, errlen,
+                    "time zone '%s' is not a place: use a name such as Europe/Berlin",
+                    name);
     if (len == 0 || len > TQ__ZONE_NAME_MAX || name[0] == '/' || strstr(name, "..") ||
         strspn(name,
                "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/_+-") !=

@@ -2099,6 +2099,11 @@ static int run_schedules(tq_worker *w, const pass *p)
         (next >= 0 && next < SCHEDULES_EVERY_US ? next + 1000 : SCHEDULES_EVERY_US);
     if (rc == TQ_ECONN || rc == TQ_EBUSY || rc == TQ_EFULL)
         return ride_out(w, rc);
+    /* A failure of the store's own (a role without the grants) is not
+     * tried again each second: each would be an error in its log. A
+     * schedule this host cannot read (TQ_EINVAL) stops none of the others. */
+    if (rc && rc != TQ_EINVAL)
+        w->schedules_at = p->now + 60000000;
     if (rc && (!w->schedules_warned || p->now - w->schedules_warned >= 60000000)) {
         worker_log(w, TQ_LOG_WARN, "periodic jobs not enqueued: %s", tq_errmsg(w->db));
         w->schedules_warned = p->now;

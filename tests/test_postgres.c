@@ -616,8 +616,8 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
  * 7 undone, the insert trigger's function as 6 had it. */
 /* Undo migrations 11 (periodic jobs) and 10 (rate limits). */
 #define UNDO_11                                                                          \
-    "DROP TABLE TQ.schedules; DROP INDEX TQ.jobs_slot;"                                  \
-    "DROP FUNCTION TQ.fire_schedule(text, int8, int8, int8);"                            \
+    "DROP TABLE TQ.schedules;"                                                           \
+    "DROP FUNCTION TQ.fire_schedule(text, int8, int8, int8, text, text);"                \
     "ALTER TABLE TQ.jobs DROP COLUMN schedule, DROP COLUMN slot;"
 #define UNDO_10                                                                          \
     UNDO_11 "ALTER TABLE TQ.queues DROP COLUMN rate_limit, DROP COLUMN rate_period_us,"  \

@@ -417,6 +417,8 @@ static void cron_next_slots(void **state)
         {"*/15 * * * * *", NULL, "2026-01-01T00:00:07Z", "2026-01-01T00:00:15Z"},
         {"0 9 * jan-mar mon-fri", NULL, "2026-03-31T09:00Z", "2027-01-01T09:00Z"},
         {"0 9 * * sun,7", NULL, "2026-11-25T00:00Z", "2026-11-29T09:00Z"},
+        {"5-5/10 0 * * *", NULL, "2026-01-01T00:06Z", "2026-01-02T00:05Z"},
+        {"50/5 0 * * *", NULL, "2026-01-01T00:51Z", "2026-01-01T00:55Z"},
         {"@hourly", "Europe/Berlin", "2026-01-01T00:59:59Z", "2026-01-01T01:00Z"},
         {"@daily", "America/New_York", "2026-01-01T12:00Z", "2026-01-02T05:00Z"},
         {"@monthly", NULL, "2026-12-15T00:00Z", "2027-01-01T00:00Z"},
@@ -496,6 +498,8 @@ static void cron_last_and_refusals(void **state)
     assert_non_null(strstr(why, "unknown time zone 'Mars/Olympus'"));
     assert_int_equal(tq__zone_load(&z, "../etc/passwd", why, sizeof why), -1);
     assert_int_equal(tq__zone_load(&z, "/etc/passwd", why, sizeof why), -1);
+    assert_int_equal(tq__zone_load(&z, "right/Europe/Berlin", why, sizeof why), -1);
+    assert_int_equal(tq__zone_load(&z, "localtime", why, sizeof why), -1);
     assert_int_equal(tq__zone_load(&z, "UTC", why, sizeof why), 0);
     assert_null(z);
 }

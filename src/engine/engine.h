@@ -249,14 +249,15 @@ struct tq__engine {
                         int64_t next_us);
     int (*schedule_remove)(tq *db, const char *name); /* TQ_ENOTFOUND */
     int (*schedule_list)(tq *db, tq_schedule **out, size_t *out_n);
-    /* In one transaction: moves schedule name from next slot expect_us to
-     * next_us, recording slot_us as its last (nothing at all when it is no
-     * longer at expect_us: someone else took that slot), and enqueues the
+    /* In one transaction: moves schedule s (as listed) from its next slot
+     * to next_us, recording slot_us as its last (nothing at all when it no
+     * longer has that next slot, spec and zone: someone else took the slot,
+     * or the schedule was set again since), and enqueues the
      * slot's job, from the schedule as it is now, unless it skips overlaps
-     * and its last job is still ready or running. *job: the job's id, 0
-     * when none was enqueued. */
-    int (*schedule_fire)(tq *db, const char *name, int64_t expect_us, int64_t slot_us,
-                         int64_t next_us, int64_t *job);
+     * and its last job is still ready or running; slot_us -1: moves it on
+     * and enqueues nothing. *job: the job's id, 0 when none was enqueued. */
+    int (*schedule_fire)(tq *db, const tq_schedule *s, int64_t slot_us, int64_t next_us,
+                         int64_t *job);
 };
 
 /* For worker_register: whether the holder found is the one expected. */

@@ -254,8 +254,8 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
      * compare-and-set and writes the slot's job in one statement: a worker
      * role may do that and read schedules, and still may not insert jobs of
      * its own or change a schedule. The roles that may update jobs
-     * (workers, grants_worker) get both. The unique index is built under
-     * lock, reading the jobs table once. */
+     * (workers, grants_worker) get both. No unique index of jobs by slot,
+     * as SQLite's migration 11 says. */
     "CREATE TABLE TQ.schedules ("
     "  name text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9_.-]{1,64}$'),"
     "  queue text NOT NULL CHECK (queue ~ '^[A-Za-z0-9_.-]{1,64}$'),"
@@ -268,47 +268,58 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "  last_slot int8,"
     "  last_job int8);"
     "ALTER TABLE TQ.jobs ADD COLUMN schedule text, ADD COLUMN slot timestamptz;"
-    "CREATE UNIQUE INDEX jobs_slot ON TQ.jobs (schedule, slot)"
-    "  WHERE schedule IS NOT NULL;"
-    /* Moves schedule s_name from next slot s_expect to s_next, taking
-     * s_slot: its job's id, or 0 (someone else took the slot; or overlap
-     * skip and the last job is still ready or running). Under READ
-     * COMMITTED a second caller waits for the first's row lock, then finds
-     * next_slot moved. */
-    "CREATE FUNCTION TQ.fire_schedule(s_name text, s_expect int8, s_slot int8, s_next "
-    "int8)"
+    /* Moves schedule s_name (spec s_spec, zone s_tz) from next slot
+     * s_expect to s_next, taking s_slot: its job's id, or 0 (someone else
+     * took the slot or set the schedule again; or overlap skip and the last
+     * job is still ready or running). Under READ COMMITTED a second caller
+     * waits for the first's row lock, then finds next_slot moved. A caller
+     * may take only a slot from s_expect to now, and move only forward. */
+    "CREATE FUNCTION TQ.fire_schedule(s_name text, s_expect int8, s_slot int8,"
+    "  s_next int8, s_spec text, s_tz text)"
     "  RETURNS int8 LANGUAGE plpgsql"
     "  SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$"
     " DECLARE s record; j int8;"
     " BEGIN"
-    "  UPDATE TQ.schedules SET next_slot = s_next, last_slot = s_slot"
-    "   WHERE name = s_name AND next_slot = s_expect RETURNING * INTO s;"
-    "  IF NOT FOUND THEN RETURN 0; END IF;"
-    "  IF s.overlap_skip AND EXISTS (SELECT 1 FROM TQ.jobs WHERE id = s.last_job"
-    "                                AND state IN ('ready', 'running')) THEN"
-    "   RETURN 0;"
-    "  END IF;"
-    "  INSERT INTO TQ.jobs (queue, payload, priority, schedule, slot)"
-    "   VALUES (s.queue, s.payload, s.priority, s.name,"
-    "           'epoch'::timestamptz + s_slot * interval '1 microsecond')"
-    "   ON CONFLICT DO NOTHING RETURNING id INTO j;"
-    "  IF j IS NOT NULL THEN"
-    "   UPDATE TQ.schedules SET last_job = j WHERE name = s_name;"
-    "  END IF;"
-    "  RETURN coalesce(j, 0);"
-    " END $f$;"
-    "REVOKE ALL ON FUNCTION TQ.fire_schedule(text, int8, int8, int8) FROM PUBLIC;"
-    "DO $g$ DECLARE r record; BEGIN"
-    " FOR r IN SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
-    "  ELSE a.grantee::regrole::text END AS role"
-    "  FROM pg_class c, aclexplode(c.relacl) a"
-    "  WHERE c.oid = 'TQ.jobs'::regclass AND a.privilege_type = 'UPDATE'"
-    "   AND a.grantee <> c.relowner LOOP"
-    "  EXECUTE format('GRANT SELECT ON TQ.schedules TO %1$s;"
-    " GRANT EXECUTE ON FUNCTION TQ.fire_schedule(text, int8, int8, int8) TO %1$s',"
-    " r.role);"
-    " END LOOP;"
-    "END $g$;",
+    "  UPDATE TQ.schedules SET next_slot = s_next,"
+    "   last_slot = CASE WHEN s_slot >= 0 THEN s_slot ELSE last_slot END"
+    "   WHERE name = s_name AND next_slot = s_expect AND spec = s_spec AND tz = s_tz"
+    "    AND s_next > greatest(s_expect, s_slot)"
+    "    AND (s_slot < 0 OR s_slot >= s_expect"
+    "         AND s_slot <= " US(
+        "clock_timestamp()") ")"
+                             "   RETURNING * INTO s;"
+                             "  IF NOT FOUND OR s_slot < 0 THEN RETURN 0; END IF;"
+                             "  IF s.overlap_skip AND EXISTS (SELECT 1 FROM TQ.jobs "
+                             "WHERE id = s.last_job"
+                             "                                AND state IN ('ready', "
+                             "'running')) THEN"
+                             "   RETURN 0;"
+                             "  END IF;"
+                             "  INSERT INTO TQ.jobs (queue, payload, priority, schedule, "
+                             "slot)"
+                             "   VALUES (s.queue, s.payload, s.priority, s.name,"
+                             "           'epoch'::timestamptz + s_slot * interval '1 "
+                             "microsecond')"
+                             "   RETURNING id INTO j;"
+                             "  UPDATE TQ.schedules SET last_job = j WHERE name = s_name;"
+                             "  RETURN j;"
+                             " END $f$;"
+                             "REVOKE ALL ON FUNCTION TQ.fire_schedule(text, int8, int8, "
+                             "int8, text, text) FROM PUBLIC;"
+                             "DO $g$ DECLARE r record; BEGIN"
+                             " FOR r IN SELECT DISTINCT CASE WHEN a.grantee = 0 THEN "
+                             "'PUBLIC'"
+                             "  ELSE a.grantee::regrole::text END AS role"
+                             "  FROM pg_class c, aclexplode(c.relacl) a"
+                             "  WHERE c.oid = 'TQ.jobs'::regclass AND a.privilege_type = "
+                             "'UPDATE'"
+                             "   AND a.grantee <> c.relowner LOOP"
+                             "  EXECUTE format('GRANT SELECT ON TQ.schedules TO %1$s;"
+                             " GRANT EXECUTE ON FUNCTION TQ.fire_schedule(text, int8, "
+                             "int8, int8, text, text) TO %1$s',"
+                             " r.role);"
+                             " END LOOP;"
+                             "END $g$;",
 };
 
 /* clang-format off */
@@ -852,11 +863,12 @@ static const char *const sql[S_COUNT] = {
         " next_slot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (name) DO UPDATE"
         " SET queue = excluded.queue, spec = excluded.spec, tz = excluded.tz,"
         " payload = excluded.payload, priority = excluded.priority,"
-        " overlap_skip = excluded.overlap_skip, next_slot = excluded.next_slot",
+        " overlap_skip = excluded.overlap_skip,"
+        " next_slot = greatest(excluded.next_slot, TQ.schedules.last_slot + 1)",
     [S_SCHEDULE_REMOVE] = "DELETE FROM TQ.schedules WHERE name = $1",
     [S_SCHEDULE_LIST] = "SELECT name, queue, spec, tz, payload, priority, overlap_skip,"
                         " next_slot, last_slot, last_job FROM TQ.schedules ORDER BY name",
-    [S_SCHEDULE_FIRE] = "SELECT TQ.fire_schedule($1, $2, $3, $4)",
+    [S_SCHEDULE_FIRE] = "SELECT TQ.fire_schedule($1, $2, $3, $4, $5, $6)",
 };
 /* clang-format on */
 
@@ -1384,7 +1396,8 @@ static const char *const grants_worker[] = {
     "GRANT UPDATE (rate_tokens, rate_at) ON %1$I.queues TO %2$I",
     "GRANT SELECT, INSERT, UPDATE ON %1$I.workers TO %2$I",
     "GRANT SELECT ON %1$I.schedules TO %2$I",
-    "GRANT EXECUTE ON FUNCTION %1$I.fire_schedule(text, int8, int8, int8) TO %2$I",
+    "GRANT EXECUTE ON FUNCTION %1$I.fire_schedule(text, int8, int8, int8, text, text) TO "
+    "%2$I",
     NULL,
 };
 
@@ -2777,15 +2790,17 @@ static int pg_schedule_list(tq *db, tq_schedule **out, size_t *out_n)
     return 0;
 }
 
-static int pg_schedule_fire(tq *db, const char *name, int64_t expect_us, int64_t slot_us,
+static int pg_schedule_fire(tq *db, const tq_schedule *s, int64_t slot_us,
                             int64_t next_us, int64_t *job)
 {
     int rc;
     params p = {0};
-    p_text(&p, name);
-    p_i64(&p, expect_us);
+    p_text(&p, s->name);
+    p_i64(&p, s->next_slot_us);
     p_i64(&p, slot_us);
     p_i64(&p, next_us);
+    p_text(&p, s->spec);
+    p_text(&p, s->tz);
     PGresult *r = run(db, S_SCHEDULE_FIRE, &p, &rc, "enqueueing a periodic job");
     *job = r && PQntuples(r) ? g_i64(r, 0, 0) : 0;
     PQclear(r);
