@@ -447,7 +447,8 @@ int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
                    .max_attempts = q.max_attempts,
                    .max = max,
                    .start = 1,
-                   .limited = tq__queue_limited(&q)};
+                   .limited = tq__queue_limited(&q),
+                   .rate = q.rate_limit > 0};
     tq_job *jobs = NULL;
     size_t n = 0;
     if ((rc = db->engine->exchange(db, worker, NULL, 0, &c, &jobs, &n)))
@@ -759,14 +760,12 @@ int tq_schedule_set(tq *db, const char *name, const tq_schedule_opts *o)
         return rc;
     if (!o || o->version < 1)
         return tq__seterr(db, TQ_EINVAL, "a schedule needs its options (queue and spec)");
+    if (o->payload_len > TQ_PAYLOAD_MAX_DEFAULT || (o->payload_len && !o->payload))
+        return tq__seterr(db, TQ_EINVAL, "a schedule's payload is at most %d bytes",
+                          TQ_PAYLOAD_MAX_DEFAULT);
     if ((rc = check_queue_name(db, o->queue)) ||
         (rc = schedule_rules(db, o->spec, o->tz, &c, &z)))
         return rc;
-    if (o->payload_len > TQ_PAYLOAD_MAX_DEFAULT || (o->payload_len && !o->payload)) {
-        tq__zone_free(z);
-        return tq__seterr(db, TQ_EINVAL, "a schedule's payload is at most %d bytes",
-                          TQ_PAYLOAD_MAX_DEFAULT);
-    }
     if (!(rc = db->engine->clock(db, &now))) {
         next = tq__cron_next(&c, z, now);
         rc = next < 0
@@ -810,14 +809,13 @@ static int run_schedule(tq *db, const tq_schedule *s, int64_t now, int64_t *job,
         *next = -1;
         return tq__seterr(db, TQ_EINVAL, "schedule '%s' not run: %.900s", s->name, why);
     }
-    /* The most recent slot missed, not a burst of them; then the first
-     * after now. */
+    /* The most recent slot missed, not a burst of them (-1 when none is
+     * due since next_slot, which a schedule set again keeps after its last
+     * slot and need not be a slot: the schedule only moves on); then the
+     * first after now. */
     int64_t slot = tq__cron_last(&c, z, s->next_slot_us, now);
     int64_t after = tq__cron_next(&c, z, now);
     tq__zone_free(z);
-    /* slot -1 (none due since next_slot: a schedule set again keeps its
-     * next slot after its last one, which need not be a slot): it only
-     * moves on. */
     if (after < 0) /* none in nine years: look again then */
         after = now + 9LL * 366 * 86400 * 1000000;
     *next = after;

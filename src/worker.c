@@ -1288,7 +1288,7 @@ static int release_held(tq_worker *w, size_t qi)
  * at once instead of starting, and so do those of a rate-limited queue:
  * claimed ahead before the rate was seen, they took no tokens (a limited
  * claim takes only free slots, and its jobs have started by now). */
-static int release_paused(tq_worker *w)
+static int release_unstartable(tq_worker *w)
 {
     int rc = 0;
     for (size_t qi = 0; qi < w->nqueues && !rc; qi++)
@@ -1941,15 +1941,15 @@ static int maintain_settings(tq_worker *w, const pass *p)
     int rc;
     if (!w->stopping && p->now - w->last_refresh >= REFRESH_EVERY_US) {
         if ((rc = db->engine->same_store(db)) || (rc = ride_out(w, refresh_queues(w))) ||
-            (rc = release_paused(w)))
+            (rc = release_unstartable(w)))
             return rc;
         w->last_refresh = p->now;
     }
     return ride_out(w, set_wait_limit(w));
 }
 
-/* Whether any of the worker's queues has concurrency limits, as it last
- * read their settings. */
+/* Whether any of the worker's queues has concurrency or rate limits, as it
+ * last read their settings. */
 static int serves_limited(const tq_worker *w)
 {
     for (size_t i = 0; i < w->nqueues; i++)
@@ -1994,15 +1994,17 @@ static int claim_jobs(tq_worker *w, pass *p)
                            .lease_us = q->lease_us,
                            .max_attempts = q->max_attempts,
                            .max = room,
-                           .limited = tq__queue_limited(q)};
+                           .limited = tq__queue_limited(q),
+                           .rate = q->rate_limit > 0};
             int claimed = 0;
             rc = exchange(w, &c, qi, &claimed);
             /* A rate limit stopped it: claim again when a token is due,
              * not at the idle backoff's pace. */
-            const int64_t now = tq__mono_us();
-            if (!rc && c.rate_wait_us > 0 &&
-                (w->rate_retry_at <= now || now + c.rate_wait_us < w->rate_retry_at))
-                w->rate_retry_at = now + c.rate_wait_us;
+            if (!rc && c.rate_wait_us > 0) {
+                const int64_t now = tq__mono_us(), at = now + c.rate_wait_us;
+                if (w->rate_retry_at <= now || at < w->rate_retry_at)
+                    w->rate_retry_at = at;
+            }
             p->tried = 1;
             p->claimed += claimed;
             p->free_slots = free_slot_count(w);

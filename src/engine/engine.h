@@ -117,6 +117,10 @@ typedef struct tq__claim {
      * has none: the cheaper statement) takes nothing from a queue that has
      * limits. */
     int limited;
+    /* Whether the queue has a rate limit, as the claimer knows it: a
+     * limited claim then also asks when the next token is due. (The claim
+     * keeps the rate whatever this says.) */
+    int rate;
     /* Out, from a limited claim of a queue with a rate limit: > 0 when the
      * rate stopped it (no token left), how long until the next token. */
     int64_t rate_wait_us;

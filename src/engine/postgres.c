@@ -1555,7 +1555,7 @@ static int pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         p_i64(&p, o->max_running_per_group);
     else
         p_text(&p, NULL);
-    if (o->set & TQ_SET_RATE) { /* a new bucket, full */
+    if (o->set & TQ_SET_RATE) { /* the bucket: S_QUEUE_UPDATE says */
         const int on = o->rate_limit > 0;
         p_i64(&p, o->rate_limit);
         p_i64(&p, on ? o->rate_period_us : 0);
@@ -1980,8 +1980,9 @@ static int exchange_prepare(tq *db, exchange_state *x)
     if (x->claim &&
         ((rc = prepare(db, claim_id(x->claim->order, x->claim->limited),
                        "claiming jobs")) ||
-         (x->claim->limited && ((rc = prepare(db, S_LIMIT_LOCK, "claiming jobs")) ||
-                                (rc = prepare(db, S_RATE_WAIT, "claiming jobs"))))))
+         (x->claim->limited && (rc = prepare(db, S_LIMIT_LOCK, "claiming jobs"))) ||
+         (x->claim->limited && x->claim->rate &&
+          (rc = prepare(db, S_RATE_WAIT, "claiming jobs")))))
         return rc;
     return 0;
 }
@@ -2031,7 +2032,7 @@ static int exchange_send(pipeline *pl, exchange_state *x)
         p_text(&p, x->claim->start ? "true" : "false");
         rc = pipe_send(pl, claim_id(x->claim->order, x->claim->limited), &p, 0);
     }
-    if (!rc && x->claim && x->claim->limited) {
+    if (!rc && x->claim && x->claim->limited && x->claim->rate) {
         params p = {0};
         p_text(&p, x->claim->queue);
         rc = pipe_send(pl, S_RATE_WAIT, &p, 0);

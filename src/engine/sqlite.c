@@ -1237,7 +1237,7 @@ static int sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         sqlite3_bind_int(s, 9, o->max_running);
     if (o->set & TQ_SET_MAX_RUNNING_PER_GROUP)
         sqlite3_bind_int(s, 10, o->max_running_per_group);
-    if (o->set & TQ_SET_RATE) { /* a new bucket, full */
+    if (o->set & TQ_SET_RATE) { /* the bucket: S_QUEUE_UPDATE says */
         const int on = o->rate_limit > 0;
         sqlite3_bind_int64(s, 11, o->rate_limit);
         sqlite3_bind_int64(s, 12, on ? o->rate_period_us : 0);
@@ -1538,8 +1538,9 @@ static enum stmt_id claim_id(tq_order order, int limited)
 static int query_int(tq *db, enum stmt_id id, const char *t1, int64_t i2, int64_t *out,
                      const char *what);
 
-/* A limited claim's rate: the n jobs it took from the bucket, and how long
- * until the next token (c->rate_wait_us). */
+/* A limited claim's rate: the n jobs it took from the bucket (if the
+ * queue has a rate), and, when the claimer knows of a rate, how long until
+ * the next token (c->rate_wait_us). */
 static int take_tokens(tq *db, tq__claim *c, int64_t now, size_t n)
 {
     int rc;
@@ -1553,7 +1554,9 @@ static int take_tokens(tq *db, tq__claim *c, int64_t now, size_t n)
         if ((rc = run(db, s, "claiming jobs")))
             return rc;
     }
-    return query_int(db, S_RATE_WAIT, c->queue, now, &c->rate_wait_us, "claiming jobs");
+    return c->rate ? query_int(db, S_RATE_WAIT, c->queue, now, &c->rate_wait_us,
+                               "claiming jobs")
+                   : 0;
 }
 
 /* One claim of an exchange: appends the claimed jobs to *jobs. */
