@@ -195,6 +195,14 @@ typedef struct tq_queue_info {
     int64_t rate_limit;
     int64_t rate_period_us;
     int64_t rate_burst;
+    /* How often one job may snooze (a handler's "snooze DUR": back to
+     * ready later, its attempt given back) before a snooze counts as a
+     * failure instead. Default 100. */
+    int max_snoozes;
+    /* Whether a command handler's stdout becomes its job's result (kept
+     * when the job is done; tq_job_result). Default 0: stdout is the
+     * worker's. */
+    int results;
 } tq_queue_info;
 
 /* Bits of tq_queue_opts.set naming the fields to change. */
@@ -207,10 +215,12 @@ enum {
     TQ_SET_PAUSED = 1 << 5,
     TQ_SET_MAX_RUNNING = 1 << 6,           /* version 2 */
     TQ_SET_MAX_RUNNING_PER_GROUP = 1 << 7, /* version 2 */
-    TQ_SET_RATE = 1 << 8                   /* version 3 */
+    TQ_SET_RATE = 1 << 8,                  /* version 3 */
+    TQ_SET_MAX_SNOOZES = 1 << 9,           /* version 4 */
+    TQ_SET_RESULTS = 1 << 10               /* version 4 */
 };
 
-#define TQ_QUEUE_OPTS_VERSION 3
+#define TQ_QUEUE_OPTS_VERSION 4
 typedef struct tq_queue_opts {
     int version;
     unsigned set; /* TQ_SET_* bits: which fields below apply */
@@ -228,10 +238,13 @@ typedef struct tq_queue_opts {
      * rate_period_us, 1 ms to 3650 days. */
     int64_t rate_limit;
     int64_t rate_period_us;
+    /* Version 4: 0 to 1000000 (0: a snooze always counts as a failure). */
+    int max_snoozes;
+    int results; /* 1: command handlers' stdout is their job's result */
 } tq_queue_opts;
 #define TQ_QUEUE_OPTS_INIT                                                               \
     {                                                                                    \
-        TQ_QUEUE_OPTS_VERSION, 0, TQ_FIFO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0                  \
+        TQ_QUEUE_OPTS_VERSION, 0, TQ_FIFO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0            \
     }
 
 /* Creates the queue with defaults if missing, then applies opts (may be
@@ -357,7 +370,20 @@ typedef struct tq_job {
     int64_t claim;
     char *traceparent; /* the trace context enqueued with it, or NULL */
     char *group;       /* its group (tq_enqueue_opts.group), or NULL */
+    int snoozes;       /* times its handler snoozed it (reset by retry) */
+    /* What its running handler last reported (tq_job_progress, or
+     * "progress PCT TEXT" on a command's control channel): 0 to 100, or -1
+     * for none; cleared when the job goes back to ready. Not filled in for
+     * a claimed job. */
+    int progress;
+    char *progress_text; /* or NULL */
+    /* The size of its result (tq_job_result), or -1 when it has none. */
+    int64_t result_len;
 } tq_job;
+
+/* Largest result a job keeps, in bytes: a command's stdout past it fails
+ * the job (and nothing of it is stored). */
+#define TQ_RESULT_MAX (1024 * 1024)
 
 /* Frees one job returned by tq_job_get (accepts NULL). */
 void tq_job_free(tq_job *job);
@@ -401,6 +427,34 @@ int tq_job_fail(tq *db, const tq_job *job, const char *error);
 int tq_job_heartbeat(tq *db, const tq_job *job);
 /* Gives the job back to ready without spending the attempt. */
 int tq_job_release(tq *db, const tq_job *job);
+
+/* What a handler may say of its job besides done or failed, fenced like
+ * the acknowledgements above (TQ_ELOST when the job is no longer held under
+ * its claim). A command handler run by tq_worker_run says the same by
+ * writing lines to its control channel, descriptor 3 (TQ_CONTROL_FD):
+ * "progress PCT [TEXT]", "snooze DUR", "discard TEXT". */
+/* Stores the running job's progress, pct 0 to 100, and text (NULL, or
+ * what fits in 200 bytes, kept as valid UTF-8): shown by tq show and tq
+ * list. It stays when the job ends done or discarded and is cleared when
+ * it goes back to ready. */
+int tq_job_progress(tq *db, const tq_job *job, int pct, const char *text);
+/* Back to ready at now + delay_us (0 to 365 days) without spending the
+ * attempt, counting one snooze. A job that has snoozed its queue's
+ * max_snoozes times fails instead, as tq_job_fail with a message that
+ * says so. */
+int tq_job_snooze(tq *db, const tq_job *job, int64_t delay_us);
+/* Dead at once, whatever attempts are left, with reason (NULL: "discarded
+ * by its handler") as its last error: for input that can never succeed. */
+int tq_job_discard(tq *db, const tq_job *job, const char *reason);
+
+/* Reads the result of job id into *out (result_len bytes, and a NUL after
+ * them for convenience; freed with tq_free): what its handler gave, kept
+ * once the job is done. TQ_ENOTFOUND for an unknown id, TQ_ESTATE when the
+ * job has none (not done, or it gave none), each with a message. */
+int tq_job_result(void **out, size_t *out_len, tq *db, int64_t id);
+/* tq_job_complete with a result (len bytes, at most TQ_RESULT_MAX:
+ * TQ_ETOOBIG, and nothing changes). */
+int tq_job_complete_result(tq *db, const tq_job *job, const void *data, size_t len);
 
 /* Manual management. Each returns TQ_ENOTFOUND for an unknown id and
  * TQ_ESTATE when the job is in a state the action does not apply to. */
@@ -569,6 +623,22 @@ typedef struct tq_worker tq_worker;
  * Called from the pool's own threads, at most opts.concurrency at once.
  */
 typedef int (*tq_handler_fn)(void *ud, const tq_job *job, char *err, size_t errlen);
+
+/* Called by a C handler, from within its call and for the job it was
+ * given, to say what a command handler says on its control channel
+ * (descriptor 3); TQ_EINVAL from anywhere else or for a value out of
+ * range. Progress (0 to 100, text cut at 200 bytes) is written within a
+ * second, fenced, as tq_job_progress does. A snooze (0 to 365 days) or a
+ * discard decides how the job ends, whatever the handler then returns:
+ * as tq_job_snooze and tq_job_discard do; the last one said counts. */
+int tq_handler_progress(const tq_job *job, int pct, const char *text);
+/* The job's result, kept if the handler then returns done: len bytes, at
+ * most TQ_RESULT_MAX (else TQ_ETOOBIG, and none is kept). Copied:
+ * data may go once this returns. Stored whatever the queue's results
+ * setting, which is about commands' stdout. */
+int tq_handler_result(const tq_job *job, const void *data, size_t len);
+int tq_handler_snooze(const tq_job *job, int64_t delay_us);
+int tq_handler_discard(const tq_job *job, const char *reason);
 
 /* Log levels passed to tq_worker_opts.log. */
 enum { TQ_LOG_ERROR = 0, TQ_LOG_WARN, TQ_LOG_INFO, TQ_LOG_DEBUG };

@@ -6,6 +6,7 @@
  * and acks, by worker.c.
  */
 #include "cron.h"
+#include "control.h"
 #include "engine/engine.h"
 
 #include <stddef.h>
@@ -175,15 +176,18 @@ int tq_queue_set(tq *db, const char *name, const tq_queue_opts *o)
     /* An older caller's struct ends before the fields its version lacks:
      * those are never read, and never set. */
     tq_queue_opts v = TQ_QUEUE_OPTS_INIT;
-    if (o->version >= 3) {
+    if (o->version >= 4) {
         v = *o;
+    } else if (o->version == 3) {
+        memcpy(&v, o, offsetof(tq_queue_opts, max_snoozes));
+        v.set &= ~(unsigned)TQ_SET_MAX_SNOOZES;
     } else if (o->version == 2) {
         memcpy(&v, o, offsetof(tq_queue_opts, rate_limit));
-        v.set &= ~(unsigned)TQ_SET_RATE;
+        v.set &= ~(unsigned)(TQ_SET_RATE | TQ_SET_MAX_SNOOZES);
     } else {
         memcpy(&v, o, offsetof(tq_queue_opts, max_running));
-        v.set &=
-            ~(unsigned)(TQ_SET_MAX_RUNNING | TQ_SET_MAX_RUNNING_PER_GROUP | TQ_SET_RATE);
+        v.set &= ~(unsigned)(TQ_SET_MAX_RUNNING | TQ_SET_MAX_RUNNING_PER_GROUP |
+                             TQ_SET_RATE | TQ_SET_MAX_SNOOZES);
     }
     v.version = TQ_QUEUE_OPTS_VERSION;
     if (((v.set & TQ_SET_MAX_RUNNING) &&
@@ -199,6 +203,8 @@ int tq_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         return tq__seterr(db, TQ_EINVAL,
                           "a rate limit must be 0 (none) to 1000000000 jobs per 1ms to "
                           "3650d");
+    if ((v.set & TQ_SET_MAX_SNOOZES) && (v.max_snoozes < 0 || v.max_snoozes > 1000000))
+        return tq__seterr(db, TQ_EINVAL, "max snoozes must be between 0 and 1000000");
     return db->engine->queue_set(db, name, &v);
 }
 
@@ -502,6 +508,46 @@ int tq_job_complete(tq *db, const tq_job *job)
     return ack_one(db, job, &a);
 }
 
+int tq_job_complete_result(tq *db, const tq_job *job, const void *data, size_t len)
+{
+    tq__clearerr(db);
+    if (len > TQ_RESULT_MAX)
+        return tq__seterr(db, TQ_ETOOBIG, "a result of %zu bytes is over the %d allowed",
+                          len, TQ_RESULT_MAX);
+    tq_queue_info q;
+    int rc = queue_of(db, job, &q);
+    if (rc)
+        return rc;
+    tq__ack a = {.id = job->id,
+                 .claim = job->claim,
+                 .kind = TQ__ACK_DONE,
+                 .delete_done = !q.keep_done,
+                 .output = data ? data : "",
+                 .output_len = len};
+    return ack_one(db, job, &a);
+}
+
+int tq_job_result(void **out, size_t *out_len, tq *db, int64_t id)
+{
+    int state;
+    tq__clearerr(db);
+    *out = NULL;
+    *out_len = 0;
+    int rc = db->engine->job_result(db, id, out, out_len, &state);
+    if (rc || *out)
+        return rc;
+    if (state < 0)
+        return tq__seterr(db, TQ_ENOTFOUND, "no job with id %lld", (long long)id);
+    if (state != TQ_DONE)
+        return tq__seterr(db, TQ_ESTATE,
+                          "job %lld is %s: a job has a result once it is done",
+                          (long long)id, tq_state_name((tq_state)state));
+    return tq__seterr(db, TQ_ESTATE,
+                      "job %lld is done without a result (its queue keeps a command's "
+                      "stdout only with tq queue Q --results)",
+                      (long long)id);
+}
+
 int tq_job_fail(tq *db, const tq_job *job, const char *error)
 {
     tq_queue_info q;
@@ -538,6 +584,65 @@ int tq_job_release(tq *db, const tq_job *job)
 {
     tq__ack a = {.id = job->id, .claim = job->claim, .kind = TQ__ACK_RELEASE};
     return ack_one(db, job, &a);
+}
+
+/* An ack carrying a text (kept as valid UTF-8, as the worker keeps it). */
+static int ack_text(tq *db, const tq_job *job, tq__ack *a, const char *text)
+{
+    char *clean = text ? tq__utf8_clean(text) : NULL;
+    if (text && !clean)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    a->error = clean;
+    int rc = ack_one(db, job, a);
+    free(clean);
+    return rc;
+}
+
+int tq_job_progress(tq *db, const tq_job *job, int pct, const char *text)
+{
+    tq__clearerr(db);
+    if (pct < 0 || pct > 100)
+        return tq__seterr(db, TQ_EINVAL, "progress must be between 0 and 100");
+    char cut[TQ__PROGRESS_TEXT_MAX + 1];
+    if (text && strlen(text) > TQ__PROGRESS_TEXT_MAX) {
+        size_t n = TQ__PROGRESS_TEXT_MAX;
+        while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
+            n--; /* cut where a character starts */
+        memcpy(cut, text, n);
+        cut[n] = '\0';
+        text = cut;
+    }
+    tq__ack a = {.id = job->id, .claim = job->claim, .kind = TQ__ACK_PROGRESS};
+    a.progress = pct;
+    return ack_text(db, job, &a, text);
+}
+
+int tq_job_snooze(tq *db, const tq_job *job, int64_t delay_us)
+{
+    tq__clearerr(db);
+    if (delay_us < 0 || delay_us > TQ__SNOOZE_MAX_US)
+        return tq__seterr(db, TQ_EINVAL, "a snooze must be between 0 and 365d");
+    tq_queue_info q;
+    int rc = queue_of(db, job, &q);
+    if (rc)
+        return rc;
+    if (job->snoozes >= q.max_snoozes) {
+        char why[200];
+        snprintf(why, sizeof why,
+                 "snoozed %d time(s), the most queue '%s' allows (tq queue %s "
+                 "--max-snoozes N)",
+                 job->snoozes, q.name, q.name);
+        return tq_job_fail(db, job, why);
+    }
+    tq__ack a = {.id = job->id, .claim = job->claim, .kind = TQ__ACK_SNOOZE};
+    a.delay_us = delay_us;
+    return ack_one(db, job, &a);
+}
+
+int tq_job_discard(tq *db, const tq_job *job, const char *reason)
+{
+    tq__ack a = {.id = job->id, .claim = job->claim, .kind = TQ__ACK_DISCARD};
+    return ack_text(db, job, &a, reason && *reason ? reason : "discarded by its handler");
 }
 
 /* ---- management -------------------------------------------------------- */

@@ -50,7 +50,8 @@ static int is_job_var(const char *e)
 {
     return strncmp(e, "TQ_JOB_ID=", 10) == 0 || strncmp(e, "TQ_QUEUE=", 9) == 0 ||
            strncmp(e, "TQ_ATTEMPT=", 11) == 0 || strncmp(e, "TQ_CLAIM=", 9) == 0 ||
-           strncmp(e, "TRACEPARENT=", 12) == 0 || strncmp(e, "TQ_GROUP=", 9) == 0;
+           strncmp(e, "TRACEPARENT=", 12) == 0 || strncmp(e, "TQ_GROUP=", 9) == 0 ||
+           strncmp(e, "TQ_CONTROL_FD=", 14) == 0;
 }
 
 /* environ without any inherited TQ_JOB_ID/TQ_QUEUE/TQ_ATTEMPT/TQ_CLAIM,
@@ -64,12 +65,12 @@ static char **job_environ(const tq_job *job)
     while (environ[n])
         n++;
     const int trace = job->traceparent && !tq_traceparent_check(job->traceparent);
-    size_t extra = 6 * 96 + strlen(job->queue) + (trace ? strlen(job->traceparent) : 0) +
+    size_t extra = 7 * 96 + strlen(job->queue) + (trace ? strlen(job->traceparent) : 0) +
                    (job->group ? strlen(job->group) : 0);
-    char **env = malloc((n + 7) * sizeof *env + extra);
+    char **env = malloc((n + 8) * sizeof *env + extra);
     if (!env)
         return NULL;
-    char *buf = (char *)(env + n + 7);
+    char *buf = (char *)(env + n + 8);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (!is_job_var(environ[i]))
@@ -82,6 +83,8 @@ static char **job_environ(const tq_job *job)
     buf += sprintf(buf, "TQ_ATTEMPT=%d", job->attempts) + 1;
     env[k++] = buf;
     buf += sprintf(buf, "TQ_CLAIM=%lld", (long long)job->claim) + 1;
+    env[k++] = buf;
+    buf += sprintf(buf, "TQ_CONTROL_FD=%d", TQ__CONTROL_FD) + 1;
     if (job->group) {
         env[k++] = buf;
         buf += sprintf(buf, "TQ_GROUP=%s", job->group) + 1;
@@ -111,7 +114,7 @@ static const int reset_signals[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
  * restored for the handler.
  */
 _Noreturn static void child_exec(const char *path, char *const *argv, char *const *env,
-                                 int in, int out, int er, pid_t worker, volatile int *err)
+                                 const int fds[4], pid_t worker, volatile int *err)
 {
     struct sigaction ign = {.sa_handler = SIG_IGN}, def = {.sa_handler = SIG_DFL};
     sigset_t none;
@@ -126,8 +129,15 @@ _Noreturn static void child_exec(const char *path, char *const *argv, char *cons
         sigaction(reset_signals[i], &ign, NULL);
         sigaction(reset_signals[i], &def, NULL);
     }
-    if (dup2(in, 0) < 0 || (out >= 0 && dup2(out, 1) < 0) || dup2(er, 2) < 0)
-        goto fail;
+    /* stdin, stdout (unless it stays the worker's), stderr, then the
+     * control channel, each dup2 after the last use of the descriptor it
+     * may replace; one already in place only loses its close-on-exec. */
+    for (int fd = 0; fd <= TQ__CONTROL_FD; fd++) {
+        if (fds[fd] < 0)
+            continue;
+        if (fds[fd] == fd ? fcntl(fd, F_SETFD, 0) != 0 : dup2(fds[fd], fd) < 0)
+            goto fail;
+    }
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     execve(path, argv, env);
@@ -139,8 +149,8 @@ fail:
 /* vfork and exec, in a frame of its own so that nothing of the caller's is
  * live across vfork. No handler of ours may run in the child, which shares
  * our memory until it execs: every signal is blocked around it. */
-static pid_t spawn(const char *path, char *const *argv, char *const *env, int in, int out,
-                   int er, volatile int *err, int *fork_errno)
+static pid_t spawn(const char *path, char *const *argv, char *const *env,
+                   const int fds[4], volatile int *err, int *fork_errno)
 {
     sigset_t all, old;
     pid_t self = getpid();
@@ -148,7 +158,7 @@ static pid_t spawn(const char *path, char *const *argv, char *const *env, int in
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pid_t pid = vfork();
     if (pid == 0)
-        child_exec(path, argv, env, in, out, er, self, err);
+        child_exec(path, argv, env, fds, self, err);
     *fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return pid;
@@ -180,13 +190,13 @@ static int stdout_for_handler(void)
 int tq__child_start(tq__child *c, const char *path, const char *const *argv,
                     const tq_job *job, char *err, size_t errlen)
 {
-    int in[2] = {-1, -1}, er[2] = {-1, -1};
+    int in[2] = {-1, -1}, er[2] = {-1, -1}, ctl[2] = {-1, -1};
     char **env = NULL;
     volatile int child_err = 0;
 
     memset(c, 0, sizeof *c);
-    c->pidfd = c->in_fd = c->err_fd = -1;
-    if (pipe2(in, O_CLOEXEC) || pipe2(er, O_CLOEXEC)) {
+    c->pidfd = c->in_fd = c->err_fd = c->ctl_fd = -1;
+    if (pipe2(in, O_CLOEXEC) || pipe2(er, O_CLOEXEC) || pipe2(ctl, O_CLOEXEC)) {
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         goto fail_pipes;
     }
@@ -195,13 +205,14 @@ int tq__child_start(tq__child *c, const char *path, const char *const *argv,
         goto fail_pipes;
     }
     int fork_errno = 0, out = stdout_for_handler();
-    pid_t pid =
-        spawn(path, (char *const *)argv, env, in[0], out, er[1], &child_err, &fork_errno);
+    const int fds[TQ__CONTROL_FD + 1] = {in[0], out, er[1], ctl[1]};
+    pid_t pid = spawn(path, (char *const *)argv, env, fds, &child_err, &fork_errno);
     free(env);
     if (out >= 0)
         close(out);
     close(in[0]);
     close(er[1]);
+    close(ctl[1]);
     if (pid < 0 || child_err) {
         int e = pid < 0 ? fork_errno : child_err;
         snprintf(err, errlen, "cannot start '%s': %s", argv[0], strerror(e));
@@ -209,14 +220,17 @@ int tq__child_start(tq__child *c, const char *path, const char *const *argv,
             waitpid(pid, NULL, 0);
         close(in[1]);
         close(er[0]);
+        close(ctl[0]);
         c->pid = 0;
         return pid > 0 && program_error(e) ? TQ_EINVAL : TQ_ESYS;
     }
     c->pid = pid;
     c->in_fd = in[1];
     c->err_fd = er[0];
+    c->ctl_fd = ctl[0];
     fcntl(c->in_fd, F_SETFL, O_NONBLOCK);
     fcntl(c->err_fd, F_SETFL, O_NONBLOCK);
+    fcntl(c->ctl_fd, F_SETFL, O_NONBLOCK);
     c->pidfd = open_pidfd(c->pid);
     c->payload = job->payload;
     c->len = job->payload_len;
@@ -229,6 +243,8 @@ fail_pipes:
             close(in[i]);
         if (er[i] >= 0)
             close(er[i]);
+        if (ctl[i] >= 0)
+            close(ctl[i]);
     }
     return TQ_ESYS;
 }
@@ -351,6 +367,41 @@ int tq__child_drain(tq__child *c, size_t max)
     return 0;
 }
 
+static void no_line(void *ud, const char *line, size_t len)
+{
+    (void)ud;
+    (void)line;
+    (void)len;
+}
+
+int tq__child_control(tq__child *c, size_t max, int end)
+{
+    char buf[4096];
+    tq__ctl_line_fn *fn = c->on_control ? c->on_control : no_line;
+    int more = 0;
+    for (size_t got = 0; c->ctl_fd >= 0; got += sizeof buf) {
+        if (got >= max) {
+            more = 1;
+            break;
+        }
+        ssize_t n = read(c->ctl_fd, buf, sizeof buf);
+        if (n > 0) {
+            tq__ctl_feed(&c->control, buf, (size_t)n, fn, c->control_ud);
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && errno == EAGAIN) {
+            break;
+        } else {
+            close(c->ctl_fd);
+            c->ctl_fd = -1;
+            end = 1;
+        }
+    }
+    if (end)
+        tq__ctl_end(&c->control, fn, c->control_ud);
+    return more;
+}
+
 int tq__child_reap(tq__child *c)
 {
     if (c->exited)
@@ -432,7 +483,9 @@ void tq__child_close(tq__child *c)
         close(c->in_fd);
     if (c->err_fd >= 0)
         close(c->err_fd);
+    if (c->ctl_fd >= 0)
+        close(c->ctl_fd);
     if (c->pidfd >= 0)
         close(c->pidfd);
-    c->in_fd = c->err_fd = c->pidfd = -1;
+    c->in_fd = c->err_fd = c->ctl_fd = c->pidfd = -1;
 }

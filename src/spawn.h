@@ -5,6 +5,7 @@
 #ifndef TQ_SPAWN_H
 #define TQ_SPAWN_H
 
+#include "control.h"
 #include "tq_int.h"
 
 #include <sys/types.h>
@@ -16,6 +17,7 @@ typedef struct tq__child {
     int pidfd;  /* readable when the child exits, or -1 (then poll waitpid) */
     int in_fd;  /* write end of the child's stdin, -1 once all is written */
     int err_fd; /* read end of the child's stderr, -1 at EOF */
+    int ctl_fd; /* read end of its control channel (descriptor 3), -1 at EOF */
     const unsigned char *payload; /* borrowed from the job */
     size_t len, off;
     char tail[TQ__TAIL_MAX * 2];
@@ -28,11 +30,17 @@ typedef struct tq__child {
     void *line_ud;
     char line[512];
     size_t line_len;
+    /* Set after tq__child_start: each line of the control channel, as
+     * tq__ctl_feed hands it (NULL for an over-long line). */
+    tq__ctl_line_fn *on_control;
+    void *control_ud;
+    tq__ctl_reader control;
 } tq__child;
 
 /* Starts the program at path (no shell) with argv in a new process group,
- * with the job's payload on stdin and TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT in its
- * environment. On failure writes the reason into err and returns
+ * with the job's payload on stdin, the write end of a pipe as descriptor 3
+ * (its control channel) and TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT, TQ_CONTROL_FD
+ * in its environment. On failure writes the reason into err and returns
  * TQ_EINVAL when the program itself cannot be run (gone, not executable,
  * not a program), TQ_ESYS when the machine said no (descriptors,
  * processes, memory). Neither says anything about the job. */
@@ -49,6 +57,12 @@ void tq__child_feed(tq__child *c);
  * handler writing without end cannot hold the caller's loop. Returns 1
  * when it stopped at max with more perhaps waiting, else 0. */
 int tq__child_drain(tq__child *c, size_t max);
+/* Reads what the control channel has, at most max bytes, handing each
+ * line to on_control; at its end (the handler and all it started closed
+ * it) the last line without a newline too. Returns 1 when it stopped at
+ * max with more perhaps waiting, else 0. end: the handler is over, so take
+ * a last unfinished line now, whether or not the channel is closed. */
+int tq__child_control(tq__child *c, size_t max, int end);
 /* Reaps the child if it exited; returns 1 once it has. */
 int tq__child_reap(tq__child *c);
 /* Sends sig to the child's process group, as long as any of it may be

@@ -566,6 +566,7 @@ void tq__queue_defaults(tq_queue_info *q, const char *name)
     q->backoff_cap_us = 3600 * 1000000LL;
     q->keep_done = 1;
     q->paused = 0;
+    q->max_snoozes = TQ__MAX_SNOOZES_DEFAULT;
 }
 
 /* ---- jobs' memory (the engines fill tq_job, the API hands it out) ------ */
@@ -584,6 +585,7 @@ void tq__job_clear(tq_job *j)
     free(j->last_error);
     free(j->traceparent);
     free(j->group);
+    free(j->progress_text);
     memset(j, 0, sizeof *j);
 }
 

@@ -67,6 +67,7 @@
 #define NOTE_WAIT_US       1000000LL  /* a drain's wait worth a note */
 #define DRAIN_PASS_MAX     65536      /* most stderr bytes read per slot and pass */
 #define DRAIN_END_MAX      1048576    /* and once the handler's group ended */
+#define PROGRESS_EVERY_US  1000000LL  /* most one job's progress is written */
 #define START_RETRY_MIN_US 100000LL   /* a handler that cannot start: try again */
 #define START_RETRY_MAX_US 5000000LL  /* after this, doubling up to this */
 #define START_PROBE_US     1000000LL  /* one more slot per this without a failure */
@@ -98,14 +99,31 @@ typedef struct slot {
     int release;        /* killed by a stop: give the job back unspent */
     int lingering;      /* the handler exited, processes of its group did not */
     tq__child child;    /* command mode */
+    /* What the handler said on its control channel (control.h): the last
+     * snooze or discard decides how the job ends (snooze_us, word_text);
+     * the last progress waits in progress* until it may be written (at
+     * most once per PROGRESS_EVERY_US, at progress_at). */
+    tq__ctl_verb word; /* 0: none */
+    int64_t snooze_us;
+    char *word_text;
+    int progress, progress_dirty;
+    char progress_text[TQ__PROGRESS_TEXT_MAX + 1];
+    int64_t progress_at; /* monotonic: when one was last queued */
+    int ctl_warned;      /* a bad line was logged for this job */
 } slot;
 
 /* A callback's outcome, from its thread to the loop. */
 typedef struct cb_result {
     int64_t id, claim, ran_us, started; /* started: monotonic */
-    int attempt, max_attempts, rc, lost, start_recorded;
+    int attempt, max_attempts, rc, lost, start_recorded, snoozes;
     size_t qi;
     char *error; /* owned; NULL if the handler gave none */
+    /* What the handler said (tq_handler_*): its word, the discard's reason
+     * in error, and its last progress if not yet written (owned, or NULL). */
+    tq__ctl_verb word;
+    int64_t snooze_us;
+    int progress;
+    char *progress_text;
 } cb_result;
 
 /* A job claimed ahead of a free slot. */
@@ -209,6 +227,8 @@ struct tq_worker {
     int64_t idle_us;          /* backoff of claims that found nothing */
     int64_t notify_look_at;   /* monotonic: the engine asked to drain again then */
     int64_t rate_retry_at;    /* monotonic: a rate limit has a token again then */
+    int64_t progress_next;    /* monotonic: a handler's progress may be written */
+    tq__ctl_msg ctl_msg;      /* control_line's: too big for its stack */
     int64_t schedules_at;     /* monotonic: when to enqueue due periodic jobs */
     int64_t schedules_warned; /* monotonic: when their failure was last said */
     int listening;            /* a new job could start now: notifications matter */
@@ -334,7 +354,7 @@ static void wake_loop_locked(tq_worker *w)
 
 /* With mu held. On no memory the result is dropped: the job comes back
  * when its lease expires. */
-static void push_result(tq_worker *w, const slot *s, int rc, const char *err, int64_t ran)
+static void push_result(tq_worker *w, slot *s, int rc, const char *err, int64_t ran)
 {
     if (w->nresults == w->cap_results) {
         size_t cap = w->cap_results ? w->cap_results * 2 : 64;
@@ -355,7 +375,72 @@ static void push_result(tq_worker *w, const slot *s, int rc, const char *err, in
     r->lost = s->lost;
     r->ran_us = ran;
     r->started = s->started;
-    r->error = err[0] ? tq__strdup(err) : NULL;
+    r->snoozes = s->job.snoozes;
+    r->word = s->word;
+    r->snooze_us = s->snooze_us;
+    if (s->word == TQ__CTL_DISCARD) { /* its reason is the error */
+        r->error = s->word_text;
+        s->word_text = NULL;
+    } else {
+        r->error = err[0] ? tq__strdup(err) : NULL;
+    }
+    r->progress = s->progress_dirty ? s->progress : -1;
+    r->progress_text = s->progress_dirty ? tq__strdup(s->progress_text) : NULL;
+}
+
+/* The slot whose callback this thread runs, for tq_handler_*. */
+static _Thread_local slot *current_slot;
+
+/* The running slot of job, when called from its callback; else NULL. */
+static slot *slot_of(const tq_job *job)
+{
+    slot *s = current_slot;
+    return s && job && &s->job == job ? s : NULL;
+}
+
+int tq_handler_progress(const tq_job *job, int pct, const char *text)
+{
+    slot *s = slot_of(job);
+    if (!s || pct < 0 || pct > 100)
+        return TQ_EINVAL;
+    size_t n = text ? strlen(text) : 0;
+    if (n > TQ__PROGRESS_TEXT_MAX) {
+        n = TQ__PROGRESS_TEXT_MAX;
+        while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
+            n--; /* cut where a character starts */
+    }
+    pthread_mutex_lock(&s->owner->mu);
+    s->progress = pct;
+    if (n)
+        memcpy(s->progress_text, text, n);
+    s->progress_text[n] = '\0';
+    s->progress_dirty = 1;
+    pthread_mutex_unlock(&s->owner->mu);
+    return 0;
+}
+
+int tq_handler_snooze(const tq_job *job, int64_t delay_us)
+{
+    slot *s = slot_of(job);
+    if (!s || delay_us < 0 || delay_us > TQ__SNOOZE_MAX_US)
+        return TQ_EINVAL;
+    s->word = TQ__CTL_SNOOZE; /* only this thread reads it, in push_result */
+    s->snooze_us = delay_us;
+    return 0;
+}
+
+int tq_handler_discard(const tq_job *job, const char *reason)
+{
+    slot *s = slot_of(job);
+    if (!s)
+        return TQ_EINVAL;
+    char *text = tq__strdup(reason && *reason ? reason : "discarded by its handler");
+    if (!text)
+        return TQ_ENOMEM;
+    free(s->word_text);
+    s->word_text = text;
+    s->word = TQ__CTL_DISCARD;
+    return 0;
 }
 
 static void *thread_main(void *arg)
@@ -375,13 +460,18 @@ static void *thread_main(void *arg)
         s->lost = 0;
         s->state = SLOT_RUNNING;
         s->started = tq__mono_us();
+        s->word = 0;
+        s->progress_dirty = 0;
+        s->progress_at = 0;
         mark_start(w, s);
         if (w->nheld < w->low_water)
             wake_loop_locked(w); /* time to claim more */
         pthread_mutex_unlock(&w->mu);
 
         err[0] = '\0';
+        current_slot = s;
         int rc = w->handler(w->handler_ud, &s->job, err, sizeof err);
+        current_slot = NULL;
         int64_t ran = tq__mono_us() - s->started;
 
         pthread_mutex_lock(&w->mu);
@@ -454,9 +544,10 @@ static void free_slot(slot *s)
     struct tq_worker *owner = s->owner;
     tq__child_close(&s->child);
     tq__job_clear(&s->job);
+    free(s->word_text);
     memset(s, 0, sizeof *s);
     s->owner = owner;
-    s->child.in_fd = s->child.err_fd = s->child.pidfd = -1;
+    s->child.in_fd = s->child.err_fd = s->child.ctl_fd = s->child.pidfd = -1;
 }
 
 /* How often the leases are renewed: a third of the shortest one held. */
@@ -737,7 +828,8 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     }
     for (int i = 0; i < w->concurrency; i++) {
         w->slots[i].owner = w;
-        w->slots[i].child.in_fd = w->slots[i].child.err_fd = w->slots[i].child.pidfd = -1;
+        w->slots[i].child.in_fd = w->slots[i].child.err_fd = w->slots[i].child.ctl_fd =
+            w->slots[i].child.pidfd = -1;
     }
     if (pipe2(w->wake, O_CLOEXEC | O_NONBLOCK)) {
         rc = tq__seterr(db, TQ_ESYS, "pipe: %s", strerror(errno));
@@ -827,6 +919,8 @@ static int add_ack(tq_worker *w, const ack_of *j, tq__ack_kind kind, const char 
         const tq_queue_info *q = &w->qinfo[j->qi];
         p->ack.delay_us = tq__backoff_us(q->backoff_base_us, q->backoff_cap_us,
                                          j->attempt, tq__random());
+    }
+    if (kind == TQ__ACK_FAIL || kind == TQ__ACK_DISCARD || kind == TQ__ACK_PROGRESS) {
         /* Handlers write what they like: kept as valid UTF-8, which
          * PostgreSQL's text insists on (and JSON output too). */
         if (error && !(p->error = tq__utf8_clean(error)))
@@ -849,9 +943,14 @@ static int add_held_ack(tq_worker *w, const held_job *h, tq__ack_kind kind,
 typedef struct outcome {
     ack_of job;
     int max_attempts; /* the job's, as claimed: whether a failure ends it */
+    int snoozes;      /* the job's, as claimed */
     int64_t ran_us;
     int lost, release, ok;
     const char *error;
+    /* The handler's word, which decides over ok: a snooze (snooze_us) or a
+     * discard (error its reason). */
+    tq__ctl_verb word;
+    int64_t snooze_us;
 } outcome;
 
 /* A failure, in the log: the handler's text escaped to one line, and what
@@ -872,6 +971,51 @@ static void log_failure(tq_worker *w, const outcome *o, int64_t backoff_us)
     free(text);
 }
 
+static int finish(tq_worker *w, const outcome *o);
+
+/* A run whose handler said how its job ends: snoozed (back to ready
+ * later, the attempt given back), unless the job snoozed as often as its
+ * queue allows, which makes this one a failure; or discarded (dead). */
+static int said(tq_worker *w, const outcome *o)
+{
+    const tq_queue_info *q = &w->qinfo[o->job.qi];
+    char d[32], why[200];
+    if (o->word == TQ__CTL_DISCARD) {
+        const char *text = o->error && *o->error ? o->error : "discarded by its handler";
+        int rc = add_ack(w, &o->job, TQ__ACK_DISCARD, text);
+        if (!rc && w->log) {
+            char *shown = tq_text_printable(text);
+            worker_log(w, TQ_LOG_INFO, "job %lld attempt %d discarded: %.300s; dead",
+                       (long long)o->job.id, o->job.attempt,
+                       shown ? shown : "(out of memory)");
+            free(shown);
+        }
+        return rc;
+    }
+    if (o->snoozes >= q->max_snoozes) {
+        snprintf(why, sizeof why,
+                 "snoozed %d time(s), the most queue '%s' allows (tq queue %s "
+                 "--max-snoozes N)",
+                 o->snoozes, q->name, q->name);
+        outcome f = *o;
+        f.word = 0;
+        f.ok = 0;
+        f.error = why;
+        return finish(w, &f);
+    }
+    int rc = add_ack(w, &o->job, TQ__ACK_SNOOZE, NULL);
+    if (rc)
+        return rc;
+    w->acks[w->nacks - 1].ack.delay_us = o->snooze_us;
+    if (w->log_jobs)
+        worker_log(w, TQ_LOG_DEBUG,
+                   "job %lld attempt %d snoozed for %s (snooze %d of %d)",
+                   (long long)o->job.id, o->job.attempt,
+                   tq_duration_format(d, sizeof d, o->snooze_us), o->snoozes + 1,
+                   q->max_snoozes);
+    return 0;
+}
+
 /* Turns a finished run into a pending ack. */
 static int finish(tq_worker *w, const outcome *o)
 {
@@ -890,7 +1034,7 @@ static int finish(tq_worker *w, const outcome *o)
     }
     /* A handler that finished its job when told to stop (it trapped the
      * signal and exited 0) did the job: done, not run again. */
-    if (o->ok) {
+    if (o->ok && !o->word) {
         if (w->log_jobs)
             worker_log(w, TQ_LOG_DEBUG, "job %lld attempt %d done in %s",
                        (long long)o->job.id, o->job.attempt,
@@ -905,6 +1049,8 @@ static int finish(tq_worker *w, const outcome *o)
                        tq_duration_format(d, sizeof d, ran));
         return add_ack(w, &o->job, TQ__ACK_RELEASE, NULL);
     }
+    if (o->word)
+        return said(w, o);
     if ((rc = add_ack(w, &o->job, TQ__ACK_FAIL, o->error)))
         return rc;
     if (w->log)
@@ -920,21 +1066,122 @@ static int64_t started_ago(int64_t started)
     return ago > 0 ? ago : 1;
 }
 
+/* The progress a slot's handler last reported, as a pending ack (fenced
+ * like any: a handler whose job was taken back changes nothing). It
+ * carries no start: the store records that through the run's own acks. */
+static int queue_progress(tq_worker *w, slot *s)
+{
+    ack_of j = {s->job.id, s->job.claim, 0, s->job.attempts, s->qi};
+    int rc = add_ack(w, &j, TQ__ACK_PROGRESS, s->progress_text);
+    if (rc)
+        return rc;
+    w->acks[w->nacks - 1].ack.progress = s->progress;
+    s->progress_dirty = 0;
+    s->progress_at = tq__mono_us();
+    return 0;
+}
+
+/* Queues the progress of running handlers that may be written now (in
+ * callback mode the threads report it under mu); *next_us: when the next
+ * one may (0: none waits). */
+static int send_progress(tq_worker *w, int64_t now, int64_t *next_us)
+{
+    int rc = 0;
+    *next_us = 0;
+    if (w->handler)
+        pthread_mutex_lock(&w->mu);
+    for (int i = 0; !rc && i < w->concurrency; i++) {
+        slot *s = &w->slots[i];
+        if (s->state != SLOT_RUNNING || !s->progress_dirty || s->lost)
+            continue;
+        const int64_t due = s->progress_at ? s->progress_at + PROGRESS_EVERY_US : 0;
+        if (due > now) {
+            if (!*next_us || due < *next_us)
+                *next_us = due;
+            continue;
+        }
+        rc = queue_progress(w, s);
+    }
+    if (w->handler)
+        pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+/* A line a command handler wrote to its control channel (NULL: one too
+ * long). What it says waits in the slot; a line that says nothing
+ * sensible is logged once per job and otherwise ignored. */
+static void control_line(void *ud, const char *line, size_t len)
+{
+    slot *s = ud;
+    tq__ctl_msg *m = &s->owner->ctl_msg;
+    char why[160];
+    int r = line ? tq__control_parse(m, line, len, why, sizeof why) : -1;
+    if (!line)
+        snprintf(why, sizeof why, "a line longer than %d bytes", TQ__CONTROL_LINE_MAX);
+    if (r < 0) {
+        if (!s->ctl_warned) {
+            char *raw = line ? tq__memdup(line, len < 80 ? len : 80, 1) : NULL;
+            char *shown = raw ? tq_text_printable(raw) : NULL;
+            worker_log(s->owner, TQ_LOG_WARN,
+                       "job %lld: ignored on its control channel: %s%s%s%s (said once "
+                       "per job)",
+                       (long long)s->job.id, why, shown ? " in '" : "",
+                       shown ? shown : "", shown ? "'" : "");
+            free(shown);
+            free(raw);
+        }
+        s->ctl_warned = 1;
+        return;
+    }
+    if (r == 0)
+        return;
+    switch (m->verb) {
+    case TQ__CTL_PROGRESS:
+        s->progress = m->pct;
+        /* parse kept it within TQ__PROGRESS_TEXT_MAX, cut between characters */
+        memcpy(s->progress_text, m->text, strlen(m->text) + 1);
+        s->progress_dirty = 1;
+        break;
+    case TQ__CTL_SNOOZE:
+        s->word = TQ__CTL_SNOOZE;
+        s->snooze_us = m->delay_us;
+        break;
+    case TQ__CTL_DISCARD: {
+        free(s->word_text); /* out of memory: a discard with no reason is one */
+        s->word_text = tq__strdup(m->text);
+        s->word = TQ__CTL_DISCARD;
+        break;
+    }
+    }
+}
+
 /* Command mode: a slot whose child is gone (or never started: then no
  * start is recorded, and a held job is not charged for it). */
 static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
 {
     const int64_t ago = s->child.pid > 0 ? started_ago(s->started) : 0;
+    /* The handler's word counts unless the worker ended it (a timeout, a
+     * stop). */
+    const tq__ctl_verb word = s->timed_out || s->release ? 0 : s->word;
     outcome o = {.job = {s->job.id, s->job.claim, ago, s->job.attempts, s->qi},
                  .max_attempts = s->job.max_attempts,
+                 .snoozes = s->job.snoozes,
                  .ran_us = tq__mono_us() - s->started,
                  .lost = s->lost,
                  .release = s->release,
                  .ok = ok,
-                 .error = error};
+                 .error = word == TQ__CTL_DISCARD ? s->word_text : error,
+                 .word = word,
+                 .snooze_us = s->snooze_us};
     if (!s->start_recorded)
         w->unrecorded--; /* the ack records it */
-    int rc = finish(w, &o);
+    int rc = 0;
+    /* Its last progress stays with a job that ends done or discarded. */
+    if (s->progress_dirty && !s->lost && !s->release &&
+        ((ok && !word) || word == TQ__CTL_DISCARD))
+        rc = queue_progress(w, s);
+    if (!rc)
+        rc = finish(w, &o);
     free_slot(s);
     return rc;
 }
@@ -961,13 +1208,24 @@ static int collect_results(tq_worker *w)
         outcome o = {.job = {v[i].id, v[i].claim, started_ago(v[i].started), v[i].attempt,
                              v[i].qi},
                      .max_attempts = v[i].max_attempts,
+                     .snoozes = v[i].snoozes,
                      .ran_us = v[i].ran_us,
                      .lost = v[i].lost,
                      .ok = v[i].rc == 0,
-                     .error = error};
+                     .error = error,
+                     .word = v[i].word,
+                     .snooze_us = v[i].snooze_us};
+        /* Its last progress stays with a job that ends done or discarded. */
+        if (!rc && v[i].progress >= 0 && !v[i].lost &&
+            ((o.ok && !o.word) || o.word == TQ__CTL_DISCARD)) {
+            ack_of j = {v[i].id, v[i].claim, 0, v[i].attempt, v[i].qi};
+            if (!(rc = add_ack(w, &j, TQ__ACK_PROGRESS, v[i].progress_text)))
+                w->acks[w->nacks - 1].ack.progress = v[i].progress;
+        }
         if (!rc)
             rc = finish(w, &o);
         free(v[i].error);
+        free(v[i].progress_text);
     }
     w->spare = v; /* only the loop touches the spare */
     w->cap_spare = cap;
@@ -1024,11 +1282,13 @@ static int collect(tq_worker *w)
             continue;
         tq__child_feed(&s->child);
         tq__child_drain(&s->child, DRAIN_PASS_MAX);
+        tq__child_control(&s->child, DRAIN_PASS_MAX, 0);
         if (!tq__child_reap(&s->child) || !group_ended(w, s))
             continue;
-        /* The rest: what the pipe held when the group ended (a process
+        /* The rest: what the pipes held when the group ended (a process
          * that left the group may still write: not forever). */
         tq__child_drain(&s->child, DRAIN_END_MAX);
+        tq__child_control(&s->child, DRAIN_END_MAX, 1);
         size_t off = 0;
         if (s->timed_out) {
             char d[32];
@@ -1164,6 +1424,8 @@ static int start_job(tq_worker *w, size_t qi, tq_job *job)
         s->child.on_line = stderr_line;
         s->child.line_ud = s;
     }
+    s->child.on_control = control_line;
+    s->child.control_ud = s;
     w->start_failing_since = 0;
     w->start_backoff = 0;
     return 0;
@@ -1455,7 +1717,9 @@ static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
         store_wrote(w);
     if (!rc) {
         for (size_t i = 0; i < nacks; i++) {
-            if (acks[i].result == TQ_ELOST) {
+            if (acks[i].kind == TQ__ACK_PROGRESS) {
+                /* lost or not, the run's own end says what became of it */
+            } else if (acks[i].result == TQ_ELOST) {
                 w->counters.lost++;
                 worker_log(w, TQ_LOG_WARN,
                            "job %lld: lease was lost before its result was saved; "
@@ -1463,9 +1727,10 @@ static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
                            (long long)acks[i].id);
             } else if (acks[i].kind == TQ__ACK_DONE) {
                 w->counters.done++;
-            } else if (acks[i].kind == TQ__ACK_FAIL) {
+            } else if (acks[i].kind == TQ__ACK_FAIL || acks[i].kind == TQ__ACK_DISCARD) {
                 w->counters.failed++;
-            } else if (acks[i].kind == TQ__ACK_RELEASE) {
+            } else if (acks[i].kind == TQ__ACK_RELEASE ||
+                       acks[i].kind == TQ__ACK_SNOOZE) {
                 w->counters.released++;
             }
             free(w->acks[i].error);
@@ -1616,7 +1881,7 @@ static void enforce_deadlines(tq_worker *w, int64_t now, int64_t stop_at)
 /* Sleeps until something happens or timeout_us passes. */
 static void wait_events(tq_worker *w, int64_t timeout_us)
 {
-    struct pollfd fds[2 + 3 * TQ_CONCURRENCY_MAX]; /* wake, notify, 3 per slot */
+    struct pollfd fds[2 + 4 * TQ_CONCURRENCY_MAX]; /* wake, notify, 4 per slot */
     nfds_t n = 0;
     int need_reap_poll = 0;
     fds[n++] = (struct pollfd){w->wake[0], POLLIN, 0};
@@ -1640,6 +1905,8 @@ static void wait_events(tq_worker *w, int64_t timeout_us)
                 fds[n++] = (struct pollfd){c->in_fd, POLLOUT, 0};
             if (c->err_fd >= 0)
                 fds[n++] = (struct pollfd){c->err_fd, POLLIN, 0};
+            if (c->ctl_fd >= 0)
+                fds[n++] = (struct pollfd){c->ctl_fd, POLLIN, 0};
         }
     if (need_reap_poll && timeout_us > 10000)
         timeout_us = 10000;
@@ -1890,7 +2157,8 @@ static int stop_if_asked(tq_worker *w, int64_t now)
 static int reap_and_start(tq_worker *w)
 {
     int rc;
-    if ((rc = collect(w)) || (rc = start_held(w)) || (rc = give_back_short(w)))
+    if ((rc = collect(w)) || (rc = send_progress(w, tq__mono_us(), &w->progress_next)) ||
+        (rc = start_held(w)) || (rc = give_back_short(w)))
         return rc;
     return 0;
 }
@@ -2324,6 +2592,8 @@ static int64_t next_wakeup(tq_worker *w, const pass *p)
     }
     if (w->nacks)
         sooner(&timeout, w->acks_since + ACK_DELAY_US - now);
+    if (w->progress_next)
+        sooner(&timeout, w->progress_next - now);
     if (p->unrecorded)
         sooner(&timeout, p->unrecorded_since + ACK_DELAY_US - now);
     if (p->running || p->nheld)

@@ -62,6 +62,8 @@ typedef struct mrow {
     int expired;    /* running: its lease is in the past */
     int64_t run_at; /* logical time: the order of due ready rows */
     char error[96]; /* last_error, "" for none */
+    int snoozes;    /* the handler's snoozes since enqueue or retry */
+    int progress;   /* the last progress reported, -1: none */
 } mrow;
 
 /* A job as a virtual worker knows it. */
@@ -76,6 +78,7 @@ typedef struct vack {
     int64_t id, claim, started_us;
     tq__ack_kind kind;
     int delete_done;
+    int progress;
     char error[96];
 } vack;
 
@@ -272,6 +275,7 @@ static mrow *add_row(model *m, int64_t id)
     r->state = TQ_READY;
     r->worker = -1;
     r->run_at = ++m->tick;
+    r->progress = -1;
     return r;
 }
 
@@ -310,10 +314,27 @@ static int model_ack(model *m, int w, const vack *a, int64_t now_tick)
         if (r->state == TQ_READY)
             r->run_at = now_tick;
         snprintf(r->error, sizeof r->error, "%s", a->error);
+        r->progress = -1;
         break;
     case TQ__ACK_RELEASE: /* gives back what the store charged; records nothing */
         r->attempts -= r->started && r->attempts > 0;
         r->state = TQ_READY;
+        r->progress = -1;
+        return 0;
+    case TQ__ACK_SNOOZE: /* a release to later that counts */
+        r->attempts -= r->started && r->attempts > 0;
+        r->state = TQ_READY;
+        r->run_at = now_tick;
+        r->snoozes++;
+        r->progress = -1;
+        return 0;
+    case TQ__ACK_DISCARD:
+        r->attempts += inc;
+        r->state = TQ_DEAD;
+        snprintf(r->error, sizeof r->error, "%s", a->error);
+        break;
+    case TQ__ACK_PROGRESS: /* carries no start */
+        r->progress = a->progress;
         return 0;
     case TQ__ACK_BEAT:
         r->attempts += inc;
@@ -335,6 +356,7 @@ static void model_rescue_row(model *m, mrow *r, const char *why)
         r->unknown++;
     }
     r->expired = 0;
+    r->progress = -1;
 }
 
 static int cmp_due(const void *a, const void *b)
@@ -397,6 +419,8 @@ static void compare(store *s, model *m)
         FIELD(j->state, r->state, "state");
         FIELD(j->attempts, r->attempts, "attempts");
         FIELD(j->claim, r->claims, "claims");
+        FIELD(j->snoozes, r->snoozes, "snoozes");
+        FIELD(j->progress, r->progress, "progress");
         if (r->state == TQ_RUNNING) {
             FIELD(j->started_at != 0, r->started, "start recorded");
             FIELD(worker_index(m, j->worker ? j->worker : ""), r->worker, "worker");
@@ -475,6 +499,7 @@ static void exchange(store *s, model *m, int w, int n_claim, int start)
                             .error = a->error[0] ? a->error : NULL,
                             .delete_done = a->delete_done,
                             .started_us = a->started_us,
+                            .progress = a->progress,
                             .result = -1};
         want[n++] = model_ack(m, w, a, now_tick);
     }
@@ -634,9 +659,25 @@ static void finish_one(model *m, int w)
         return;
     int i = (int)rnd((unsigned)v->nrunning);
     vjob j = v->running[i];
+    unsigned how = rnd(14);
+    if (how == 13) { /* not the end: its handler reports progress */
+        char text[32];
+        snprintf(text, sizeof text, "step %d", cur_step);
+        push_ack(v, &j, TQ__ACK_PROGRESS, 0, text, 0);
+        v->pending[v->npending - 1].progress = (int)rnd(101);
+        note("%s: job %lld reports progress", v->name, (long long)j.id);
+        return;
+    }
     remove_at(v->running, &v->nrunning, i);
-    unsigned how = rnd(10);
-    if (how < 5) {
+    if (how == 10 || how == 11) {
+        push_ack(v, &j, TQ__ACK_SNOOZE, 1, NULL, 0);
+        note("%s: job %lld snoozed", v->name, (long long)j.id);
+    } else if (how == 12) {
+        char err[96];
+        snprintf(err, sizeof err, "discarded at step %d", cur_step);
+        push_ack(v, &j, TQ__ACK_DISCARD, 1, err, 0);
+        note("%s: job %lld discarded", v->name, (long long)j.id);
+    } else if (how < 5) {
         push_ack(v, &j, TQ__ACK_DONE, 1, NULL, !m->keep_done);
         note("%s: job %lld done", v->name, (long long)j.id);
     } else if (how < 9) {
@@ -734,6 +775,8 @@ static void retry(store *s, model *m)
         r->state = TQ_READY;
         r->attempts = 0;
         r->unknown = 0;
+        r->snoozes = 0;
+        r->progress = -1;
         r->run_at = ++m->tick;
     }
     note("retry %lld -> %d", (long long)id, rc);
@@ -748,6 +791,8 @@ static void retry_dead(store *s, model *m)
             r->state = TQ_READY;
             r->attempts = 0;
             r->unknown = 0;
+            r->snoozes = 0;
+            r->progress = -1;
             r->run_at = t;
             want++;
         }

@@ -614,11 +614,16 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
  * version by tq init, keeping its jobs. */
 /* Takes a store of schema s back to what schema 6 made: migrations 8 and
  * 7 undone, the insert trigger's function as 6 had it. */
-/* Undo migrations 11 (periodic jobs) and 10 (rate limits). */
+/* Undo migrations 12 (the control channel), 11 (periodic jobs) and 10
+ * (rate limits). */
+#define UNDO_12                                                                          \
+    "ALTER TABLE TQ.jobs DROP COLUMN snoozes, DROP COLUMN progress,"                     \
+    "  DROP COLUMN progress_text;"                                                       \
+    "ALTER TABLE TQ.queues DROP COLUMN max_snoozes;"
 #define UNDO_11                                                                          \
-    "DROP TABLE TQ.schedules;"                                                           \
-    "DROP FUNCTION TQ.fire_schedule(text, int8, int8, int8, text, text);"                \
-    "ALTER TABLE TQ.jobs DROP COLUMN schedule, DROP COLUMN slot;"
+    UNDO_12 "DROP TABLE TQ.schedules;"                                                   \
+            "DROP FUNCTION TQ.fire_schedule(text, int8, int8, int8, text, text);"        \
+            "ALTER TABLE TQ.jobs DROP COLUMN schedule, DROP COLUMN slot;"
 #define UNDO_10                                                                          \
     UNDO_11 "ALTER TABLE TQ.queues DROP COLUMN rate_limit, DROP COLUMN rate_period_us,"  \
             "  DROP COLUMN rate_burst, DROP COLUMN rate_tokens, DROP COLUMN rate_at;"
@@ -847,6 +852,51 @@ static void version_10_store_migrates(void **state)
     PQfinish(c);
 }
 
+/* A store of schema 11 takes the control channel (migration 12), and a
+ * worker role granted before it may snooze, discard and report progress;
+ * plain SQL cannot write a progress outside 0 to 100. */
+static void version_11_store_migrates(void **state)
+{
+    (void)state;
+    char url[512], wurl[600];
+    tq *db = store("v11");
+    int64_t id;
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(tq_job_enqueue(&id, db, "q", "old", 3, NULL), 0);
+    PGconn *c = pg();
+    exec(c, "DROP ROLE IF EXISTS tq_v11_worker; CREATE ROLE tq_v11_worker LOGIN");
+    const tq_grant g = {"tq_v11_worker", TQ_GRANT_WORKER};
+    assert_int_equal(tq_init_grants(db, &g, 1), 0);
+    tq_close(db);
+    char *undo = in_schema(UNDO_12, "v11");
+    exec(c, undo);
+    free(undo);
+    exec(c, "UPDATE v11.meta SET value = '11' WHERE key = 'schema_version'");
+    db = upgraded(url, sizeof url, "v11");
+    tq_queue_info q;
+    assert_int_equal(tq_queue_get(&q, db, "q"), 0);
+    assert_int_equal(q.max_snoozes, 100);
+    tq_close(db);
+    snprintf(wurl, sizeof wurl, "%s&user=tq_v11_worker", url);
+    assert_int_equal(tq_open(&db, wurl, NULL), 0);
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 2), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(tq_job_progress(db, &jobs[0], 40, "reading"), 0);
+    assert_int_equal(tq_job_discard(db, &jobs[0], "bad input"), 0);
+    assert_int_equal(tq_job_snooze(db, &jobs[1], 0), 0);
+    tq_job_array_free(jobs, n);
+    tq_close(db);
+    expect_row(c,
+               "SELECT string_agg(state || ' ' || snoozes || ' ' || attempts || ' '"
+               " || coalesce(progress::text, '-') || ' ' || coalesce(last_error, '-'),"
+               " ', ' ORDER BY id) FROM v11.jobs",
+               1, (const char *[]){"dead 0 1 40 bad input, ready 1 0 - -"});
+    expect_refused(c, "UPDATE v11.jobs SET progress = 101", "23514");
+    PQfinish(c);
+}
+
 /* A store of schema 6 takes keys with a scope (migration 7): stored keys
  * hold as before, and the INSERT producers had still works; scoped keys
  * work beside them; plain SQL cannot write a scope no index knows, nor a
@@ -915,6 +965,7 @@ int main(void)
         cmocka_unit_test(version_8_store_migrates),
         cmocka_unit_test(version_9_store_migrates),
         cmocka_unit_test(version_10_store_migrates),
+        cmocka_unit_test(version_11_store_migrates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -596,6 +596,51 @@ static void upgrade_from_version_10(void **state)
     sqlite3_close(h);
 }
 
+/* A store of schema 11 takes the control channel's columns (migration 12):
+ * its jobs have not snoozed and report no progress, its queues allow 100
+ * snoozes, and a snooze, a progress and a discard work on its old rows;
+ * plain SQL cannot write a progress outside 0 to 100. */
+static void upgrade_from_version_11(void **state)
+{
+    (void)state;
+    char path[128];
+    old_store(path, sizeof path, 11,
+              "INSERT INTO tq_jobs (queue, payload) VALUES ('q', 'old'), ('q', 'old2')");
+    tq *db = upgraded(path);
+    tq_queue_info q;
+    assert_int_equal(tq_queue_get(&q, db, "q"), 0);
+    assert_int_equal(q.max_snoozes, 100);
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 2), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(jobs[0].snoozes, 0);
+    assert_int_equal(tq_job_progress(db, &jobs[0], 40, "reading"), 0);
+    assert_int_equal(tq_job_snooze(db, &jobs[1], 0), 0);
+    assert_int_equal(tq_job_discard(db, &jobs[0], "bad input"), 0);
+    tq_job *j;
+    assert_int_equal(tq_job_get(&j, db, jobs[0].id), 0);
+    assert_int_equal(j->state, TQ_DEAD);
+    assert_int_equal(j->progress, 40);
+    assert_string_equal(j->progress_text, "reading");
+    assert_string_equal(j->last_error, "bad input");
+    tq_job_free(j);
+    assert_int_equal(tq_job_get(&j, db, jobs[1].id), 0);
+    assert_int_equal(j->state, TQ_READY);
+    assert_int_equal(j->snoozes, 1);
+    assert_int_equal(j->attempts, 0);
+    assert_int_equal(j->progress, -1);
+    tq_job_free(j);
+    tq_job_array_free(jobs, n);
+    tq_close(db);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(h, "UPDATE tq_jobs SET progress = 101", NULL, NULL, NULL),
+        SQLITE_CONSTRAINT);
+    sqlite3_close(h);
+}
+
 static void wal_and_version(void **state)
 {
     (void)state;
@@ -638,6 +683,7 @@ int main(void)
         cmocka_unit_test(upgrade_from_version_8),
         cmocka_unit_test(upgrade_from_version_9),
         cmocka_unit_test(upgrade_from_version_10),
+        cmocka_unit_test(upgrade_from_version_11),
         cmocka_unit_test(wal_and_version),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -1408,6 +1408,86 @@ static void worker_pool_callbacks(void **state)
     tq_job_free(j);
 }
 
+/* C handlers say the same as a command's control channel (tq_handler_*):
+ * of 60 jobs, every third snoozes once (and then runs again, done), every
+ * fifth that does not snooze is discarded although it returns 0, every job
+ * reports progress; a call from outside a handler, or for another job, is
+ * refused. */
+#define WORD_JOBS 60
+typedef struct word_ctx {
+    int64_t first;
+    _Atomic int runs[WORD_JOBS];
+    _Atomic int refused; /* calls that were refused as they should be */
+} word_ctx;
+
+static int word_handler(void *ud, const tq_job *job, char *err, size_t errlen)
+{
+    word_ctx *c = ud;
+    (void)err, (void)errlen;
+    int64_t i = job->id - c->first;
+    if (i < 0 || i >= WORD_JOBS)
+        return 1;
+    int run = atomic_fetch_add(&c->runs[i], 1);
+    tq_job other = *job;
+    if (tq_handler_progress(&other, 1, NULL) == TQ_EINVAL &&
+        tq_handler_progress(job, 101, NULL) == TQ_EINVAL)
+        atomic_fetch_add(&c->refused, 1);
+    char text[32];
+    snprintf(text, sizeof text, "job %lld", (long long)job->id);
+    if (tq_handler_progress(job, 50, "half") || tq_handler_progress(job, 90, text))
+        return 1;
+    if (i % 3 == 0 && run == 0)
+        return tq_handler_snooze(job, 0) ? 1 : 0;
+    if (i % 3 != 0 && i % 5 == 0)
+        return tq_handler_discard(job, "not wanted") ? 1 : 0;
+    return 0;
+}
+
+static void worker_pool_handler_words(void **state)
+{
+    static word_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    tq_payload items[WORD_JOBS];
+    int64_t ids[WORD_JOBS];
+    for (int i = 0; i < WORD_JOBS; i++)
+        items[i] = (tq_payload){"w", 1};
+    OK(tq_job_enqueue_batch(ids, DB, "words", items, WORD_JOBS, NULL));
+    ctx.first = ids[0];
+    tq_job fake = {.id = ids[0]};
+    assert_int_equal(tq_handler_snooze(&fake, 0), TQ_EINVAL); /* not in a handler */
+
+    const char *queues[] = {"words"};
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    o.queues = queues;
+    o.nqueues = 1;
+    o.concurrency = 4;
+    o.drain = 1;
+    o.handler = word_handler;
+    o.handler_ud = &ctx;
+    tq_worker *w;
+    OK(tq_worker_new(&w, DB, &o));
+    OK(tq_worker_run(w));
+    tq_worker_free(w);
+    int runs = 0;
+    for (int i = 0; i < WORD_JOBS; i++) {
+        tq_job *j = get(state, ids[i]);
+        const int snoozed = i % 3 == 0, discarded = !snoozed && i % 5 == 0;
+        runs += atomic_load(&ctx.runs[i]);
+        assert_int_equal(atomic_load(&ctx.runs[i]), snoozed ? 2 : 1);
+        assert_int_equal(j->snoozes, snoozed);
+        assert_int_equal(j->attempts, 1);
+        assert_int_equal(j->state, discarded ? TQ_DEAD : TQ_DONE);
+        if (discarded)
+            assert_string_equal(j->last_error, "not wanted");
+        char text[32];
+        snprintf(text, sizeof text, "job %lld", (long long)j->id);
+        assert_int_equal(j->progress, 90);
+        assert_string_equal(j->progress_text, text);
+        tq_job_free(j);
+    }
+    assert_int_equal(atomic_load(&ctx.refused), runs);
+}
+
 /* A worker that cannot reach the store starts a held job only while a
  * third of its lease is surely left: the store is locked by another connection for longer
  * than the lease while slow jobs are held. The one started early in the lock runs; the
@@ -1678,6 +1758,120 @@ static void worker_bad_options(void **state)
     tq_free(v);
 }
 
+/* What a handler may say besides done or failed (tq_job_snooze,
+ * tq_job_discard, tq_job_progress; a command says it on descriptor 3):
+ * each fenced; a snooze gives the attempt back and counts, up to the
+ * queue's max_snoozes, then fails; a discard ends the job dead; progress
+ * stays with a done or discarded job and goes with a run that goes back to
+ * ready; a retry starts the count again. */
+static void handler_words(void **state)
+{
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_MAX_SNOOZES | TQ_SET_BACKOFF;
+    qo.max_snoozes = 2;
+    qo.backoff_base_us = qo.backoff_cap_us = 0;
+    OK(tq_queue_set(DB, "w", &qo));
+    tq_queue_info q;
+    OK(tq_queue_get(&q, DB, "w"));
+    assert_int_equal(q.max_snoozes, 2);
+
+    /* Snoozes: the attempt back, one more snooze each, until the third. */
+    int64_t id = enq(state, "w", "snoozy");
+    for (int i = 1; i <= 2; i++) {
+        tq_job *j = claim1(state, "w", "w1");
+        assert_int_equal(j->attempts, 1);
+        assert_int_equal(j->snoozes, i - 1);
+        OK(tq_job_progress(DB, j, 10 * i, "working"));
+        OK(tq_job_snooze(DB, j, 0));
+        assert_int_equal(tq_job_snooze(DB, j, 0), TQ_ELOST); /* the fence */
+        assert_int_equal(tq_job_progress(DB, j, 99, "late"), TQ_ELOST);
+        tq_job_free(j);
+        j = get(state, id);
+        assert_int_equal(j->state, TQ_READY);
+        assert_int_equal(j->attempts, 0);
+        assert_int_equal(j->snoozes, i);
+        assert_int_equal(j->progress, -1); /* gone with the run */
+        assert_null(j->progress_text);
+        tq_job_free(j);
+    }
+    tq_job *j = claim1(state, "w", "w1");
+    OK(tq_job_snooze(DB, j, 0)); /* the third: a failure */
+    tq_job_free(j);
+    j = get(state, id);
+    assert_int_equal(j->state, TQ_READY);
+    assert_int_equal(j->attempts, 1);
+    assert_int_equal(j->snoozes, 2);
+    assert_non_null(strstr(j->last_error, "snoozed 2 time(s)"));
+    tq_job_free(j);
+    /* A retry by hand counts snoozes from 0 again. */
+    j = claim1(state, "w", "w1");
+    OK(tq_job_discard(DB, j, "no such customer"));
+    tq_job_free(j);
+    OK(tq_job_retry(DB, id));
+    j = get(state, id);
+    assert_int_equal(j->snoozes, 0);
+    tq_job_free(j);
+
+    /* A snooze to later: not claimable until then. */
+    j = claim1(state, "w", "w1");
+    OK(tq_job_snooze(DB, j, 3600 * 1000000LL));
+    tq_job_free(j);
+    assert_int_equal(claim_n(state, "w", 10), 0);
+    j = get(state, id);
+    assert_true(j->run_at > j->created_at + 3500 * 1000000LL);
+    tq_job_free(j);
+
+    /* A discard: dead with attempts left, its progress kept. */
+    int64_t bad = enq(state, "w", "bad");
+    j = claim1(state, "w", "w1");
+    OK(tq_job_progress(DB, j, 30, "parsed the header"));
+    OK(tq_job_discard(DB, j, NULL));
+    tq_job_free(j);
+    j = get(state, bad);
+    assert_int_equal(j->state, TQ_DEAD);
+    assert_int_equal(j->attempts, 1);
+    assert_string_equal(j->last_error, "discarded by its handler");
+    assert_int_equal(j->progress, 30);
+    assert_string_equal(j->progress_text, "parsed the header");
+    tq_job_free(j);
+
+    /* Progress: kept when done, cleared by a failure back to ready, cut
+     * at 200 bytes between characters, and never outside 0 to 100. */
+    int64_t ok = enq(state, "w", "ok"), flaky = enq(state, "w", "flaky");
+    j = claim1(state, "w", "w1");
+    char long_text[300];
+    memset(long_text, 'a', sizeof long_text);
+    memcpy(long_text + 199, "\xc3\xa9", 2); /* an e-acute across byte 200 */
+    long_text[sizeof long_text - 1] = '\0';
+    OK(tq_job_progress(DB, j, 100, long_text));
+    assert_int_equal(tq_job_progress(DB, j, 101, NULL), TQ_EINVAL);
+    assert_int_equal(tq_job_progress(DB, j, -1, NULL), TQ_EINVAL);
+    assert_int_equal(tq_job_snooze(DB, j, -1), TQ_EINVAL);
+    OK(tq_job_complete(DB, j));
+    tq_job_free(j);
+    j = get(state, ok);
+    assert_int_equal(j->state, TQ_DONE);
+    assert_int_equal(j->progress, 100);
+    assert_int_equal(strlen(j->progress_text), 199);
+    tq_job_free(j);
+    j = claim1(state, "w", "w1");
+    assert_int_equal(j->id, flaky);
+    OK(tq_job_progress(DB, j, 50, NULL));
+    OK(tq_job_fail(DB, j, "boom"));
+    tq_job_free(j);
+    j = get(state, flaky);
+    assert_int_equal(j->state, TQ_READY);
+    assert_int_equal(j->progress, -1);
+    tq_job_free(j);
+
+    /* Bad settings change nothing. */
+    qo.set = TQ_SET_MAX_SNOOZES;
+    qo.max_snoozes = -1;
+    assert_int_equal(tq_queue_set(DB, "w", &qo), TQ_EINVAL);
+    OK(tq_queue_get(&q, DB, "w"));
+    assert_int_equal(q.max_snoozes, 2);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tq-test-XXXXXX");
@@ -1703,6 +1897,7 @@ int main(void)
         T(concurrency_limits),
         T(rate_limits),
         T(periodic_jobs),
+        T(handler_words),
         T(queue_settings_round_trip),
         T(delete_done_rows),
         T(payloads),
@@ -1715,6 +1910,7 @@ int main(void)
         T(open_errors),
         T(init_is_idempotent),
         T(worker_pool_callbacks),
+        T(worker_pool_handler_words),
         T(worker_starts_only_young_holds),
         T(worker_name_in_use),
         T(worker_resumes_own_jobs),

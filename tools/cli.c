@@ -204,6 +204,10 @@ json_t *cli_job_json(const tq_job *j, int with_payload)
     json_object_set_new(o, "last_error", cli_json_text(j->last_error));
     json_object_set_new(o, "traceparent", cli_json_text(j->traceparent));
     json_object_set_new(o, "group", cli_json_text(j->group));
+    json_object_set_new(o, "snoozes", json_integer(j->snoozes));
+    json_object_set_new(o, "progress",
+                        j->progress >= 0 ? json_integer(j->progress) : json_null());
+    json_object_set_new(o, "progress_text", cli_json_text(j->progress_text));
     json_object_set_new(o, "created_at", cli_json_time(j->created_at));
     json_object_set_new(o, "run_at", cli_json_time(j->run_at));
     json_object_set_new(o, "started_at", cli_json_time(j->started_at));

@@ -147,6 +147,7 @@ static json_t *queue_json(const tq_queue_info *q)
     json_object_set_new(o, "rate_limit", json_integer(q->rate_limit));
     json_object_set_new(o, "rate_period_us", json_integer(q->rate_period_us));
     json_object_set_new(o, "rate_burst", json_integer(q->rate_burst));
+    json_object_set_new(o, "max_snoozes", json_integer(q->max_snoozes));
     return o;
 }
 
@@ -227,12 +228,13 @@ static int cmd_queue(int argc, char **argv)
         "tq queue [NAME [--order fifo|lifo|unordered] [--lease DUR] "
         "[--max-attempts N] [--backoff BASE[:CAP]] [--keep-done|--delete-done] "
         "[--pause|--resume] [--max-running N] [--max-running-per-group N] "
-        "[--rate N/DUR]] [--json] [--db URL]";
+        "[--rate N/DUR] [--max-snoozes N]] [--json] [--db URL]";
     static const struct option lo[] = {
         CLI_COMMON_OPTS,
         {"max-running", required_argument, NULL, 'M'},
         {"max-running-per-group", required_argument, NULL, 'G'},
         {"rate", required_argument, NULL, 'R'},
+        {"max-snoozes", required_argument, NULL, 'S'},
         {"order", required_argument, NULL, 'o'},
         {"lease", required_argument, NULL, 'l'},
         {"max-attempts", required_argument, NULL, 'm'},
@@ -260,7 +262,9 @@ static int cmd_queue(int argc, char **argv)
                 "in any\nwindow of DUR, across every worker and host; 0 removes it. "
                 "Over time starts come\nat N less the burst per DUR (the burst: what "
                 "10ms of the rate allows, at least\n1, at most N/2). A limited queue's "
-                "workers claim no jobs ahead.\n"};
+                "workers claim no jobs ahead.\n"
+                "--max-snoozes N (default 100): how often one job may snooze (a "
+                "handler's\n\"snooze DUR\") before a snooze counts as a failure.\n"};
     while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
         switch (c) {
         case 'o':
@@ -312,6 +316,12 @@ static int cmd_queue(int argc, char **argv)
             if (cli_rate("queue", optarg, &qo.rate_limit, &qo.rate_period_us))
                 return EXIT_USAGE;
             qo.set |= TQ_SET_RATE;
+            break;
+        case 'S':
+            if (cli_int("queue", "--max-snoozes", optarg, 0, 1000000, &n))
+                return EXIT_USAGE;
+            qo.max_snoozes = (int)n;
+            qo.set |= TQ_SET_MAX_SNOOZES;
             break;
         case 'j':
             json = 1;
@@ -862,6 +872,13 @@ static void print_job_line(const tq_job *j)
     snprintf(attempts, sizeof attempts, "%d/%d", j->attempts, j->max_attempts);
     printf(JOB_ROW, id, j->queue, tq_state_name(j->state), attempts,
            tq_time_format(t, sizeof t, j->created_at), pv);
+    if (j->progress >= 0 && j->state == TQ_RUNNING) {
+        printf("  progress: %d%%", j->progress);
+        if (j->progress_text && *j->progress_text) {
+            putchar(' ');
+            put_text(j->progress_text);
+        }
+    }
     if (j->last_error) {
         fputs("  error: ", stdout);
         put_text(j->last_error);
@@ -1028,6 +1045,16 @@ static int cmd_show(int argc, char **argv)
         if (j->group) {
             fputs("group:        ", stdout);
             put_text(j->group);
+            putchar('\n');
+        }
+        if (j->snoozes)
+            printf("snoozes:      %d\n", j->snoozes);
+        if (j->progress >= 0) {
+            printf("progress:     %d%%", j->progress);
+            if (j->progress_text && *j->progress_text) {
+                putchar(' ');
+                put_text(j->progress_text);
+            }
             putchar('\n');
         }
         if (j->last_error) {

@@ -28,13 +28,13 @@
 typedef struct tq__job_cols {
     int id, queue, payload, state, priority, attempts, max_attempts, key, worker,
         last_error, created_at, run_at, started_at, finished_at, lease_until, claim,
-        traceparent, group;
+        traceparent, group, snoozes, progress, progress_text, result_len;
 } tq__job_cols;
 
-static const tq__job_cols tq__all_cols = {0, 1,  2,  3,  4,  5,  6,  7,  8,
-                                          9, 10, 11, 12, 13, 14, 15, 16, 17};
-static const tq__job_cols tq__claimed_cols = {0, -1, 1, -1, 2,  3,  4,  5,  -1,
-                                              6, 7,  8, 9,  -1, 10, 11, 12, 13};
+static const tq__job_cols tq__all_cols = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                          11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21};
+static const tq__job_cols tq__claimed_cols = {0, -1, 1,  -1, 2,  3,  4,  5,  -1, 6,  7,
+                                              8, 9,  -1, 10, 11, 12, 13, 14, -1, -1, -1};
 
 /*
  * What a worker reports about one claimed job. The values are part of the
@@ -45,7 +45,11 @@ typedef enum tq__ack_kind {
     TQ__ACK_DONE = 0,    /* finished: done (or deleted if the queue drops done rows) */
     TQ__ACK_FAIL = 1,    /* failed: ready after delay_us, or dead when out of attempts */
     TQ__ACK_RELEASE = 2, /* given back: ready, the run's attempt not spent */
-    TQ__ACK_BEAT = 3     /* still held: lease_until = now + delay_us */
+    TQ__ACK_BEAT = 3,    /* still held: lease_until = now + delay_us */
+    /* The handler's word (control.h), each one statement of its own: */
+    TQ__ACK_SNOOZE = 4,  /* ready at now + delay_us, attempt given back, snoozes + 1 */
+    TQ__ACK_DISCARD = 5, /* dead at once, error its last_error */
+    TQ__ACK_PROGRESS = 6 /* still running: progress and error (its text) stored */
 } tq__ack_kind;
 
 /*
@@ -86,8 +90,13 @@ typedef struct tq__ack {
     int64_t id;
     int64_t claim; /* the claim's token (tq_job.claim) */
     tq__ack_kind kind;
-    int64_t delay_us;   /* FAIL: backoff; BEAT: lease length */
-    const char *error;  /* FAIL: last_error, may be NULL */
+    int64_t delay_us;  /* FAIL: backoff; BEAT: lease length; SNOOZE: delay */
+    const char *error; /* FAIL, DISCARD: last_error; PROGRESS: its text; or NULL */
+    int progress;      /* PROGRESS: 0 to 100 */
+    /* DONE (kept): the job's result, output_len bytes, or NULL for none
+     * (then the plain statements, which leave the column alone). */
+    const void *output;
+    size_t output_len;
     int delete_done;    /* DONE: delete the row instead of keeping it */
     int64_t started_us; /* > 0: the job's handler started this long ago */
     int result;         /* out: 0 applied, TQ_ELOST fenced out */
@@ -178,6 +187,10 @@ struct tq__engine {
     int (*pending)(tq *db, const char *queue, int *out);
 
     int (*job_get)(tq *db, int64_t id, tq_job **out);
+    /* Job id's result into *out (malloc'd, NUL after its *len bytes) when
+     * it is done and has one; else *out NULL and *state the job's state
+     * (-1: no such job). */
+    int (*job_result)(tq *db, int64_t id, void **out, size_t *len, int *state);
     int (*job_list)(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n);
     /*
      * The n jobs ids[] (distinct), all or none, in one transaction: retry

@@ -320,6 +320,17 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
                              " r.role);"
                              " END LOOP;"
                              "END $g$;",
+    /* 12: the control channel, as SQLite's migration 12 says; the checks
+     * NOT VALID, so that the upgrade reads no rows under its lock. */
+    "ALTER TABLE TQ.jobs ADD COLUMN snoozes int4 NOT NULL DEFAULT 0,"
+    "  ADD COLUMN progress int4, ADD COLUMN progress_text text;"
+    "ALTER TABLE TQ.jobs ADD CONSTRAINT jobs_snoozes_check CHECK (snoozes >= 0) NOT "
+    "VALID,"
+    "  ADD CONSTRAINT jobs_progress_check CHECK (progress BETWEEN 0 AND 100) NOT VALID;"
+    "ALTER TABLE TQ.queues ADD COLUMN max_snoozes int4 NOT NULL DEFAULT 100"
+    "  CHECK (max_snoozes >= 0);"
+    "ALTER TABLE TQ.jobs ADD COLUMN result bytea;"
+    "ALTER TABLE TQ.queues ADD COLUMN results bool NOT NULL DEFAULT false;",
 };
 
 /* clang-format off */
@@ -353,7 +364,8 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     " COALESCE(j.max_attempts, (SELECT q.max_attempts FROM TQ.queues q"                  \
     " WHERE q.name = j.queue), 3), coalesce(j.dedup_key, j.unique_key), j.worker,"       \
     " j.last_error, j.created_at, j.run_at, j.started_at, j.finished_at, j.lease_until," \
-    " j.claims, j.traceparent, j.job_group"
+    " j.claims, j.traceparent, j.job_group, j.snoozes, j.progress, j.progress_text,"     \
+    " octet_length(j.result)"
 
 /* A claim returns only what the claimer does not know (tq__claimed_cols):
  * each column left out is one less to form, send and read per claimed row
@@ -361,7 +373,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
 #define CLAIMED_COLS                                                                     \
     "j.id, j.payload, j.priority, j.attempts, COALESCE(j.max_attempts, $5::int4),"       \
     " coalesce(j.dedup_key, j.unique_key), j.last_error, j.created_at, j.run_at,"        \
-    " j.started_at, j.lease_until, j.claims, j.traceparent, j.job_group"
+    " j.started_at, j.lease_until, j.claims, j.traceparent, j.job_group, j.snoozes"
 
 /* The predicate of jobs_unique (migration 7), word for word: the rows
  * whose unique_key is held. */
@@ -490,13 +502,15 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "                THEN now() END,"                                                    \
     "  last_error = CASE WHEN j.started_at IS NULL THEN j.last_error ELSE " why " END,"  \
     "  unknown_starts = j.unknown_starts + (j.started_at IS NULL)::int4,"                \
-    "  lease_until = NULL"
+    "  lease_until = NULL, progress = NULL, progress_text = NULL"
 
 /* clang-format on */
 
 #define QUEUE_COLS                                                                       \
     "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done, "    \
-    "paused, max_running, max_running_per_group, rate_limit, rate_period_us, rate_burst"
+    "paused, max_running, max_running_per_group, rate_limit, rate_period_us, "           \
+    "rate_burst,"                                                                        \
+    " max_snoozes, results"
 
 /* Every session's settings, on connect and on reconnect. No JIT: every
  * statement here touches a handful of rows, and the planner settings S_PLAN
@@ -518,6 +532,10 @@ enum stmt_id {
     S_PLAN_GROUP,
     S_PLAN_CLAIM,
     S_FAIL,
+    S_SNOOZE,
+    S_DISCARD,
+    S_PROGRESS,
+    S_DONE_RESULT,
     S_ACK_MANY,
     S_ACK_DONE,
     S_ACK_DELETE,
@@ -539,6 +557,7 @@ enum stmt_id {
     S_JOB_GET,
     S_JOB_LIST,
     S_JOB_STATE,
+    S_JOB_RESULT,
     S_RETRY_ONE,
     S_RETRY_DEAD,
     S_CANCEL,
@@ -626,13 +645,44 @@ static const char *const sql[S_COUNT] = {
         "  run_at = CASE WHEN " OUT_OF_ATTEMPTS(STARTED("$6")) " THEN j.run_at"
         "           ELSE now() + " DUR("$4") " END,"
         "  last_error = $5,"
-        "  lease_until = NULL,"
+        "  lease_until = NULL, progress = NULL, progress_text = NULL,"
         "  attempts = j.attempts + " STARTED("$6") ","
         "  started_at = COALESCE(j.started_at,"
         "                        CASE WHEN $6::int8 > 0 THEN now() - " DUR("$6") " END),"
         "  unknown_starts = CASE WHEN $6::int8 > 0 THEN 0"
         "                   WHEN j.started_at IS NULL THEN j.unknown_starts + 1"
         "                   ELSE j.unknown_starts END"
+        FENCE,
+    /* The handler's word, as SQLite's S_SNOOZE, S_DISCARD and S_PROGRESS
+     * say: $1 id, $2 worker, $3 claim, then the snooze's $4 delay and $5
+     * started_us; the discard's $4 error and $5 started_us; the progress's
+     * $4 percentage and $5 text. */
+    [S_SNOOZE] =
+        "UPDATE TQ.jobs j SET"
+        "  state = 'ready',"
+        "  run_at = now() + " DUR("$4") ","
+        "  attempts = greatest(0, j.attempts - (j.started_at IS NOT NULL)::int4),"
+        "  snoozes = j.snoozes + 1,"
+        "  unknown_starts = CASE WHEN $5::int8 > 0 THEN 0 ELSE j.unknown_starts END,"
+        "  lease_until = NULL, progress = NULL, progress_text = NULL"
+        FENCE,
+    [S_DISCARD] =
+        "UPDATE TQ.jobs j SET"
+        "  state = 'dead',"
+        "  finished_at = now(),"
+        "  last_error = $4,"
+        "  lease_until = NULL,"
+        RECORD_START("$5")
+        FENCE,
+    [S_PROGRESS] = "UPDATE TQ.jobs j SET progress = $4::int4, progress_text = $5" FENCE,
+    /* Done with a result: $4 started_us, $5 the result. */
+    [S_DONE_RESULT] =
+        "UPDATE TQ.jobs j SET"
+        "  state = 'done',"
+        "  finished_at = now(),"
+        "  lease_until = NULL,"
+        "  result = $5,"
+        RECORD_START("$4")
         FENCE,
     /*
      * A group of done (kept), release and beat acks in one statement: $1
@@ -659,7 +709,9 @@ static const char *const sql[S_COUNT] = {
         "               END,"
         "  unknown_starts = CASE WHEN a.k <> 2 AND a.s > 0 THEN 0"
         "                   ELSE j.unknown_starts END,"
-        "  lease_until = CASE a.k WHEN 3 THEN now() + " DUR("a.d") " END"
+        "  lease_until = CASE a.k WHEN 3 THEN now() + " DUR("a.d") " END,"
+        "  progress = CASE a.k WHEN 2 THEN NULL ELSE j.progress END,"
+        "  progress_text = CASE a.k WHEN 2 THEN NULL ELSE j.progress_text END"
         " FROM unnest($2::int8[], $3::int8[], $4::int4[], $5::int8[], $6::int8[])"
         "   WITH ORDINALITY AS a (id, c, k, d, s, n)"
         FENCE_MANY
@@ -743,6 +795,8 @@ static const char *const sql[S_COUNT] = {
                        " rate_limit = coalesce($11::int8, rate_limit),"
                        " rate_period_us = coalesce($12::int8, rate_period_us),"
                        " rate_burst = coalesce($13::int8, rate_burst),"
+                       " max_snoozes = coalesce($14::int4, max_snoozes),"
+                       " results = coalesce($15::bool, results),"
                        /* As SQLite's S_QUEUE_UPDATE says. */
                        " rate_tokens = CASE WHEN $11::int8 IS NULL THEN rate_tokens"
                        "  WHEN rate_limit = 0 THEN $13::int8"
@@ -767,14 +821,17 @@ static const char *const sql[S_COUNT] = {
                    " AND ($2::text IS NULL OR j.state = $2)"
                    " ORDER BY j.id DESC LIMIT $3",
     [S_JOB_STATE] = "SELECT state FROM TQ.jobs WHERE id = $1",
+    [S_JOB_RESULT] = "SELECT state, result FROM TQ.jobs WHERE id = $1",
     /* A job retried by hand does not take a scoped key back (migration 7). */
     [S_RETRY_ONE] = "UPDATE TQ.jobs SET state = 'ready', attempts = 0, run_at = now(),"
                     " unique_scope = CASE WHEN unique_key IS NOT NULL THEN 'expired' END,"
-                    " finished_at = NULL, lease_until = NULL, unknown_starts = 0"
+                    " finished_at = NULL, lease_until = NULL, unknown_starts = 0,"
+                    " snoozes = 0, progress = NULL, progress_text = NULL"
                     " WHERE id = $1 AND state IN ('dead', 'cancelled')",
     [S_RETRY_DEAD] = "UPDATE TQ.jobs SET state = 'ready', attempts = 0, run_at = now(),"
                      " unique_scope = CASE WHEN unique_key IS NOT NULL THEN 'expired' END,"
-                     " finished_at = NULL, lease_until = NULL, unknown_starts = 0"
+                     " finished_at = NULL, lease_until = NULL, unknown_starts = 0,"
+                     " snoozes = 0, progress = NULL, progress_text = NULL"
                      " WHERE state = 'dead' AND finished_at IS NOT NULL"
                      " AND ($1::text IS NULL OR queue = $1)",
     [S_CANCEL] = "UPDATE TQ.jobs SET state = 'cancelled', finished_at = now(),"
@@ -1516,6 +1573,8 @@ static void read_queue(const PGresult *r, int row, tq_queue_info *q)
     q->rate_limit = g_i64(r, row, 10);
     q->rate_period_us = g_i64(r, row, 11);
     q->rate_burst = q->rate_limit ? g_i64(r, row, 12) : 0;
+    q->max_snoozes = (int)g_i64(r, row, 13);
+    q->results = (int)g_i64(r, row, 14);
 }
 
 static int pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
@@ -1565,6 +1624,11 @@ static int pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         p_text(&p, NULL);
         p_text(&p, NULL);
     }
+    if (o->set & TQ_SET_MAX_SNOOZES)
+        p_i64(&p, o->max_snoozes);
+    else
+        p_text(&p, NULL);
+    p_text(&p, o->set & TQ_SET_RESULTS ? (o->results ? "true" : "false") : NULL);
     if ((rc = run_count(db, S_QUEUE_UPDATE, &p, NULL, "changing the queue")))
         goto fail;
     return commit(db);
@@ -1793,7 +1857,17 @@ static int read_jobs(tq *db, PGresult *r, const tq__job_cols *c, const char *que
         j->claim = g_i64(r, i, c->claim);
         j->traceparent = g_str(r, i, c->traceparent);
         j->group = g_str(r, i, c->group);
+        j->snoozes = (int)g_i64(r, i, c->snoozes);
+        j->progress = c->progress < 0 || PQgetisnull(r, i, c->progress)
+                          ? -1
+                          : (int)g_i64(r, i, c->progress);
+        j->progress_text = c->progress_text < 0 ? NULL : g_str(r, i, c->progress_text);
+        j->result_len = c->result_len < 0 || PQgetisnull(r, i, c->result_len)
+                            ? -1
+                            : g_i64(r, i, c->result_len);
         if (!j->queue || !j->payload || (!PQgetisnull(r, i, c->key) && !j->key) ||
+            (c->progress_text >= 0 && !PQgetisnull(r, i, c->progress_text) &&
+             !j->progress_text) ||
             (!PQgetisnull(r, i, c->traceparent) && !j->traceparent) ||
             (!PQgetisnull(r, i, c->group) && !j->group) ||
             (c->worker >= 0 && !PQgetisnull(r, i, c->worker) && !j->worker) ||
@@ -1933,7 +2007,8 @@ typedef struct exchange_state {
     size_t nacks;
     tq__claim *claim; /* NULL: acknowledgements only */
     /* idx: the "many" group from the front, the delete group at the back. */
-    size_t *idx, nmany, ndel, nfail;
+    size_t *idx, nmany, ndel;
+    uint64_t singles;  /* the statements of its one-job acks (single_stmt), as bits */
     enum stmt_id many; /* S_ACK_DONE when the group is all done */
     char *arrays[10];  /* the groups' array parameters */
     tq_job *jobs;
@@ -1949,6 +2024,69 @@ static enum stmt_id claim_id(tq_order order, int limited)
     return ids[!!limited][order];
 }
 
+/* The statement of an ack that goes one job at a time (those that carry a
+ * text, and the rare ones), else S_COUNT: it goes in a group. */
+static enum stmt_id single_stmt(const tq__ack *a)
+{
+    switch (a->kind) {
+    case TQ__ACK_DONE:
+        return a->output && !a->delete_done ? S_DONE_RESULT : S_COUNT;
+    case TQ__ACK_FAIL:
+        return S_FAIL;
+    case TQ__ACK_SNOOZE:
+        return S_SNOOZE;
+    case TQ__ACK_DISCARD:
+        return S_DISCARD;
+    case TQ__ACK_PROGRESS:
+        return S_PROGRESS;
+    default:
+        return S_COUNT;
+    }
+}
+
+static int prepare_singles(tq *db, uint64_t ids)
+{
+    int rc = 0;
+    for (int id = 0; id < S_COUNT && !rc; id++)
+        if (ids & (1ull << id))
+            rc = prepare(db, (enum stmt_id)id, "acknowledging a job");
+    return rc;
+}
+
+/* Sends acks[i], one of those single_stmt names. */
+static int pipe_single(pipeline *pl, const char *worker, const tq__ack *a, size_t i)
+{
+    params p = {0};
+    p_i64(&p, a->id);
+    p_text(&p, worker);
+    p_i64(&p, a->claim);
+    const int64_t started = a->started_us > 0 ? a->started_us : 0;
+    switch (a->kind) {
+    case TQ__ACK_FAIL:
+        p_i64(&p, a->delay_us);
+        p_text(&p, a->error);
+        p_i64(&p, started);
+        break;
+    case TQ__ACK_SNOOZE:
+        p_i64(&p, a->delay_us);
+        p_i64(&p, started);
+        break;
+    case TQ__ACK_DISCARD:
+        p_text(&p, a->error);
+        p_i64(&p, started);
+        break;
+    case TQ__ACK_PROGRESS:
+        p_i64(&p, a->progress);
+        p_text(&p, a->error);
+        break;
+    default: /* TQ__ACK_DONE with a result */
+        p_i64(&p, started);
+        p_bytes(&p, a->output, a->output_len);
+        break;
+    }
+    return pipe_send(pl, single_stmt(a), &p, i);
+}
+
 /* Sorts the acks into the grouped statements and prepares every statement
  * the exchange will send (statements cannot be prepared inside a
  * pipeline). */
@@ -1959,8 +2097,8 @@ static int exchange_prepare(tq *db, exchange_state *x)
     for (size_t i = 0; i < x->nacks; i++) {
         tq__ack *a = &x->acks[i];
         a->result = TQ_ELOST; /* until the store says otherwise */
-        if (a->kind == TQ__ACK_FAIL)
-            x->nfail++;
+        if (single_stmt(a) != S_COUNT)
+            x->singles |= 1ull << single_stmt(a);
         else if (a->kind == TQ__ACK_DONE && a->delete_done)
             x->idx[x->nacks - ++x->ndel] = i;
         else
@@ -1972,7 +2110,7 @@ static int exchange_prepare(tq *db, exchange_state *x)
     const int grouped = x->nmany || x->ndel;
     if ((x->nmany && (rc = prepare(db, x->many, "acknowledging jobs"))) ||
         (x->ndel && (rc = prepare(db, S_ACK_DELETE, "acknowledging jobs"))) ||
-        (x->nfail && (rc = prepare(db, S_FAIL, "acknowledging a job"))) ||
+        (rc = prepare_singles(db, x->singles)) ||
         (rc = prepare(db, S_PLAN, "exchanging with the store")) ||
         (grouped && ((rc = prepare(db, S_PLAN_GROUP, "exchanging with the store")) ||
                      (rc = prepare(db, S_PLAN_CLAIM, "exchanging with the store")))))
@@ -1994,27 +2132,23 @@ static int exchange_send(pipeline *pl, exchange_state *x)
     const params none = {0};
     const int grouped = x->nmany || x->ndel;
     int rc;
-    if ((rc = pipe_sql(pl, "BEGIN")) || (rc = pipe_send(pl, S_PLAN, &none, 0)) ||
-        (grouped && (rc = pipe_send(pl, S_PLAN_GROUP, &none, 0))) ||
+    if ((rc = pipe_sql(pl, "BEGIN")) || (rc = pipe_send(pl, S_PLAN, &none, 0)))
+        return rc;
+    /* Progress first: a job's last progress and its end may come in one
+     * exchange, and the end's fence leaves no running row to report on. */
+    for (size_t i = 0; i < x->nacks && !rc; i++)
+        if (x->acks[i].kind == TQ__ACK_PROGRESS)
+            rc = pipe_single(pl, x->worker, &x->acks[i], i);
+    if (rc || (grouped && (rc = pipe_send(pl, S_PLAN_GROUP, &none, 0))) ||
         (x->nmany && (rc = pipe_group(pl, x->many, x->worker, x->acks, x->idx, x->nmany,
                                       x->arrays))) ||
         (x->ndel &&
          (rc = pipe_group(pl, S_ACK_DELETE, x->worker, x->acks,
                           x->idx + x->nacks - x->ndel, x->ndel, x->arrays + 5))))
         return rc;
-    for (size_t i = 0; i < x->nacks && !rc; i++) {
-        const tq__ack *a = &x->acks[i];
-        if (a->kind != TQ__ACK_FAIL)
-            continue;
-        params p = {0};
-        p_i64(&p, a->id);
-        p_text(&p, x->worker);
-        p_i64(&p, a->claim);
-        p_i64(&p, a->delay_us);
-        p_text(&p, a->error);
-        p_i64(&p, a->started_us > 0 ? a->started_us : 0);
-        rc = pipe_send(pl, S_FAIL, &p, i);
-    }
+    for (size_t i = 0; i < x->nacks && !rc; i++)
+        if (x->acks[i].kind != TQ__ACK_PROGRESS && single_stmt(&x->acks[i]) != S_COUNT)
+            rc = pipe_single(pl, x->worker, &x->acks[i], i);
     if (!rc && x->claim && grouped)
         rc = pipe_send(pl, S_PLAN_CLAIM, &none, 0);
     if (!rc && x->claim && x->claim->limited) {
@@ -2054,6 +2188,10 @@ static int exchange_take(tq *db, const pipeline *pl, size_t q, PGresult *r,
         mark_applied(r, x->acks, x->idx + x->nacks - x->ndel, x->ndel);
         break;
     case S_FAIL:
+    case S_SNOOZE:
+    case S_DISCARD:
+    case S_PROGRESS:
+    case S_DONE_RESULT:
         x->acks[pl->ack[q]].result =
             strtoll(PQcmdTuples(r), NULL, 10) == 1 ? 0 : TQ_ELOST;
         break;
@@ -2242,6 +2380,33 @@ static int pg_job_get(tq *db, int64_t id, tq_job **out)
     }
     *out = v;
     return 0;
+}
+
+static int pg_job_result(tq *db, int64_t id, void **out, size_t *len, int *state)
+{
+    int rc = 0;
+    params p = {0};
+    *out = NULL;
+    *len = 0;
+    *state = -1;
+    p_i64(&p, id);
+    PGresult *r = run(db, S_JOB_RESULT, &p, &rc, "reading the job's result");
+    if (!r)
+        return rc;
+    if (PQntuples(r) == 1) {
+        char st[16];
+        tq_state s = TQ_READY;
+        g_strbuf(r, 0, 0, st, sizeof st);
+        tq_state_parse(&s, st);
+        *state = (int)s;
+        if (s == TQ_DONE && !PQgetisnull(r, 0, 1)) {
+            *len = (size_t)PQgetlength(r, 0, 1);
+            if (!(*out = tq__memdup(PQgetvalue(r, 0, 1), *len, 1)))
+                rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+        }
+    }
+    PQclear(r);
+    return rc;
 }
 
 static int pg_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n)
@@ -2823,6 +2988,7 @@ const struct tq__engine tq__engine_postgres = {
     .rescue = pg_rescue,
     .pending = pg_pending,
     .job_get = pg_job_get,
+    .job_result = pg_job_result,
     .job_list = pg_job_list,
     .job_retry = pg_job_retry,
     .job_cancel = pg_job_cancel,

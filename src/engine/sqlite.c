@@ -326,6 +326,20 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  last_job INTEGER);"
     "ALTER TABLE tq_jobs ADD COLUMN schedule TEXT;"
     "ALTER TABLE tq_jobs ADD COLUMN slot INTEGER;",
+    /* 12: what a handler says on its control channel (control.h): how
+     * often a job snoozed, bounded by its queue's max_snoozes, and the
+     * progress its running handler last reported. */
+    "ALTER TABLE tq_jobs ADD COLUMN snoozes INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (snoozes >= 0);"
+    "ALTER TABLE tq_jobs ADD COLUMN progress INTEGER"
+    "  CHECK (progress IS NULL OR progress BETWEEN 0 AND 100);"
+    "ALTER TABLE tq_jobs ADD COLUMN progress_text TEXT;"
+    "ALTER TABLE tq_queues ADD COLUMN max_snoozes INTEGER NOT NULL DEFAULT 100"
+    "  CHECK (max_snoozes >= 0);"
+    /* and what a done job's handler gave back (tq_job_result), and the
+     * queue setting that makes a command's stdout that result. */
+    "ALTER TABLE tq_jobs ADD COLUMN result BLOB;"
+    "ALTER TABLE tq_queues ADD COLUMN results INTEGER NOT NULL DEFAULT 0;",
 };
 
 /* clang-format on */
@@ -362,7 +376,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
     " q.max_attempts FROM tq_queues q WHERE q.name = tq_jobs.queue), 3),"                \
     " coalesce(dedup_key, unique_key),"                                                   \
     " worker, last_error, created_at, run_at, started_at, finished_at, lease_until,"     \
-    " claims, traceparent, job_group"
+    " claims, traceparent, job_group, snoozes, progress, progress_text, length(result)"
 
 /*
  * A claim: ?1 queue, ?2 now, ?3 how many, ?4 worker, ?5 lease end, ?6 the
@@ -389,7 +403,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
 #define CLAIM_RETURNING                                                                  \
     " RETURNING id, payload, priority, attempts, COALESCE(max_attempts, ?6),"            \
     "  coalesce(dedup_key, unique_key), last_error, created_at, run_at, started_at,"     \
-    "  lease_until, claims, traceparent, job_group"
+    "  lease_until, claims, traceparent, job_group, snoozes"
 #define CLAIM(order_by)                                                                  \
     CLAIM_SET                                                                            \
     " WHERE id IN (SELECT id FROM tq_jobs"                                               \
@@ -463,7 +477,7 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "                THEN ?1 END,"                                                       \
     "  last_error = CASE WHEN started_at IS NULL THEN last_error ELSE " why " END,"      \
     "  unknown_starts = unknown_starts + (started_at IS NULL),"                          \
-    "  lease_until = NULL"
+    "  lease_until = NULL, progress = NULL, progress_text = NULL"
 
 /* clang-format on */
 
@@ -471,7 +485,7 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
 #define QUEUE_COLS                                                                       \
     "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done,"     \
     " paused, max_running, max_running_per_group, rate_limit, rate_period_us, "          \
-    "rate_burst"
+    "rate_burst, max_snoozes, results"
 
 /* One prepared statement per entry; SQL lives here, one place each. */
 enum stmt_id {
@@ -488,9 +502,13 @@ enum stmt_id {
     S_RATE_WAIT,
     S_DONE,
     S_DONE_DELETE,
+    S_DONE_RESULT,
     S_FAIL,
     S_RELEASE,
     S_BEAT,
+    S_SNOOZE,
+    S_DISCARD,
+    S_PROGRESS,
     S_RESCUE_EXPIRED,
     S_RESCUE_WORKER,
     S_ENQUEUE,
@@ -509,6 +527,7 @@ enum stmt_id {
     S_JOB_GET,
     S_JOB_LIST,
     S_JOB_STATE,
+    S_JOB_RESULT,
     S_RETRY_ONE,
     S_RETRY_DEAD,
     S_CANCEL,
@@ -575,6 +594,15 @@ static const char *const sql[S_COUNT] = {
         RECORD_START
         FENCE,
     [S_DONE_DELETE] = "DELETE FROM tq_jobs" FENCE,
+    /* Done with a result, ?8. */
+    [S_DONE_RESULT] =
+        "UPDATE tq_jobs SET"
+        "  state = 'done',"
+        "  finished_at = ?4,"
+        "  lease_until = NULL,"
+        "  result = ?8,"
+        RECORD_START
+        FENCE,
     /* A failure of a claim that never started (ended unrun: its attempts
      * were used up) charges nothing, but counts like a rescue of one
      * (engine.h, STARTS). */
@@ -584,7 +612,7 @@ static const char *const sql[S_COUNT] = {
         "  finished_at = CASE WHEN " OUT_OF_ATTEMPTS(STARTED) " THEN ?4 END,"
         "  run_at = CASE WHEN " OUT_OF_ATTEMPTS(STARTED) " THEN run_at ELSE ?4 + ?6 END,"
         "  last_error = ?7,"
-        "  lease_until = NULL,"
+        "  lease_until = NULL, progress = NULL, progress_text = NULL,"
         "  attempts = attempts + " STARTED ","
         "  started_at = COALESCE(started_at, CASE WHEN ?5 > 0 THEN ?4 - ?5 END),"
         "  unknown_starts = CASE WHEN ?5 > 0 THEN 0"
@@ -597,13 +625,36 @@ static const char *const sql[S_COUNT] = {
         "UPDATE tq_jobs SET"
         "  state = 'ready',"
         "  attempts = max(0, attempts - (started_at IS NOT NULL)),"
-        "  lease_until = NULL"
+        "  lease_until = NULL, progress = NULL, progress_text = NULL"
         FENCE,
     [S_BEAT] =
         "UPDATE tq_jobs SET"
         "  lease_until = ?4 + ?6,"
         RECORD_START
         FENCE,
+    /* The handler's word (control.h). A snooze is a release to later that
+     * counts: the run's attempt back if the store charged it, ready at now
+     * + ?6, one more snooze (the worker keeps max_snoozes). */
+    [S_SNOOZE] =
+        "UPDATE tq_jobs SET"
+        "  state = 'ready',"
+        "  run_at = ?4 + ?6,"
+        "  attempts = max(0, attempts - (started_at IS NOT NULL)),"
+        "  snoozes = snoozes + 1,"
+        "  unknown_starts = CASE WHEN ?5 > 0 THEN 0 ELSE unknown_starts END,"
+        "  lease_until = NULL, progress = NULL, progress_text = NULL"
+        FENCE,
+    /* A discard ends the job dead, whatever attempts it has left; the run
+     * counts as one. */
+    [S_DISCARD] =
+        "UPDATE tq_jobs SET"
+        "  state = 'dead',"
+        "  finished_at = ?4,"
+        "  last_error = ?7,"
+        "  lease_until = NULL,"
+        RECORD_START
+        FENCE,
+    [S_PROGRESS] = "UPDATE tq_jobs SET progress = ?8, progress_text = ?7" FENCE,
     [S_RESCUE_EXPIRED] =
         RESCUE("'lease expired under worker ' || coalesce(worker, '?')")
         " WHERE state = 'running' AND lease_until < ?1",
@@ -658,6 +709,8 @@ static const char *const sql[S_COUNT] = {
         " rate_limit = coalesce(?11, rate_limit),"
         " rate_period_us = coalesce(?12, rate_period_us),"
         " rate_burst = coalesce(?13, rate_burst),"
+        " max_snoozes = coalesce(?15, max_snoozes),"
+        " results = coalesce(?16, results),"
         /* A new rate starts full; a rate changed (or set again) keeps the
          * tokens it had, up to its new burst: setting it over and over
          * must not grant a burst each time. */
@@ -677,14 +730,17 @@ static const char *const sql[S_COUNT] = {
                    " WHERE (?1 IS NULL OR queue = ?1) AND (?2 IS NULL OR state = ?2)"
                    " ORDER BY id DESC LIMIT ?3",
     [S_JOB_STATE] = "SELECT state FROM tq_jobs WHERE id = ?1",
+    [S_JOB_RESULT] = "SELECT state, result FROM tq_jobs WHERE id = ?1",
     /* A job retried by hand does not take a scoped key back (migration 7):
      * another job may hold it by now. */
     [S_RETRY_ONE] = "UPDATE tq_jobs SET state = 'ready', attempts = 0, run_at = ?2,"
                     " finished_at = NULL, lease_until = NULL, unknown_starts = 0,"
+                    " snoozes = 0, progress = NULL, progress_text = NULL,"
                     " unique_scope = CASE WHEN unique_key IS NOT NULL THEN 'expired' END"
                     " WHERE id = ?1 AND state IN ('dead', 'cancelled')",
     [S_RETRY_DEAD] = "UPDATE tq_jobs SET state = 'ready', attempts = 0, run_at = ?2,"
                      " finished_at = NULL, lease_until = NULL, unknown_starts = 0,"
+                     " snoozes = 0, progress = NULL, progress_text = NULL,"
                      " unique_scope = CASE WHEN unique_key IS NOT NULL THEN 'expired' END"
                      " WHERE state = 'dead' AND finished_at IS NOT NULL"
                      " AND (?1 IS NULL OR queue = ?1)",
@@ -1203,6 +1259,8 @@ static void read_queue(sqlite3_stmt *s, tq_queue_info *q)
     q->rate_limit = sqlite3_column_int64(s, 10);
     q->rate_period_us = sqlite3_column_int64(s, 11);
     q->rate_burst = q->rate_limit ? sqlite3_column_int64(s, 12) : 0;
+    q->max_snoozes = sqlite3_column_int(s, 13);
+    q->results = sqlite3_column_int(s, 14);
 }
 
 static int sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
@@ -1245,6 +1303,10 @@ static int sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
                            on ? tq__rate_burst(o->rate_limit, o->rate_period_us) : 1);
         sqlite3_bind_int64(s, 14, tq__now_us());
     }
+    if (o->set & TQ_SET_MAX_SNOOZES)
+        sqlite3_bind_int(s, 15, o->max_snoozes);
+    if (o->set & TQ_SET_RESULTS)
+        sqlite3_bind_int(s, 16, !!o->results);
     if ((rc = run(db, s, "changing the queue")))
         goto fail;
     if ((o->set & TQ_SET_ORDER) && (rc = sync_lifo_index(db)))
@@ -1457,7 +1519,18 @@ static int read_job(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const char *
     j->claim = sqlite3_column_int64(s, c->claim);
     j->traceparent = col_strdup(s, c->traceparent);
     j->group = col_strdup(s, c->group);
+    j->snoozes = sqlite3_column_int(s, c->snoozes);
+    j->progress = c->progress < 0 || sqlite3_column_type(s, c->progress) == SQLITE_NULL
+                      ? -1
+                      : sqlite3_column_int(s, c->progress);
+    j->progress_text = c->progress_text < 0 ? NULL : col_strdup(s, c->progress_text);
+    j->result_len =
+        c->result_len < 0 || sqlite3_column_type(s, c->result_len) == SQLITE_NULL
+            ? -1
+            : sqlite3_column_int64(s, c->result_len);
     if (!j->queue || !j->payload ||
+        (c->progress_text >= 0 &&
+         sqlite3_column_type(s, c->progress_text) != SQLITE_NULL && !j->progress_text) ||
         (sqlite3_column_type(s, c->traceparent) != SQLITE_NULL && !j->traceparent) ||
         (sqlite3_column_type(s, c->group) != SQLITE_NULL && !j->group) ||
         (sqlite3_column_type(s, c->key) != SQLITE_NULL && !j->key) ||
@@ -1501,10 +1574,13 @@ static int collect_jobs(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const ch
 
 static int apply_ack(tq *db, const char *worker, tq__ack *a, int64_t now)
 {
-    static const enum stmt_id ids[] = {S_DONE, S_FAIL, S_RELEASE, S_BEAT};
+    static const enum stmt_id ids[] = {S_DONE,   S_FAIL,    S_RELEASE, S_BEAT,
+                                       S_SNOOZE, S_DISCARD, S_PROGRESS};
     enum stmt_id id = ids[a->kind];
     if (a->kind == TQ__ACK_DONE && a->delete_done)
         id = S_DONE_DELETE;
+    else if (a->kind == TQ__ACK_DONE && a->output)
+        id = S_DONE_RESULT;
     int rc;
     sqlite3_stmt *s = stmt(db, id, &rc);
     if (!s)
@@ -1512,14 +1588,18 @@ static int apply_ack(tq *db, const char *worker, tq__ack *a, int64_t now)
     sqlite3_bind_int64(s, 1, a->id);
     sqlite3_bind_text(s, 2, worker, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, a->claim);
-    if (id == S_DONE || id == S_FAIL || id == S_BEAT) {
+    if (id != S_DONE_DELETE && id != S_RELEASE && id != S_PROGRESS) {
         sqlite3_bind_int64(s, 4, now);
         sqlite3_bind_int64(s, 5, a->started_us > 0 ? a->started_us : 0);
     }
-    if (id == S_FAIL || id == S_BEAT)
+    if (id == S_FAIL || id == S_BEAT || id == S_SNOOZE)
         sqlite3_bind_int64(s, 6, a->delay_us);
-    if (id == S_FAIL)
+    if (id == S_FAIL || id == S_DISCARD || id == S_PROGRESS)
         bind_text(s, 7, a->error);
+    if (id == S_PROGRESS)
+        sqlite3_bind_int(s, 8, a->progress);
+    if (id == S_DONE_RESULT)
+        sqlite3_bind_blob64(s, 8, a->output, a->output_len, SQLITE_STATIC);
     if ((rc = run(db, s, "acknowledging a job")))
         return rc;
     a->result = sqlite3_changes(C(db)->h) == 1 ? 0 : TQ_ELOST;
@@ -1694,6 +1774,34 @@ static int sqlite_job_get(tq *db, int64_t id, tq_job **out)
     }
     *out = v;
     return 0;
+}
+
+static int sqlite_job_result(tq *db, int64_t id, void **out, size_t *len, int *state)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_JOB_RESULT, &rc);
+    *out = NULL;
+    *len = 0;
+    *state = -1;
+    if (!s)
+        return rc;
+    sqlite3_bind_int64(s, 1, id);
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW) {
+        tq_state st = TQ_READY;
+        tq_state_parse(&st, (const char *)sqlite3_column_text(s, 0));
+        *state = (int)st;
+        if (st == TQ_DONE && sqlite3_column_type(s, 1) != SQLITE_NULL) {
+            *len = (size_t)sqlite3_column_bytes(s, 1);
+            if (!(*out = tq__memdup(sqlite3_column_blob(s, 1), *len, 1)))
+                rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+        }
+        src = sqlite3_step(s);
+    }
+    if (!rc && src != SQLITE_DONE)
+        rc = fail_rc(db, src, "reading the job's result");
+    done_with(s);
+    return rc;
 }
 
 static int sqlite_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n)
@@ -2375,6 +2483,7 @@ const struct tq__engine tq__engine_sqlite = {
     .rescue = sqlite_rescue,
     .pending = sqlite_pending,
     .job_get = sqlite_job_get,
+    .job_result = sqlite_job_result,
     .job_list = sqlite_job_list,
     .job_retry = sqlite_job_retry,
     .job_cancel = sqlite_job_cancel,
