@@ -12,7 +12,8 @@
 # idle workers; the process rate with 1,000,000 finished rows kept against
 # an empty table; `tq work -- true` against a bare spawn-and-wait loop
 # (bench/ref_spawn.c); a queue with a per-group concurrency limit, and one
-# with a rate limit above the achievable, against the same queue without; a
+# with a rate limit above the achievable, against the same queue without;
+# every job storing a 1 KiB result against none; a
 # worker's peak memory; and (full runs) 1,000,000
 # PostgreSQL jobs in a row (bench/sustained.sh).
 #
@@ -162,6 +163,9 @@ for engine in sqlite postgres; do
     extra $engine "jobs/s with a rate limit above the achievable (1000000/s) vs no limit" "$rated" "$free"
     extra $engine "jobs/s with a rate limit above the achievable (1000000/s) vs no limit and no claim-ahead" \
         "$rated" "$free0"
+    # Every job storing a 1 KiB result, against the same run without.
+    res=$(bench "$(store $engine)" $r --result 1024 | jq .process_per_s)
+    extra $engine "jobs/s with a 1 KiB result per job vs none" "$res" "$free"
 done
 # What tq's table costs, apart from tq: the reference's own statements on
 # a table made by tq init, against the reference on its minimal table.

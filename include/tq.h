@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-#define TQ_VERSION "0.4.0"
+#define TQ_VERSION "0.5.0"
 
 /* Result codes. The one list of codes and their messages. */
 #define TQ_ERRNO_MAP(X)                                                                  \
@@ -373,7 +373,8 @@ typedef struct tq_job {
     int snoozes;       /* times its handler snoozed it (reset by retry) */
     /* What its running handler last reported (tq_job_progress, or
      * "progress PCT TEXT" on a command's control channel): 0 to 100, or -1
-     * for none; cleared when the job goes back to ready. Not filled in for
+     * for none; cleared when a run ends other than done or discarded. Not
+     * filled in for
      * a claimed job. */
     int progress;
     char *progress_text; /* or NULL */
@@ -436,7 +437,7 @@ int tq_job_release(tq *db, const tq_job *job);
 /* Stores the running job's progress, pct 0 to 100, and text (NULL, or
  * what fits in 200 bytes, kept as valid UTF-8): shown by tq show and tq
  * list. It stays when the job ends done or discarded and is cleared when
- * it goes back to ready. */
+ * its run ends any other way (failed, snoozed, released, rescued). */
 int tq_job_progress(tq *db, const tq_job *job, int pct, const char *text);
 /* Back to ready at now + delay_us (0 to 365 days) without spending the
  * attempt, counting one snooze. A job that has snoozed its queue's

@@ -188,15 +188,16 @@ static int stdout_for_handler(void)
 }
 
 int tq__child_start(tq__child *c, const char *path, const char *const *argv,
-                    const tq_job *job, char *err, size_t errlen)
+                    const tq_job *job, int capture, char *err, size_t errlen)
 {
-    int in[2] = {-1, -1}, er[2] = {-1, -1}, ctl[2] = {-1, -1};
+    int in[2] = {-1, -1}, er[2] = {-1, -1}, ctl[2] = {-1, -1}, op[2] = {-1, -1};
     char **env = NULL;
     volatile int child_err = 0;
 
     memset(c, 0, sizeof *c);
-    c->pidfd = c->in_fd = c->err_fd = c->ctl_fd = -1;
-    if (pipe2(in, O_CLOEXEC) || pipe2(er, O_CLOEXEC) || pipe2(ctl, O_CLOEXEC)) {
+    c->pidfd = c->in_fd = c->err_fd = c->ctl_fd = c->out_fd = -1;
+    if (pipe2(in, O_CLOEXEC) || pipe2(er, O_CLOEXEC) || pipe2(ctl, O_CLOEXEC) ||
+        (capture && pipe2(op, O_CLOEXEC))) {
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         goto fail_pipes;
     }
@@ -204,12 +205,13 @@ int tq__child_start(tq__child *c, const char *path, const char *const *argv,
         snprintf(err, errlen, "out of memory");
         goto fail_pipes;
     }
-    int fork_errno = 0, out = stdout_for_handler();
+    int fork_errno = 0, out = capture ? op[1] : stdout_for_handler();
     const int fds[TQ__CONTROL_FD + 1] = {in[0], out, er[1], ctl[1]};
     pid_t pid = spawn(path, (char *const *)argv, env, fds, &child_err, &fork_errno);
     free(env);
     if (out >= 0)
-        close(out);
+        close(out); /* op[1] when captured */
+    op[1] = -1;
     close(in[0]);
     close(er[1]);
     close(ctl[1]);
@@ -221,6 +223,8 @@ int tq__child_start(tq__child *c, const char *path, const char *const *argv,
         close(in[1]);
         close(er[0]);
         close(ctl[0]);
+        if (op[0] >= 0)
+            close(op[0]);
         c->pid = 0;
         return pid > 0 && program_error(e) ? TQ_EINVAL : TQ_ESYS;
     }
@@ -228,6 +232,10 @@ int tq__child_start(tq__child *c, const char *path, const char *const *argv,
     c->in_fd = in[1];
     c->err_fd = er[0];
     c->ctl_fd = ctl[0];
+    c->out_fd = op[0];
+    c->captured = capture;
+    if (c->out_fd >= 0)
+        fcntl(c->out_fd, F_SETFL, O_NONBLOCK);
     fcntl(c->in_fd, F_SETFL, O_NONBLOCK);
     fcntl(c->err_fd, F_SETFL, O_NONBLOCK);
     fcntl(c->ctl_fd, F_SETFL, O_NONBLOCK);
@@ -245,6 +253,8 @@ fail_pipes:
             close(er[i]);
         if (ctl[i] >= 0)
             close(ctl[i]);
+        if (op[i] >= 0)
+            close(op[i]);
     }
     return TQ_ESYS;
 }
@@ -367,6 +377,46 @@ int tq__child_drain(tq__child *c, size_t max)
     return 0;
 }
 
+int tq__child_output(tq__child *c, size_t max)
+{
+    char buf[16384];
+    for (size_t got = 0; c->out_fd >= 0; got += sizeof buf) {
+        if (got >= max)
+            return 1;
+        ssize_t n = read(c->out_fd, buf, sizeof buf);
+        if (n > 0) {
+            size_t add = (size_t)n;
+            c->out_seen += add;
+            if (c->out_seen > TQ_RESULT_MAX)
+                continue; /* too much: nothing more is kept, out_seen says so */
+            if (c->out_len + add > c->out_cap) {
+                size_t cap = c->out_cap ? c->out_cap : 4096;
+                while (cap < c->out_len + add)
+                    cap *= 2;
+                if (cap > TQ_RESULT_MAX)
+                    cap = TQ_RESULT_MAX;
+                unsigned char *p = realloc(c->out, cap);
+                if (!p) { /* no memory: counts as too much */
+                    c->out_seen = TQ_RESULT_MAX + 1;
+                    continue;
+                }
+                c->out = p;
+                c->out_cap = cap;
+            }
+            memcpy(c->out + c->out_len, buf, add);
+            c->out_len += add;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && errno == EAGAIN) {
+            return 0;
+        } else {
+            close(c->out_fd);
+            c->out_fd = -1;
+        }
+    }
+    return 0;
+}
+
 static void no_line(void *ud, const char *line, size_t len)
 {
     (void)ud;
@@ -397,7 +447,9 @@ int tq__child_control(tq__child *c, size_t max, int end)
             end = 1;
         }
     }
-    if (end)
+    if (end && more) /* cut off mid-stream: a last part-line is not one */
+        c->control = (tq__ctl_reader){0};
+    else if (end)
         tq__ctl_end(&c->control, fn, c->control_ud);
     return more;
 }
@@ -485,7 +537,11 @@ void tq__child_close(tq__child *c)
         close(c->err_fd);
     if (c->ctl_fd >= 0)
         close(c->ctl_fd);
+    if (c->out_fd >= 0)
+        close(c->out_fd);
     if (c->pidfd >= 0)
         close(c->pidfd);
-    c->in_fd = c->err_fd = c->ctl_fd = c->pidfd = -1;
+    free(c->out);
+    c->out = NULL;
+    c->in_fd = c->err_fd = c->ctl_fd = c->out_fd = c->pidfd = -1;
 }

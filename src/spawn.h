@@ -18,6 +18,12 @@ typedef struct tq__child {
     int in_fd;  /* write end of the child's stdin, -1 once all is written */
     int err_fd; /* read end of the child's stderr, -1 at EOF */
     int ctl_fd; /* read end of its control channel (descriptor 3), -1 at EOF */
+    int out_fd; /* read end of its stdout when captured as the result, or -1 */
+    /* The captured stdout: out_len bytes kept (out, malloc'd), out_seen
+     * read in all; past TQ_RESULT_MAX nothing more is kept. */
+    unsigned char *out;
+    size_t out_len, out_cap, out_seen;
+    int captured;                 /* stdout is the job's result */
     const unsigned char *payload; /* borrowed from the job */
     size_t len, off;
     char tail[TQ__TAIL_MAX * 2];
@@ -40,12 +46,13 @@ typedef struct tq__child {
 /* Starts the program at path (no shell) with argv in a new process group,
  * with the job's payload on stdin, the write end of a pipe as descriptor 3
  * (its control channel) and TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT, TQ_CONTROL_FD
- * in its environment. On failure writes the reason into err and returns
- * TQ_EINVAL when the program itself cannot be run (gone, not executable,
- * not a program), TQ_ESYS when the machine said no (descriptors,
- * processes, memory). Neither says anything about the job. */
+ * in its environment. capture: its stdout is a pipe the caller reads as the
+ * job's result (tq__child_output), else the caller's stdout. On failure writes the reason
+ * into err and returns TQ_EINVAL when the program itself cannot be run (gone, not
+ * executable, not a program), TQ_ESYS when the machine said no (descriptors, processes,
+ * memory). Neither says anything about the job. */
 int tq__child_start(tq__child *c, const char *path, const char *const *argv,
-                    const tq_job *job, char *err, size_t errlen);
+                    const tq_job *job, int capture, char *err, size_t errlen);
 /* Finds the program a handler command names (in PATH unless name has a
  * '/'), into out: a regular file this process may execute. On failure
  * writes the reason into err and returns TQ_EINVAL. */
@@ -63,6 +70,9 @@ int tq__child_drain(tq__child *c, size_t max);
  * max with more perhaps waiting, else 0. end: the handler is over, so take
  * a last unfinished line now, whether or not the channel is closed. */
 int tq__child_control(tq__child *c, size_t max, int end);
+/* Reads what the captured stdout has, at most max bytes; returns 1 when it
+ * stopped at max with more perhaps waiting, else 0. */
+int tq__child_output(tq__child *c, size_t max);
 /* Reaps the child if it exited; returns 1 once it has. */
 int tq__child_reap(tq__child *c);
 /* Sends sig to the child's process group, as long as any of it may be

@@ -110,6 +110,8 @@ typedef struct slot {
     char progress_text[TQ__PROGRESS_TEXT_MAX + 1];
     int64_t progress_at; /* monotonic: when one was last queued */
     int ctl_warned;      /* a bad line was logged for this job */
+    void *output;        /* callback mode: the result it set, or NULL */
+    size_t output_len;
 } slot;
 
 /* A callback's outcome, from its thread to the loop. */
@@ -124,6 +126,8 @@ typedef struct cb_result {
     int64_t snooze_us;
     int progress;
     char *progress_text;
+    void *output; /* owned: the result it set (tq_handler_result), or NULL */
+    size_t output_len;
 } cb_result;
 
 /* A job claimed ahead of a free slot. */
@@ -138,7 +142,8 @@ typedef struct held_job {
 
 typedef struct pending_ack {
     tq__ack ack;
-    char *error; /* owned; ack.error points here */
+    char *error;  /* owned; ack.error points here */
+    void *output; /* owned; ack.output points here */
 } pending_ack;
 
 struct tq_worker {
@@ -384,6 +389,9 @@ static void push_result(tq_worker *w, slot *s, int rc, const char *err, int64_t 
     } else {
         r->error = err[0] ? tq__strdup(err) : NULL;
     }
+    r->output = s->output;
+    r->output_len = s->output_len;
+    s->output = NULL;
     r->progress = s->progress_dirty ? s->progress : -1;
     r->progress_text = s->progress_dirty ? tq__strdup(s->progress_text) : NULL;
 }
@@ -416,6 +424,25 @@ int tq_handler_progress(const tq_job *job, int pct, const char *text)
     s->progress_text[n] = '\0';
     s->progress_dirty = 1;
     pthread_mutex_unlock(&s->owner->mu);
+    return 0;
+}
+
+int tq_handler_result(const tq_job *job, const void *data, size_t len)
+{
+    slot *s = slot_of(job);
+    if (!s)
+        return TQ_EINVAL;
+    if (len > TQ_RESULT_MAX) {
+        free(s->output);
+        s->output = NULL;
+        return TQ_ETOOBIG;
+    }
+    void *copy = tq__memdup(data ? data : "", len, 1);
+    if (!copy)
+        return TQ_ENOMEM;
+    free(s->output); /* only this thread touches it until push_result */
+    s->output = copy;
+    s->output_len = len;
     return 0;
 }
 
@@ -463,6 +490,8 @@ static void *thread_main(void *arg)
         s->word = 0;
         s->progress_dirty = 0;
         s->progress_at = 0;
+        free(s->output);
+        s->output = NULL;
         mark_start(w, s);
         if (w->nheld < w->low_water)
             wake_loop_locked(w); /* time to claim more */
@@ -545,9 +574,11 @@ static void free_slot(slot *s)
     tq__child_close(&s->child);
     tq__job_clear(&s->job);
     free(s->word_text);
+    free(s->output);
     memset(s, 0, sizeof *s);
     s->owner = owner;
-    s->child.in_fd = s->child.err_fd = s->child.ctl_fd = s->child.pidfd = -1;
+    s->child.in_fd = s->child.err_fd = s->child.ctl_fd = s->child.out_fd =
+        s->child.pidfd = -1;
 }
 
 /* How often the leases are renewed: a third of the shortest one held. */
@@ -601,16 +632,21 @@ void tq_worker_free(tq_worker *w)
     if (w->slots)
         for (int i = 0; i < w->concurrency; i++)
             free_slot(&w->slots[i]);
-    for (size_t i = 0; i < w->nacks; i++)
+    for (size_t i = 0; i < w->nacks; i++) {
         free(w->acks[i].error);
+        free(w->acks[i].output);
+    }
     for (size_t i = 0; i < w->nheld; i++)
         tq__job_clear(&w->held[(w->held_head + i) % w->cap_held].job);
     free(w->held);
     for (size_t i = 0; i < w->nshort; i++)
         tq__job_clear(&w->short_held[i].job);
     free(w->short_held);
-    for (size_t i = 0; i < w->nresults; i++)
+    for (size_t i = 0; i < w->nresults; i++) {
         free(w->results[i].error);
+        free(w->results[i].progress_text);
+        free(w->results[i].output);
+    }
     free(w->results);
     free(w->spare);
     free(w->acks);
@@ -829,7 +865,7 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     for (int i = 0; i < w->concurrency; i++) {
         w->slots[i].owner = w;
         w->slots[i].child.in_fd = w->slots[i].child.err_fd = w->slots[i].child.ctl_fd =
-            w->slots[i].child.pidfd = -1;
+            w->slots[i].child.out_fd = w->slots[i].child.pidfd = -1;
     }
     if (pipe2(w->wake, O_CLOEXEC | O_NONBLOCK)) {
         rc = tq__seterr(db, TQ_ESYS, "pipe: %s", strerror(errno));
@@ -951,6 +987,11 @@ typedef struct outcome {
      * discard (error its reason). */
     tq__ctl_verb word;
     int64_t snooze_us;
+    /* The job's result when it is done (has_output; output may be NULL
+     * for an empty one): taken over by the ack, which frees it. */
+    int has_output;
+    void *output;
+    size_t output_len;
 } outcome;
 
 /* A failure, in the log: the handler's text escaped to one line, and what
@@ -971,12 +1012,12 @@ static void log_failure(tq_worker *w, const outcome *o, int64_t backoff_us)
     free(text);
 }
 
-static int finish(tq_worker *w, const outcome *o);
+static int finish(tq_worker *w, outcome *o);
 
 /* A run whose handler said how its job ends: snoozed (back to ready
  * later, the attempt given back), unless the job snoozed as often as its
  * queue allows, which makes this one a failure; or discarded (dead). */
-static int said(tq_worker *w, const outcome *o)
+static int said(tq_worker *w, outcome *o)
 {
     const tq_queue_info *q = &w->qinfo[o->job.qi];
     char d[32], why[200];
@@ -1017,7 +1058,7 @@ static int said(tq_worker *w, const outcome *o)
 }
 
 /* Turns a finished run into a pending ack. */
-static int finish(tq_worker *w, const outcome *o)
+static int finish(tq_worker *w, outcome *o)
 {
     char d[32];
     int rc;
@@ -1039,7 +1080,16 @@ static int finish(tq_worker *w, const outcome *o)
             worker_log(w, TQ_LOG_DEBUG, "job %lld attempt %d done in %s",
                        (long long)o->job.id, o->job.attempt,
                        tq_duration_format(d, sizeof d, ran));
-        return add_ack(w, &o->job, TQ__ACK_DONE, NULL);
+        if ((rc = add_ack(w, &o->job, TQ__ACK_DONE, NULL)))
+            return rc;
+        if (o->has_output) { /* the ack owns it now */
+            pending_ack *p = &w->acks[w->nacks - 1];
+            p->output = o->output;
+            p->ack.output = o->output ? o->output : "";
+            p->ack.output_len = o->output_len;
+            o->output = NULL;
+        }
+        return 0;
     }
     if (o->release) {
         if (w->log_jobs && o->job.started_us)
@@ -1071,6 +1121,24 @@ static int64_t started_ago(int64_t started)
  * carries no start: the store records that through the run's own acks. */
 static int queue_progress(tq_worker *w, slot *s)
 {
+    /* One pending progress per run: while the store cannot be reached,
+     * the newest replaces the last instead of piling up. */
+    for (size_t i = 0; i < w->nacks; i++) {
+        pending_ack *p = &w->acks[i];
+        if (p->ack.kind != TQ__ACK_PROGRESS || p->ack.id != s->job.id ||
+            p->ack.claim != s->job.claim)
+            continue;
+        char *text = tq__utf8_clean(s->progress_text);
+        if (!text)
+            return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
+        free(p->error);
+        p->error = text;
+        p->ack.error = text;
+        p->ack.progress = s->progress;
+        s->progress_dirty = 0;
+        s->progress_at = tq__mono_us();
+        return 0;
+    }
     ack_of j = {s->job.id, s->job.claim, 0, s->job.attempts, s->qi};
     int rc = add_ack(w, &j, TQ__ACK_PROGRESS, s->progress_text);
     if (rc)
@@ -1175,6 +1243,24 @@ static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
                  .snooze_us = s->snooze_us};
     if (!s->start_recorded)
         w->unrecorded--; /* the ack records it */
+    /* A results queue's command: its stdout is the result of a done job,
+     * and a done job whose stdout is over the limit is a failure. */
+    char over[160];
+    if (s->child.captured && ok && !word) {
+        if (s->child.out_seen > TQ_RESULT_MAX) {
+            snprintf(over, sizeof over,
+                     "its stdout, the job's result, is over %d bytes (%zu or more); "
+                     "not kept",
+                     TQ_RESULT_MAX, s->child.out_seen);
+            o.ok = ok = 0;
+            o.error = over;
+        } else {
+            o.has_output = 1;
+            o.output = s->child.out;
+            o.output_len = s->child.out_len;
+            s->child.out = NULL;
+        }
+    }
     int rc = 0;
     /* Its last progress stays with a job that ends done or discarded. */
     if (s->progress_dirty && !s->lost && !s->release &&
@@ -1182,6 +1268,7 @@ static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
         rc = queue_progress(w, s);
     if (!rc)
         rc = finish(w, &o);
+    free(o.output); /* not taken: the run did not end done */
     free_slot(s);
     return rc;
 }
@@ -1214,7 +1301,10 @@ static int collect_results(tq_worker *w)
                      .ok = v[i].rc == 0,
                      .error = error,
                      .word = v[i].word,
-                     .snooze_us = v[i].snooze_us};
+                     .snooze_us = v[i].snooze_us,
+                     .has_output = v[i].output != NULL,
+                     .output = v[i].output,
+                     .output_len = v[i].output_len};
         /* Its last progress stays with a job that ends done or discarded. */
         if (!rc && v[i].progress >= 0 && !v[i].lost &&
             ((o.ok && !o.word) || o.word == TQ__CTL_DISCARD)) {
@@ -1224,6 +1314,7 @@ static int collect_results(tq_worker *w)
         }
         if (!rc)
             rc = finish(w, &o);
+        free(o.output); /* not taken: the run did not end done */
         free(v[i].error);
         free(v[i].progress_text);
     }
@@ -1283,12 +1374,14 @@ static int collect(tq_worker *w)
         tq__child_feed(&s->child);
         tq__child_drain(&s->child, DRAIN_PASS_MAX);
         tq__child_control(&s->child, DRAIN_PASS_MAX, 0);
+        tq__child_output(&s->child, DRAIN_PASS_MAX);
         if (!tq__child_reap(&s->child) || !group_ended(w, s))
             continue;
         /* The rest: what the pipes held when the group ended (a process
          * that left the group may still write: not forever). */
         tq__child_drain(&s->child, DRAIN_END_MAX);
         tq__child_control(&s->child, DRAIN_END_MAX, 1);
+        tq__child_output(&s->child, DRAIN_END_MAX);
         size_t off = 0;
         if (s->timed_out) {
             char d[32];
@@ -1413,7 +1506,7 @@ static int start_job(tq_worker *w, size_t qi, tq_job *job)
     if (w->timeout_us)
         s->deadline = s->started + w->timeout_us;
     int why = tq__child_start(&s->child, w->path, (const char *const *)w->argv, &s->job,
-                              err, sizeof err);
+                              w->qinfo[qi].results, err, sizeof err);
     if (why) {
         s->release = 1;
         int rc = finish_slot(w, s, 0, NULL);
@@ -1667,7 +1760,9 @@ static int drop_error_texts(tq_worker *w, tq__ack *acks, size_t nacks)
             continue;
         free(w->acks[i].error);
         w->acks[i].error = NULL;
-        w->acks[i].ack.error = acks[i].error = text_refused;
+        /* a progress goes without its text; an error text says why */
+        w->acks[i].ack.error = acks[i].error =
+            acks[i].kind == TQ__ACK_PROGRESS ? NULL : text_refused;
         n++;
     }
     if (n) {
@@ -1734,6 +1829,7 @@ static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
                 w->counters.released++;
             }
             free(w->acks[i].error);
+            free(w->acks[i].output);
         }
         w->nacks = 0;
         starts_recorded(w, acks + nacks, nbeats); /* also dates the next beats */
@@ -1881,7 +1977,7 @@ static void enforce_deadlines(tq_worker *w, int64_t now, int64_t stop_at)
 /* Sleeps until something happens or timeout_us passes. */
 static void wait_events(tq_worker *w, int64_t timeout_us)
 {
-    struct pollfd fds[2 + 4 * TQ_CONCURRENCY_MAX]; /* wake, notify, 4 per slot */
+    struct pollfd fds[2 + 5 * TQ_CONCURRENCY_MAX]; /* wake, notify, 5 per slot */
     nfds_t n = 0;
     int need_reap_poll = 0;
     fds[n++] = (struct pollfd){w->wake[0], POLLIN, 0};
@@ -1907,6 +2003,8 @@ static void wait_events(tq_worker *w, int64_t timeout_us)
                 fds[n++] = (struct pollfd){c->err_fd, POLLIN, 0};
             if (c->ctl_fd >= 0)
                 fds[n++] = (struct pollfd){c->ctl_fd, POLLIN, 0};
+            if (c->out_fd >= 0)
+                fds[n++] = (struct pollfd){c->out_fd, POLLIN, 0};
         }
     if (need_reap_poll && timeout_us > 10000)
         timeout_us = 10000;

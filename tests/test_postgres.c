@@ -618,8 +618,8 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
  * (rate limits). */
 #define UNDO_12                                                                          \
     "ALTER TABLE TQ.jobs DROP COLUMN snoozes, DROP COLUMN progress,"                     \
-    "  DROP COLUMN progress_text;"                                                       \
-    "ALTER TABLE TQ.queues DROP COLUMN max_snoozes;"
+    "  DROP COLUMN progress_text, DROP COLUMN result;"                                   \
+    "ALTER TABLE TQ.queues DROP COLUMN max_snoozes, DROP COLUMN results;"
 #define UNDO_11                                                                          \
     UNDO_12 "DROP TABLE TQ.schedules;"                                                   \
             "DROP FUNCTION TQ.fire_schedule(text, int8, int8, int8, text, text);"        \
@@ -887,12 +887,19 @@ static void version_11_store_migrates(void **state)
     assert_int_equal(tq_job_discard(db, &jobs[0], "bad input"), 0);
     assert_int_equal(tq_job_snooze(db, &jobs[1], 0), 0);
     tq_job_array_free(jobs, n);
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 1), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(tq_job_complete_result(db, &jobs[0], "42", 2), 0);
+    tq_job_array_free(jobs, n);
     tq_close(db);
     expect_row(c,
                "SELECT string_agg(state || ' ' || snoozes || ' ' || attempts || ' '"
-               " || coalesce(progress::text, '-') || ' ' || coalesce(last_error, '-'),"
+               " || coalesce(progress::text, '-') || ' ' || coalesce(last_error, '-')"
+               " || ' ' || coalesce(convert_from(result, 'UTF8'), '-'),"
                " ', ' ORDER BY id) FROM v11.jobs",
-               1, (const char *[]){"dead 0 1 40 bad input, ready 1 0 - -"});
+               1, (const char *[]){"dead 0 1 40 bad input -, done 1 1 - - 42"});
+    expect_row(c, "SELECT results FROM v11.queues WHERE name = 'q'", 1,
+               (const char *[]){"f"});
     expect_refused(c, "UPDATE v11.jobs SET progress = 101", "23514");
     PQfinish(c);
 }

@@ -1872,6 +1872,112 @@ static void handler_words(void **state)
     assert_int_equal(q.max_snoozes, 2);
 }
 
+/* Results: stored byte for byte with a done job (tq_job_complete_result),
+ * read back by tq_job_result; an empty result is one; a job that is not
+ * done, or done without one, has none; too big is refused with nothing
+ * changed; the queue's results setting round-trips. */
+static void results(void **state)
+{
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_RESULTS;
+    qo.results = 1;
+    OK(tq_queue_set(DB, "res", &qo));
+    tq_queue_info q;
+    OK(tq_queue_get(&q, DB, "res"));
+    assert_int_equal(q.results, 1);
+
+    static const unsigned char bin[] = {'o', 'k', 0, 0xff, 0xc3, '\n'};
+    int64_t a = enq(state, "res", "a"), b = enq(state, "res", "b"),
+            c = enq(state, "res", "c"), d = enq(state, "res", "d");
+    tq_job *j = claim1(state, "res", "w");
+    OK(tq_job_complete_result(DB, j, bin, sizeof bin));
+    tq_job_free(j);
+    j = claim1(state, "res", "w");
+    OK(tq_job_complete_result(DB, j, NULL, 0)); /* empty, but a result */
+    tq_job_free(j);
+    j = claim1(state, "res", "w");
+    OK(tq_job_complete(DB, j)); /* none */
+    tq_job_free(j);
+    j = claim1(state, "res", "w");
+    char *big = calloc(1, TQ_RESULT_MAX + 1);
+    assert_int_equal(tq_job_complete_result(DB, j, big, TQ_RESULT_MAX + 1), TQ_ETOOBIG);
+    free(big);
+    assert_int_equal(state_of(state, d), TQ_RUNNING);
+    OK(tq_job_release(DB, j));
+    tq_job_free(j);
+
+    void *out;
+    size_t len;
+    OK(tq_job_result(&out, &len, DB, a));
+    assert_int_equal(len, sizeof bin);
+    assert_memory_equal(out, bin, sizeof bin);
+    tq_free(out);
+    OK(tq_job_result(&out, &len, DB, b));
+    assert_int_equal(len, 0);
+    tq_free(out);
+    assert_int_equal(tq_job_result(&out, &len, DB, c), TQ_ESTATE);
+    assert_non_null(strstr(tq_errmsg(DB), "without a result"));
+    assert_int_equal(tq_job_result(&out, &len, DB, d), TQ_ESTATE);
+    assert_non_null(strstr(tq_errmsg(DB), "is ready"));
+    assert_int_equal(tq_job_result(&out, &len, DB, d + 1000), TQ_ENOTFOUND);
+    j = get(state, a);
+    assert_int_equal(j->result_len, (int64_t)sizeof bin);
+    tq_job_free(j);
+    j = get(state, b);
+    assert_int_equal(j->result_len, 0);
+    tq_job_free(j);
+    j = get(state, c);
+    assert_int_equal(j->result_len, -1);
+    tq_job_free(j);
+    qo.set = TQ_SET_RESULTS;
+    qo.results = 0;
+    OK(tq_queue_set(DB, "res", &qo));
+    OK(tq_queue_get(&q, DB, "res"));
+    assert_int_equal(q.results, 0);
+}
+
+/* A C handler's result (tq_handler_result) is kept with its done job, the
+ * last one set counting; one over the limit is refused; a failed job keeps
+ * none. */
+static int result_handler(void *ud, const tq_job *job, char *err, size_t errlen)
+{
+    (void)ud, (void)err, (void)errlen;
+    char text[32];
+    int n = snprintf(text, sizeof text, "result of %s", (const char *)job->payload);
+    if (tq_handler_result(job, "first", 5))
+        return 1;
+    if (tq_handler_result(job, NULL, (size_t)TQ_RESULT_MAX + 1) != TQ_ETOOBIG)
+        return 1;
+    if (tq_handler_result(job, text, (size_t)n))
+        return 1;
+    return strcmp((const char *)job->payload, "fail") == 0;
+}
+
+static void worker_pool_results(void **state)
+{
+    set_queue(state, "cbres", TQ_SET_BACKOFF | TQ_SET_MAX_ATTEMPTS, TQ_FIFO, 0, 1, 0, 0);
+    int64_t ok = enq(state, "cbres", "ok"), bad = enq(state, "cbres", "fail");
+    const char *queues[] = {"cbres"};
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    o.queues = queues;
+    o.nqueues = 1;
+    o.concurrency = 2;
+    o.drain = 1;
+    o.handler = result_handler;
+    tq_worker *w;
+    OK(tq_worker_new(&w, DB, &o));
+    OK(tq_worker_run(w));
+    tq_worker_free(w);
+    void *out;
+    size_t len;
+    OK(tq_job_result(&out, &len, DB, ok));
+    assert_int_equal(len, strlen("result of ok"));
+    assert_memory_equal(out, "result of ok", len);
+    tq_free(out);
+    assert_int_equal(state_of(state, bad), TQ_DEAD);
+    assert_int_equal(tq_job_result(&out, &len, DB, bad), TQ_ESTATE);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tq-test-XXXXXX");
@@ -1898,6 +2004,7 @@ int main(void)
         T(rate_limits),
         T(periodic_jobs),
         T(handler_words),
+        T(results),
         T(queue_settings_round_trip),
         T(delete_done_rows),
         T(payloads),
@@ -1911,6 +2018,7 @@ int main(void)
         T(init_is_idempotent),
         T(worker_pool_callbacks),
         T(worker_pool_handler_words),
+        T(worker_pool_results),
         T(worker_starts_only_young_holds),
         T(worker_name_in_use),
         T(worker_resumes_own_jobs),

@@ -42,6 +42,7 @@ typedef struct shared {
     int64_t njobs;
     int64_t per_round;                         /* --rounds: jobs per round, else 0 */
     int64_t groups;                            /* --groups, else 0 */
+    int64_t result_bytes;                      /* --result: each job's result, else 0 */
     _Atomic int64_t ran;                       /* handler calls so far */
     _Atomic int64_t round_end[ROUNDS_MAX + 1]; /* monotonic us the k-th round ended */
     _Atomic uint32_t runs[]; /* per job: how many times its handler ran */
@@ -76,6 +77,10 @@ static int noop_handler(void *ud, const tq_job *job, char *err, size_t errlen)
         return 0;
     }
     atomic_fetch_add(&sh->runs[i], 1);
+    if (sh->result_bytes) {
+        static const char result[TQ_RESULT_MAX];
+        tq_handler_result(job, result, (size_t)sh->result_bytes);
+    }
     int64_t n = atomic_fetch_add(&sh->ran, 1) + 1;
     if (sh->per_round && n % sh->per_round == 0 && n / sh->per_round <= ROUNDS_MAX)
         atomic_store(&sh->round_end[n / sh->per_round], now_us());
@@ -418,7 +423,7 @@ static int feed(tq *db, const char *queue, tq_payload *items, size_t batch,
 typedef struct bench_cfg {
     const char *url;
     long long njobs, nworkers, conc, psize, nlat, prefetch, ebatch, rounds;
-    long long groups, max_running, max_per_group;
+    long long groups, max_running, max_per_group, result_bytes;
     int64_t rate, rate_period_us;
     int json, delete_done;
     int64_t lease_us;
@@ -449,7 +454,7 @@ static int bench_parse(bench_cfg *c, int argc, char **argv)
         "[--prefetch N] [--enqueue-batch N] [--payload BYTES] "
         "[--latency-jobs N] [--lease DUR] [--delete-done] [--rounds R] "
         "[--groups G] [--max-running N] [--max-running-per-group N] [--rate N/DUR] "
-        "[--json] [--db URL]";
+        "[--result BYTES] [--json] [--db URL]";
     static const struct option lo[] = {
         CLI_COMMON_OPTS,
         {"jobs", required_argument, NULL, 'n'},
@@ -467,6 +472,7 @@ static int bench_parse(bench_cfg *c, int argc, char **argv)
         {"max-running", required_argument, NULL, 'M'},
         {"max-running-per-group", required_argument, NULL, 'G'},
         {"rate", required_argument, NULL, 'R'},
+        {"result", required_argument, NULL, 'S'},
         {0}};
     static const cli_cmd me = {
         .name = "bench",
@@ -486,6 +492,7 @@ static int bench_parse(bench_cfg *c, int argc, char **argv)
                 "--groups G: the jobs take G groups in turn, 10 in a row "
                 "each;\n--max-running N, --max-running-per-group N, --rate N/DUR: the "
                 "queue's\nlimits (tq queue).\n"
+                "--result BYTES: every job's handler stores a result of BYTES bytes.\n"
                 "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
                 "Exits 1 if any job was lost or ran twice.\n"};
     *c = (bench_cfg){.njobs = 20000,
@@ -559,6 +566,10 @@ static int bench_parse(bench_cfg *c, int argc, char **argv)
             break;
         case 'R':
             if (cli_rate("bench", optarg, &c->rate, &c->rate_period_us))
+                return EXIT_USAGE;
+            break;
+        case 'S':
+            if (cli_int("bench", "--result", optarg, 0, TQ_RESULT_MAX, &c->result_bytes))
                 return EXIT_USAGE;
             break;
         default:
@@ -642,6 +653,7 @@ static int bench_setup(bench_run *b)
     b->sh->njobs = b->total;
     b->sh->per_round = c->rounds > 1 ? c->njobs : 0;
     b->sh->groups = c->groups;
+    b->sh->result_bytes = c->result_bytes;
     const long long batch = c->ebatch,
                     first = c->rounds > 1 && batch < b->total ? batch : b->total;
     b->t0 = now_us();

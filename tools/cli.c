@@ -189,6 +189,19 @@ static char *base64(const unsigned char *p, size_t n)
     return out;
 }
 
+void cli_json_bytes(json_t *o, const char *key, const void *p, size_t n)
+{
+    json_t *s = json_stringn((const char *)(p ? p : ""), n);
+    if (s) {
+        json_object_set_new(o, key, s);
+        return;
+    }
+    char k[64], *b = base64(p, n); /* not UTF-8 */
+    snprintf(k, sizeof k, "%s_base64", key);
+    json_object_set_new(o, k, b ? json_string(b) : json_null());
+    free(b);
+}
+
 json_t *cli_job_json(const tq_job *j, int with_payload)
 {
     json_t *o = json_object();
@@ -217,16 +230,10 @@ json_t *cli_job_json(const tq_job *j, int with_payload)
         json_object_set_new(o, "duration_us",
                             json_integer(j->finished_at - j->started_at));
     json_object_set_new(o, "payload_bytes", json_integer((json_int_t)j->payload_len));
-    if (with_payload) {
-        json_t *s = json_stringn((const char *)j->payload, j->payload_len);
-        if (s) {
-            json_object_set_new(o, "payload", s);
-        } else { /* not UTF-8 */
-            char *b = base64(j->payload, j->payload_len);
-            json_object_set_new(o, "payload_base64", b ? json_string(b) : json_null());
-            free(b);
-        }
-    }
+    if (with_payload)
+        cli_json_bytes(o, "payload", j->payload, j->payload_len);
+    json_object_set_new(o, "result_bytes",
+                        j->result_len >= 0 ? json_integer(j->result_len) : json_null());
     return o;
 }
 

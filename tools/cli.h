@@ -86,6 +86,8 @@ json_t *cli_json_text(const char *s);
 json_t *cli_json_time(int64_t us);
 /* A job as JSON, with its payload (as text, or payload_base64) if asked. */
 json_t *cli_job_json(const tq_job *j, int with_payload);
+/* Bytes as o's key: text when valid UTF-8, else base64 under KEY_base64. */
+void cli_json_bytes(json_t *o, const char *key, const void *p, size_t n);
 
 /* The input of --lines (lines.c): one payload per line, "\n" or "\r\n"
  * ending each, empty lines skipped. Start with {.in = stream}. */

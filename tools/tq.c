@@ -148,6 +148,7 @@ static json_t *queue_json(const tq_queue_info *q)
     json_object_set_new(o, "rate_period_us", json_integer(q->rate_period_us));
     json_object_set_new(o, "rate_burst", json_integer(q->rate_burst));
     json_object_set_new(o, "max_snoozes", json_integer(q->max_snoozes));
+    json_object_set_new(o, "results", json_boolean(q->results));
     return o;
 }
 
@@ -228,13 +229,15 @@ static int cmd_queue(int argc, char **argv)
         "tq queue [NAME [--order fifo|lifo|unordered] [--lease DUR] "
         "[--max-attempts N] [--backoff BASE[:CAP]] [--keep-done|--delete-done] "
         "[--pause|--resume] [--max-running N] [--max-running-per-group N] "
-        "[--rate N/DUR] [--max-snoozes N]] [--json] [--db URL]";
+        "[--rate N/DUR] [--max-snoozes N] [--results|--no-results]] [--json] [--db URL]";
     static const struct option lo[] = {
         CLI_COMMON_OPTS,
         {"max-running", required_argument, NULL, 'M'},
         {"max-running-per-group", required_argument, NULL, 'G'},
         {"rate", required_argument, NULL, 'R'},
         {"max-snoozes", required_argument, NULL, 'S'},
+        {"results", no_argument, NULL, 'T'},
+        {"no-results", no_argument, NULL, 'U'},
         {"order", required_argument, NULL, 'o'},
         {"lease", required_argument, NULL, 'l'},
         {"max-attempts", required_argument, NULL, 'm'},
@@ -264,7 +267,10 @@ static int cmd_queue(int argc, char **argv)
                 "10ms of the rate allows, at least\n1, at most N/2). A limited queue's "
                 "workers claim no jobs ahead.\n"
                 "--max-snoozes N (default 100): how often one job may snooze (a "
-                "handler's\n\"snooze DUR\") before a snooze counts as a failure.\n"};
+                "handler's\n\"snooze DUR\") before a snooze counts as a failure.\n"
+                "--results: a command handler's stdout becomes its job's result (kept "
+                "when the\njob is done, at most 1 MiB: tq result ID); --no-results "
+                "(the default): its\nstdout is the worker's.\n"};
     while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
         switch (c) {
         case 'o':
@@ -322,6 +328,11 @@ static int cmd_queue(int argc, char **argv)
                 return EXIT_USAGE;
             qo.max_snoozes = (int)n;
             qo.set |= TQ_SET_MAX_SNOOZES;
+            break;
+        case 'T':
+        case 'U':
+            qo.results = c == 'T';
+            qo.set |= TQ_SET_RESULTS;
             break;
         case 'j':
             json = 1;
@@ -1008,7 +1019,13 @@ static int cmd_show(int argc, char **argv)
     if (rc) {
         ex = cli_fail("show", db, rc);
     } else if (json) {
-        ex = cli_print_json(cli_job_json(j, 1));
+        json_t *o = cli_job_json(j, 1);
+        void *res = NULL;
+        size_t len = 0;
+        if (j->result_len >= 0 && tq_job_result(&res, &len, db, id) == 0)
+            cli_json_bytes(o, "result", res, len);
+        tq_free(res);
+        ex = cli_print_json(o);
         tq_job_free(j);
     } else {
         char t[40], d[24];
@@ -1049,6 +1066,9 @@ static int cmd_show(int argc, char **argv)
         }
         if (j->snoozes)
             printf("snoozes:      %d\n", j->snoozes);
+        if (j->result_len >= 0)
+            printf("result:       %lld bytes (tq result %lld)\n",
+                   (long long)j->result_len, (long long)j->id);
         if (j->progress >= 0) {
             printf("progress:     %d%%", j->progress);
             if (j->progress_text && *j->progress_text) {
@@ -1067,6 +1087,48 @@ static int cmd_show(int argc, char **argv)
         if (j->payload_len && j->payload[j->payload_len - 1] != '\n')
             putchar('\n');
         tq_job_free(j);
+    }
+    tq_close(db);
+    return ex;
+}
+
+static int cmd_result(int argc, char **argv)
+{
+    static const char usage[] = "tq result ID [--db URL]";
+    static const struct option lo[] = {CLI_COMMON_OPTS, {0}};
+    const char *url = NULL;
+    int c, ex = 0;
+    int64_t id;
+    static const cli_cmd me = {
+        .name = "result",
+        .usage = usage,
+        .help = "Writes the result of a done job to stdout, byte for byte: what its "
+                "handler\nwrote to stdout, in a queue with --results (or what a C "
+                "handler set).\nExit 1 when the job is not done or has no result.\n"};
+    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0)
+        return cli_bad_option(&me, argv);
+    if (c == CLI_OPTS_EXIT)
+        return ex;
+    if (optind != argc - 1) {
+        cli_error("result", "expected one job ID");
+        return EXIT_USAGE;
+    }
+    if (parse_id("result", argv[optind], &id))
+        return EXIT_USAGE;
+    tq *db = cli_open("result", cli_url(url), 0, &ex);
+    if (!db)
+        return ex;
+    void *res;
+    size_t len;
+    int rc = tq_job_result(&res, &len, db, id);
+    if (rc) {
+        ex = cli_fail("result", db, rc);
+    } else {
+        if (fwrite(res, 1, len, stdout) != len || fflush(stdout) != 0) {
+            cli_error("result", "cannot write the result: %s", strerror(errno));
+            ex = 1;
+        }
+        tq_free(res);
     }
     tq_close(db);
     return ex;
@@ -1309,6 +1371,7 @@ static const struct {
     {"stats", cmd_stats, "counts, ages and durations"},
     {"list", cmd_list, "list jobs"},
     {"show", cmd_show, "show one job"},
+    {"result", cmd_result, "print a done job's result"},
     {"retry", NULL, "put dead or cancelled jobs back to ready"},
     {"cancel", NULL, "cancel ready or running jobs"},
     {"prune", cmd_prune, "delete old finished jobs"},

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -237,6 +238,14 @@ int cmd_work(int argc, char **argv)
     int ex = work_parse(argc, argv, &wo, queues, &url);
     if (ex)
         return ex < 0 ? 0 : ex;
+    /* Each command slot holds up to five descriptors (stdin, stderr, the
+     * control channel, a result's stdout, a pidfd): the soft limit up to
+     * the hard one, so that many slots do not run out of them. */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &nofile);
+    }
     wo.log = work_log;
     /* The default name, as the library would make it, so logs can show it. */
     char name[128];
