@@ -636,7 +636,8 @@ int tq_handler_progress(const tq_job *job, int pct, const char *text);
 /* The job's result, kept if the handler then returns done: len bytes, at
  * most TQ_RESULT_MAX (else TQ_ETOOBIG, and none is kept). Copied:
  * data may go once this returns. Stored whatever the queue's results
- * setting, which is about commands' stdout. */
+ * setting, which is about commands' stdout, unless the queue deletes
+ * finished rows. */
 int tq_handler_result(const tq_job *job, const void *data, size_t len);
 int tq_handler_snooze(const tq_job *job, int64_t delay_us);
 int tq_handler_discard(const tq_job *job, const char *reason);

@@ -511,6 +511,8 @@ int tq_job_complete(tq *db, const tq_job *job)
 int tq_job_complete_result(tq *db, const tq_job *job, const void *data, size_t len)
 {
     tq__clearerr(db);
+    if (!data && len)
+        return tq__seterr(db, TQ_EINVAL, "a result of %zu bytes without its bytes", len);
     if (len > TQ_RESULT_MAX)
         return tq__seterr(db, TQ_ETOOBIG, "a result of %zu bytes is over the %d allowed",
                           len, TQ_RESULT_MAX);

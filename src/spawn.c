@@ -387,8 +387,11 @@ int tq__child_output(tq__child *c, size_t max)
         if (n > 0) {
             size_t add = (size_t)n;
             c->out_seen += add;
-            if (c->out_seen > TQ_RESULT_MAX)
-                continue; /* too much: nothing more is kept, out_seen says so */
+            if (c->out_seen > TQ_RESULT_MAX) { /* too much: nothing is kept */
+                close(c->out_fd);
+                c->out_fd = -1;
+                break;
+            }
             if (c->out_len + add > c->out_cap) {
                 size_t cap = c->out_cap ? c->out_cap : 4096;
                 while (cap < c->out_len + add)
@@ -396,9 +399,11 @@ int tq__child_output(tq__child *c, size_t max)
                 if (cap > TQ_RESULT_MAX)
                     cap = TQ_RESULT_MAX;
                 unsigned char *p = realloc(c->out, cap);
-                if (!p) { /* no memory: counts as too much */
-                    c->out_seen = TQ_RESULT_MAX + 1;
-                    continue;
+                if (!p) {
+                    c->out_failed = 1;
+                    close(c->out_fd);
+                    c->out_fd = -1;
+                    break;
                 }
                 c->out = p;
                 c->out_cap = cap;

@@ -24,6 +24,7 @@ typedef struct tq__child {
     unsigned char *out;
     size_t out_len, out_cap, out_seen;
     int captured;                 /* stdout is the job's result */
+    int out_failed;               /* no memory for it */
     const unsigned char *payload; /* borrowed from the job */
     size_t len, off;
     char tail[TQ__TAIL_MAX * 2];
@@ -71,7 +72,9 @@ int tq__child_drain(tq__child *c, size_t max);
  * a last unfinished line now, whether or not the channel is closed. */
 int tq__child_control(tq__child *c, size_t max, int end);
 /* Reads what the captured stdout has, at most max bytes; returns 1 when it
- * stopped at max with more perhaps waiting, else 0. */
+ * stopped at max with more perhaps waiting, else 0. Past TQ_RESULT_MAX
+ * (out_seen says so) or out of memory (out_failed) it closes the pipe: the
+ * handler's next write gets EPIPE or SIGPIPE. */
 int tq__child_output(tq__child *c, size_t max);
 /* Reaps the child if it exited; returns 1 once it has. */
 int tq__child_reap(tq__child *c);

@@ -68,6 +68,9 @@
 #define DRAIN_PASS_MAX     65536      /* most stderr bytes read per slot and pass */
 #define DRAIN_END_MAX      1048576    /* and once the handler's group ended */
 #define PROGRESS_EVERY_US  1000000LL  /* most one job's progress is written */
+#define OUTPUT_PENDING_MAX                                                               \
+    (64 << 20)                        /* results' bytes waiting to be sent: no           \
+                                         start while more wait */
 #define START_RETRY_MIN_US 100000LL   /* a handler that cannot start: try again */
 #define START_RETRY_MAX_US 5000000LL  /* after this, doubling up to this */
 #define START_PROBE_US     1000000LL  /* one more slot per this without a failure */
@@ -196,7 +199,10 @@ struct tq_worker {
     int start_gave_up;           /* stopping: start_why says why */
     char start_why[320];
     int64_t avg_run_us; /* moving mean of recent run times; 0: none yet */
-    size_t next_queue;  /* round robin start for claims */
+    /* Bytes of results in pending acks: past OUTPUT_PENDING_MAX (the store
+     * out of reach) no held job starts. Read by the callback threads. */
+    _Atomic size_t output_pending;
+    size_t next_queue; /* round robin start for claims */
 
     tq_worker_info me; /* the registration: what makes the name mine */
     int name_taken;    /* another process registered the name since */
@@ -313,6 +319,8 @@ static void wake_loop_locked(tq_worker *w);
 static int pop_startable(tq_worker *w, held_job *out)
 {
     int64_t now = tq__mono_us();
+    if (w->output_pending > OUTPUT_PENDING_MAX)
+        return 0; /* the results of finished jobs wait for the store */
     while (w->nheld) {
         const held_job *h = held_at(w, 0);
         if (h->lease_end - now >= h->lease_us / 3) {
@@ -430,7 +438,7 @@ int tq_handler_progress(const tq_job *job, int pct, const char *text)
 int tq_handler_result(const tq_job *job, const void *data, size_t len)
 {
     slot *s = slot_of(job);
-    if (!s)
+    if (!s || (!data && len))
         return TQ_EINVAL;
     if (len > TQ_RESULT_MAX) {
         free(s->output);
@@ -1088,6 +1096,7 @@ static int finish(tq_worker *w, outcome *o)
             p->ack.output = o->output ? o->output : "";
             p->ack.output_len = o->output_len;
             o->output = NULL;
+            w->output_pending += o->output_len;
         }
         return 0;
     }
@@ -1246,20 +1255,23 @@ static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
     /* A results queue's command: its stdout is the result of a done job,
      * and a done job whose stdout is over the limit is a failure. */
     char over[160];
-    if (s->child.captured && ok && !word) {
-        if (s->child.out_seen > TQ_RESULT_MAX) {
+    if (s->child.captured && !word && !s->release && !s->timed_out &&
+        (s->child.out_seen > TQ_RESULT_MAX || s->child.out_failed)) {
+        /* Its stdout was closed at the limit: what it did next (a SIGPIPE
+         * death, say) is not the story. */
+        if (s->child.out_failed)
+            snprintf(over, sizeof over, "out of memory for the job's result");
+        else
             snprintf(over, sizeof over,
-                     "its stdout, the job's result, is over %d bytes (%zu or more); "
-                     "not kept",
-                     TQ_RESULT_MAX, s->child.out_seen);
-            o.ok = ok = 0;
-            o.error = over;
-        } else {
-            o.has_output = 1;
-            o.output = s->child.out;
-            o.output_len = s->child.out_len;
-            s->child.out = NULL;
-        }
+                     "its stdout, the job's result, is over %d bytes; not kept",
+                     TQ_RESULT_MAX);
+        o.ok = ok = 0;
+        o.error = over;
+    } else if (s->child.captured && ok && !word) {
+        o.has_output = 1;
+        o.output = s->child.out;
+        o.output_len = s->child.out_len;
+        s->child.out = NULL;
     }
     int rc = 0;
     /* Its last progress stays with a job that ends done or discarded. */
@@ -1752,10 +1764,22 @@ static void starts_recorded(tq_worker *w, const tq__ack *beats, size_t n)
  */
 static const char text_refused[] = "the store refused this job's error text; see the "
                                    "worker's log";
+static const char result_refused[] = "the store refused this job's result; see the "
+                                     "worker's log";
 static int drop_error_texts(tq_worker *w, tq__ack *acks, size_t nacks)
 {
     size_t n = 0;
     for (size_t i = 0; i < nacks; i++) {
+        if (w->acks[i].output) { /* a result the store may refuse too: a failure */
+            free(w->acks[i].output);
+            w->acks[i].output = NULL;
+            w->acks[i].ack.output = acks[i].output = NULL;
+            w->acks[i].ack.kind = acks[i].kind = TQ__ACK_FAIL;
+            w->acks[i].ack.delay_us = acks[i].delay_us = 1000000;
+            w->acks[i].ack.error = acks[i].error = result_refused;
+            n++;
+            continue;
+        }
         if (!w->acks[i].error)
             continue;
         free(w->acks[i].error);
@@ -1768,8 +1792,8 @@ static int drop_error_texts(tq_worker *w, tq__ack *acks, size_t nacks)
     if (n) {
         char *why = tq_text_printable(tq_errmsg(w->db));
         worker_log(w, TQ_LOG_WARN,
-                   "the store refused %zu job(s)' error text (%.300s); sending "
-                   "without it",
+                   "the store refused %zu job(s)' error text or result (%.300s); "
+                   "sending without them (a job whose result it refused fails)",
                    n, why ? why : "out of memory");
         free(why);
     }
@@ -1832,6 +1856,13 @@ static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
             free(w->acks[i].output);
         }
         w->nacks = 0;
+        if (w->output_pending > OUTPUT_PENDING_MAX && w->handler) {
+            w->output_pending = 0; /* held jobs may start again */
+            pthread_mutex_lock(&w->mu);
+            pthread_cond_broadcast(&w->cv);
+            pthread_mutex_unlock(&w->mu);
+        }
+        w->output_pending = 0;
         starts_recorded(w, acks + nacks, nbeats); /* also dates the next beats */
         if (claim && claim->max && claim->lease_us < w->beat_lease_us)
             w->beat_lease_us = claim->lease_us;

@@ -63,6 +63,7 @@ typedef struct mrow {
     int64_t run_at; /* logical time: the order of due ready rows */
     char error[96]; /* last_error, "" for none */
     int snoozes;    /* the handler's snoozes since enqueue or retry */
+    int result;     /* done with a result (3 bytes) */
     int progress;   /* the last progress reported, -1: none */
 } mrow;
 
@@ -79,6 +80,7 @@ typedef struct vack {
     tq__ack_kind kind;
     int delete_done;
     int progress;
+    int with_result; /* DONE: with a result of 3 bytes */
     char error[96];
 } vack;
 
@@ -305,6 +307,7 @@ static int model_ack(model *m, int w, const vack *a, int64_t now_tick)
         }
         r->attempts += inc;
         r->state = TQ_DONE;
+        r->result = a->with_result;
         break;
     case TQ__ACK_FAIL:
         if (a->started_us == 0 && !r->started)
@@ -421,6 +424,7 @@ static void compare(store *s, model *m)
         FIELD(j->claim, r->claims, "claims");
         FIELD(j->snoozes, r->snoozes, "snoozes");
         FIELD(j->progress, r->progress, "progress");
+        FIELD(j->result_len, r->result ? 3 : -1, "result");
         if (r->state == TQ_RUNNING) {
             FIELD(j->started_at != 0, r->started, "start recorded");
             FIELD(worker_index(m, j->worker ? j->worker : ""), r->worker, "worker");
@@ -500,6 +504,8 @@ static void exchange(store *s, model *m, int w, int n_claim, int start)
                             .delete_done = a->delete_done,
                             .started_us = a->started_us,
                             .progress = a->progress,
+                            .output = a->with_result ? "res" : NULL,
+                            .output_len = a->with_result ? 3 : 0,
                             .result = -1};
         want[n++] = model_ack(m, w, a, now_tick);
     }
@@ -679,6 +685,7 @@ static void finish_one(model *m, int w)
         note("%s: job %lld discarded", v->name, (long long)j.id);
     } else if (how < 5) {
         push_ack(v, &j, TQ__ACK_DONE, 1, NULL, !m->keep_done);
+        v->pending[v->npending - 1].with_result = rnd(2);
         note("%s: job %lld done", v->name, (long long)j.id);
     } else if (how < 9) {
         char err[96];

@@ -239,11 +239,13 @@ int cmd_work(int argc, char **argv)
     if (ex)
         return ex < 0 ? 0 : ex;
     /* Each command slot holds up to five descriptors (stdin, stderr, the
-     * control channel, a result's stdout, a pidfd): the soft limit up to
-     * the hard one, so that many slots do not run out of them. */
+     * control channel, a result's stdout, a pidfd): the soft limit raised
+     * as far as that needs (within the hard one), no further, since the
+     * handlers inherit it. */
     struct rlimit nofile;
-    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-        nofile.rlim_cur = nofile.rlim_max;
+    const rlim_t need = 5 * (rlim_t)(wo.concurrency > 0 ? wo.concurrency : 1) + 64;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < need) {
+        nofile.rlim_cur = need < nofile.rlim_max ? need : nofile.rlim_max;
         setrlimit(RLIMIT_NOFILE, &nofile);
     }
     wo.log = work_log;

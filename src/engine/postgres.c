@@ -535,7 +535,7 @@ enum stmt_id {
     S_SNOOZE,
     S_DISCARD,
     S_PROGRESS,
-    S_DONE_RESULT,
+    S_ACK_RESULTS,
     S_ACK_MANY,
     S_ACK_DONE,
     S_ACK_DELETE,
@@ -675,15 +675,19 @@ static const char *const sql[S_COUNT] = {
         RECORD_START("$5")
         FENCE,
     [S_PROGRESS] = "UPDATE TQ.jobs j SET progress = $4::int4, progress_text = $5" FENCE,
-    /* Done with a result: $4 started_us, $5 the result. */
-    [S_DONE_RESULT] =
+    /* A group of done jobs with results: S_ACK_DONE with a fourth array,
+     * the results, kept apart so that jobs without one pay nothing. */
+    [S_ACK_RESULTS] =
         "UPDATE TQ.jobs j SET"
         "  state = 'done',"
         "  finished_at = now(),"
         "  lease_until = NULL,"
-        "  result = $5,"
-        RECORD_START("$4")
-        FENCE,
+        "  result = a.r,"
+        RECORD_START("a.s")
+        " FROM unnest($2::int8[], $3::int8[], $4::int8[], $5::bytea[])"
+        "   WITH ORDINALITY AS a (id, c, s, r, n)"
+        FENCE_MANY
+        " RETURNING a.n",
     /*
      * A group of done (kept), release and beat acks in one statement: $1
      * worker; the arrays hold id, claim, kind (TQ__ACK_* as numbers: 0
@@ -2008,9 +2012,10 @@ typedef struct exchange_state {
     tq__claim *claim; /* NULL: acknowledgements only */
     /* idx: the "many" group from the front, the delete group at the back. */
     size_t *idx, nmany, ndel;
-    uint64_t singles;  /* the statements of its one-job acks (single_stmt), as bits */
-    enum stmt_id many; /* S_ACK_DONE when the group is all done */
-    char *arrays[10];  /* the groups' array parameters */
+    size_t *ridx, nres; /* done with a result: a group of their own */
+    uint64_t singles;   /* the statements of its one-job acks (single_stmt), as bits */
+    enum stmt_id many;  /* S_ACK_DONE when the group is all done */
+    char *arrays[14];   /* the groups' array parameters */
     tq_job *jobs;
     size_t njobs;
 } exchange_state;
@@ -2029,8 +2034,6 @@ static enum stmt_id claim_id(tq_order order, int limited)
 static enum stmt_id single_stmt(const tq__ack *a)
 {
     switch (a->kind) {
-    case TQ__ACK_DONE:
-        return a->output && !a->delete_done ? S_DONE_RESULT : S_COUNT;
     case TQ__ACK_FAIL:
         return S_FAIL;
     case TQ__ACK_SNOOZE:
@@ -2075,16 +2078,41 @@ static int pipe_single(pipeline *pl, const char *worker, const tq__ack *a, size_
         p_text(&p, a->error);
         p_i64(&p, started);
         break;
-    case TQ__ACK_PROGRESS:
+    default: /* TQ__ACK_PROGRESS */
         p_i64(&p, a->progress);
         p_text(&p, a->error);
         break;
-    default: /* TQ__ACK_DONE with a result */
-        p_i64(&p, started);
-        p_bytes(&p, a->output, a->output_len);
-        break;
     }
     return pipe_send(pl, single_stmt(a), &p, i);
+}
+
+/* Sends the group of done jobs with results: worker, then the ids,
+ * claims and starts as int8[] and the results as a bytea[]. arrays gets
+ * them (freed by the caller), 4. */
+static int pipe_results(pipeline *pl, const exchange_state *x, char **arrays)
+{
+    const size_t n = x->nres;
+    int64_t *col = malloc(n * sizeof *col);
+    tq_payload *res = malloc(n * sizeof *res);
+    params p = {0};
+    p_text(&p, x->worker);
+    static const enum ack_field cols[] = {F_ID, F_CLAIM, F_STARTED};
+    for (int c = 0; c < 3 && col && res; c++) {
+        for (size_t j = 0; j < n; j++)
+            col[j] = ack_field(&x->acks[x->ridx[j]], cols[c]);
+        if (!(arrays[c] = int_array(col, n)))
+            break;
+        p_text(&p, arrays[c]);
+    }
+    for (size_t j = 0; res && j < n; j++)
+        res[j] = (tq_payload){x->acks[x->ridx[j]].output, x->acks[x->ridx[j]].output_len};
+    if (p.n == 4 && (arrays[3] = bytea_array(res, n)))
+        p_text(&p, arrays[3]);
+    free(col);
+    free(res);
+    if (p.n != 5)
+        return tq__seterr(pl->db, TQ_ENOMEM, "out of memory");
+    return pipe_send(pl, S_ACK_RESULTS, &p, 0);
 }
 
 /* Sorts the acks into the grouped statements and prepares every statement
@@ -2101,15 +2129,18 @@ static int exchange_prepare(tq *db, exchange_state *x)
             x->singles |= 1ull << single_stmt(a);
         else if (a->kind == TQ__ACK_DONE && a->delete_done)
             x->idx[x->nacks - ++x->ndel] = i;
+        else if (a->kind == TQ__ACK_DONE && a->output)
+            x->ridx[x->nres++] = i;
         else
             x->idx[x->nmany++] = i;
         nother += a->kind == TQ__ACK_RELEASE || a->kind == TQ__ACK_BEAT;
     }
     /* All of the group done (the usual case): the simpler statement. */
     x->many = nother ? S_ACK_MANY : S_ACK_DONE;
-    const int grouped = x->nmany || x->ndel;
+    const int grouped = x->nmany || x->ndel || x->nres;
     if ((x->nmany && (rc = prepare(db, x->many, "acknowledging jobs"))) ||
         (x->ndel && (rc = prepare(db, S_ACK_DELETE, "acknowledging jobs"))) ||
+        (x->nres && (rc = prepare(db, S_ACK_RESULTS, "acknowledging jobs"))) ||
         (rc = prepare_singles(db, x->singles)) ||
         (rc = prepare(db, S_PLAN, "exchanging with the store")) ||
         (grouped && ((rc = prepare(db, S_PLAN_GROUP, "exchanging with the store")) ||
@@ -2125,12 +2156,13 @@ static int exchange_prepare(tq *db, exchange_state *x)
     return 0;
 }
 
-/* BEGIN, the plan settings, the two groups, one statement per failure,
+/* BEGIN, the plan settings, progress, the three groups, one statement per
+ * failure, snooze or discard,
  * the claim, COMMIT: into the pipeline, not waiting for any answer. */
 static int exchange_send(pipeline *pl, exchange_state *x)
 {
     const params none = {0};
-    const int grouped = x->nmany || x->ndel;
+    const int grouped = x->nmany || x->ndel || x->nres;
     int rc;
     if ((rc = pipe_sql(pl, "BEGIN")) || (rc = pipe_send(pl, S_PLAN, &none, 0)))
         return rc;
@@ -2144,7 +2176,8 @@ static int exchange_send(pipeline *pl, exchange_state *x)
                                       x->arrays))) ||
         (x->ndel &&
          (rc = pipe_group(pl, S_ACK_DELETE, x->worker, x->acks,
-                          x->idx + x->nacks - x->ndel, x->ndel, x->arrays + 5))))
+                          x->idx + x->nacks - x->ndel, x->ndel, x->arrays + 5))) ||
+        (x->nres && (rc = pipe_results(pl, x, x->arrays + 7))))
         return rc;
     for (size_t i = 0; i < x->nacks && !rc; i++)
         if (x->acks[i].kind != TQ__ACK_PROGRESS && single_stmt(&x->acks[i]) != S_COUNT)
@@ -2187,11 +2220,13 @@ static int exchange_take(tq *db, const pipeline *pl, size_t q, PGresult *r,
     case S_ACK_DELETE:
         mark_applied(r, x->acks, x->idx + x->nacks - x->ndel, x->ndel);
         break;
+    case S_ACK_RESULTS:
+        mark_applied(r, x->acks, x->ridx, x->nres);
+        break;
     case S_FAIL:
     case S_SNOOZE:
     case S_DISCARD:
     case S_PROGRESS:
-    case S_DONE_RESULT:
         x->acks[pl->ack[q]].result =
             strtoll(PQcmdTuples(r), NULL, 10) == 1 ? 0 : TQ_ELOST;
         break;
@@ -2270,11 +2305,12 @@ static int pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
         *out = NULL;
         *out_n = 0;
     }
-    x.idx = malloc((nacks + 1) * sizeof *x.idx);
-    /* At most: BEGIN, three settings, two groups, the lock, the claim, the
-     * rate's wait, COMMIT, and one statement per failure. */
-    pipeline pl = {db, 0, malloc((nacks + 10) * sizeof *pl.what),
-                   malloc((nacks + 10) * sizeof *pl.ack)};
+    x.idx = malloc((2 * nacks + 1) * sizeof *x.idx);
+    x.ridx = x.idx ? x.idx + nacks : NULL;
+    /* At most: BEGIN, three settings, three groups, the lock, the claim,
+     * the rate's wait, COMMIT, and one statement per other ack. */
+    pipeline pl = {db, 0, malloc((nacks + 11) * sizeof *pl.what),
+                   malloc((nacks + 11) * sizeof *pl.ack)};
     if (!x.idx || !pl.what || !pl.ack) {
         rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
         goto done;
@@ -2295,7 +2331,7 @@ done:
     free(x.idx);
     free(pl.what);
     free(pl.ack);
-    for (int c = 0; c < 10; c++)
+    for (int c = 0; c < 14; c++)
         free(x.arrays[c]);
     if (rc) {
         tq_job_array_free(x.jobs, x.njobs);

@@ -13,6 +13,7 @@ text) printf "total: 42\n" ;;
 binary) printf "a\000b\377c" ;;
 empty) ;;
 big) head -c 1100000 /dev/zero ;;
+flood) yes ;;
 exact) head -c 1048576 /dev/zero | tr "\0" y ;;
 fail) echo "half a result"; exit 3 ;;
 discard) echo "no"; echo "discard unwanted" >&3 ;;
@@ -26,6 +27,7 @@ tx=$(id_of res text)
 bi=$(id_of res binary)
 em=$(id_of res empty)
 big=$(id_of res big)
+fl=$(id_of res flood)
 ex=$(id_of res exact)
 fa=$(id_of res fail)
 di=$(id_of res discard)
@@ -47,6 +49,9 @@ expect_eq "$(job "$bi" result)" null "--json: no text for a binary result"
 expect_eq "$(job "$big" state)" dead "a job whose result is over 1 MiB"
 job "$big" last_error | grep -q "over 1048576 bytes" || fail "over 1 MiB: error '$(job "$big" last_error)'"
 expect_eq "$(job "$big" result_bytes)" null "nothing of a result over 1 MiB"
+# A handler that writes without end: its stdout is closed at the limit.
+expect_eq "$(job "$fl" state) $(job "$fl" result_bytes)" "dead null" "a flood of stdout"
+job "$fl" last_error | grep -q "over 1048576 bytes" || fail "flood: error '$(job "$fl" last_error)'"
 for j in "$fa" "$di"; do
     expect_eq "$(job "$j" state) $(job "$j" result_bytes)" "dead null" "job $j: no result"
     expect_exit 1 "$TQ" result "$j"
