@@ -490,6 +490,12 @@ int tq_job_list(tq_job **out, size_t *out_n, tq *db, const tq_list_opts *opts);
  * finished before now - older_than_us. TQ_EINVAL for a mask with a state
  * that is not finished. */
 int tq_job_prune(int64_t *out_count, tq *db, int64_t older_than_us, unsigned state_mask);
+/* The same for at most limit rows of each state in the mask, in one
+ * transaction (limit 0: all): called until it prunes fewer, it keeps each
+ * transaction short beside running workers (tq prune does, 10,000 at a
+ * time). */
+int tq_job_prune_batch(int64_t *out_count, tq *db, int64_t older_than_us,
+                       unsigned state_mask, int64_t limit);
 
 /* Puts back running jobs whose lease expired: to ready, or to dead when
  * their attempts are used up. */
@@ -721,6 +727,8 @@ int tq_worker_run(tq_worker *w);
  * callback handlers, which cannot be killed, are still waited for.
  * Async-signal-safe and thread-safe. */
 void tq_worker_stop(tq_worker *w);
+/* Safe from any thread while tq_worker_run runs (busy_retries excepted,
+ * which is read after it returns). */
 void tq_worker_counters_get(tq_worker_counters *out, const tq_worker *w);
 /* The worker's registered name; borrowed until tq_worker_free. */
 const char *tq_worker_name(const tq_worker *w);

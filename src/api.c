@@ -757,6 +757,12 @@ int tq_job_list(tq_job **out, size_t *out_n, tq *db, const tq_list_opts *opts)
 
 int tq_job_prune(int64_t *out_count, tq *db, int64_t older_than_us, unsigned state_mask)
 {
+    return tq_job_prune_batch(out_count, db, older_than_us, state_mask, 0);
+}
+
+int tq_job_prune_batch(int64_t *out_count, tq *db, int64_t older_than_us,
+                       unsigned state_mask, int64_t limit)
+{
     const unsigned finished = (1u << TQ_DONE) | (1u << TQ_DEAD) | (1u << TQ_CANCELLED);
     int64_t n = 0;
     tq__clearerr(db);
@@ -765,7 +771,9 @@ int tq_job_prune(int64_t *out_count, tq *db, int64_t older_than_us, unsigned sta
     if (state_mask == 0 || (state_mask & ~finished))
         return tq__seterr(db, TQ_EINVAL,
                           "only done, dead and cancelled jobs can be pruned");
-    int rc = db->engine->prune(db, older_than_us, state_mask, &n);
+    if (limit < 0)
+        return tq__seterr(db, TQ_EINVAL, "a batch of %lld rows", (long long)limit);
+    int rc = db->engine->prune(db, older_than_us, state_mask, limit, &n);
     if (out_count)
         *out_count = n;
     return rc;

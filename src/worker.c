@@ -245,7 +245,11 @@ struct tq_worker {
     int listening;            /* a new job could start now: notifications matter */
     int64_t last_rescue, last_refresh;
 
-    tq_worker_counters counters;
+    /* tq_worker_counters, atomic: tq_worker_counters_get may be called
+     * from another thread while the loop runs. */
+    struct {
+        _Atomic int64_t claimed, done, failed, lost, released;
+    } counters;
 };
 
 static void worker_log(tq_worker *w, int level, const char *fmt, ...)
@@ -912,7 +916,11 @@ const char *tq_worker_name(const tq_worker *w)
 
 void tq_worker_counters_get(tq_worker_counters *out, const tq_worker *w)
 {
-    *out = w->counters;
+    out->claimed = w->counters.claimed;
+    out->done = w->counters.done;
+    out->failed = w->counters.failed;
+    out->lost = w->counters.lost;
+    out->released = w->counters.released;
     out->busy_retries = w->db->busy_retries;
 }
 

@@ -707,6 +707,20 @@ static void bench_work(bench_run *b)
             if (pids[i] > 0)
                 kill(pids[i], SIGTERM);
     }
+    /* On a terminal, the jobs run so far while the workers drain. */
+    cli_progress pr;
+    cli_progress_start(&pr, "ran", c->json);
+    if (pr.on) {
+        struct timespec tick = {0, 2000000};
+        int left = started;
+        while (left > 0) {
+            left -= reap(pids, started, WNOHANG, &b->worker_fail);
+            cli_progress_show(&pr, atomic_load(&b->sh->ran), b->total, NULL);
+            if (left > 0)
+                nanosleep(&tick, NULL);
+        }
+        cli_progress_end(&pr);
+    }
     reap(pids, started, 0, &b->worker_fail);
     b->t_work = now_us() - b->t0;
     if (c->rounds > 1 && atomic_load(&b->sh->round_end[c->rounds]))

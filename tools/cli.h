@@ -103,6 +103,20 @@ int cli_lines_next(cli_lines *r, char **line, size_t *len);
 void cli_lines_free(cli_lines *r);
 
 /* Commands in files of their own. */
+/* A progress line on stderr (progress.c): drawn only on a terminal and
+ * never with --json; cli_progress_end erases it before the summary. */
+typedef struct cli_progress {
+    int on, shown;
+    int64_t start_us, last_us;
+    char what[48];
+} cli_progress;
+void cli_progress_start(cli_progress *p, const char *what, int json);
+/* done of total (total <= 0: unknown), with the rate since the start and,
+ * when the total is known, the time left; extra (or NULL) after them.
+ * Redraws at most ten times a second. */
+void cli_progress_show(cli_progress *p, int64_t done, int64_t total, const char *extra);
+void cli_progress_end(cli_progress *p);
+
 int cmd_work(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_cron(int argc, char **argv);

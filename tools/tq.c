@@ -416,8 +416,15 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo, i
     size_t n = 0, total = 0;
     int64_t first = 0, last = 0, ids[BATCH];
     cli_lines in = {.in = stdin};
-    int ex = 0, tty = isatty(2);
+    int ex = 0;
     json_t *all = json ? json_array() : NULL;
+    /* On a terminal: the jobs so far, and how far into the input when it is
+     * a file. */
+    cli_progress pr;
+    cli_progress_start(&pr, "enqueued", json);
+    struct stat st;
+    const off_t size = fstat(0, &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : 0;
+    off_t read_bytes = 0;
 
     for (;;) {
         char *line;
@@ -446,6 +453,7 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo, i
             items[n].data = lines[n];
             items[n].len = len;
             n++;
+            read_bytes += (off_t)len + 1;
         }
         if (n == BATCH || (!more && n > 0)) {
             int rc = tq_job_enqueue_batch(ids, db, queue, items, n, eo);
@@ -465,8 +473,11 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo, i
                 json_array_append_new(all, json_integer(ids[i]));
             total += n;
             n = 0;
-            if (tty)
-                fprintf(stderr, "\renqueued %zu jobs", total);
+            char how_far[48] = "";
+            if (size > 0)
+                snprintf(how_far, sizeof how_far, "%d%% of the input",
+                         (int)(read_bytes >= size ? 100 : read_bytes * 100 / size));
+            cli_progress_show(&pr, (int64_t)total, -1, how_far);
         }
         if (!more)
             break;
@@ -474,8 +485,7 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo, i
     for (size_t i = 0; i < n; i++)
         free(lines[i]);
     cli_lines_free(&in);
-    if (tty && total)
-        fputc('\n', stderr);
+    cli_progress_end(&pr);
     if (!ex && all) {
         json_t *o = json_object();
         json_object_set_new(o, "count", json_integer((json_int_t)total));
@@ -1254,12 +1264,27 @@ static int cmd_prune(int argc, char **argv)
     tq *db = cli_open("prune", cli_url(url), 0, &ex);
     if (!db)
         return ex;
-    int64_t n = 0;
-    int rc = tq_job_prune(&n, db, age, mask);
-    if (rc)
-        ex = cli_fail("prune", db, rc);
-    else
+    /* In transactions of PRUNE_BATCH rows of each state, so that workers
+     * of the same store wait no longer than one of them takes; on a
+     * terminal, how many so far. */
+    enum { PRUNE_BATCH = 10000 };
+    cli_progress pr;
+    cli_progress_start(&pr, "pruned", 0);
+    int64_t n = 0, got = 0;
+    int rc;
+    do {
+        rc = tq_job_prune_batch(&got, db, age, mask, PRUNE_BATCH);
+        n += got;
+        cli_progress_show(&pr, n, -1, NULL);
+    } while (!rc && got >= PRUNE_BATCH);
+    cli_progress_end(&pr);
+    if (rc) {
+        cli_error("prune", "%s; %lld job(s) were pruned before it", cli_reason(db, rc),
+                  (long long)n);
+        ex = cli_exit_code(rc);
+    } else {
         printf("pruned %lld job(s)\n", (long long)n);
+    }
     tq_close(db);
     return ex;
 }

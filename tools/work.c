@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,12 @@ static void on_stop_signal(int sig)
 
 static int log_level = TQ_LOG_INFO;
 
+/* tq work --drain on a terminal: a progress line (jobs done, left, rate)
+ * kept below the log by drain_progress's thread; log lines erase it first,
+ * under progress_mu. */
+static pthread_mutex_t progress_mu = PTHREAD_MUTEX_INITIALIZER;
+static cli_progress progress;
+
 static void work_log(void *ud, int level, const char *msg)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
@@ -42,7 +49,61 @@ static void work_log(void *ud, int level, const char *msg)
     const char *hint = strncmp(msg, "stopping: ", 10) == 0 && strstr(msg, "to finish")
                            ? " (Ctrl-C again to stop now)"
                            : "";
+    pthread_mutex_lock(&progress_mu);
+    cli_progress_end(&progress);
     fprintf(stderr, "%s %s %s: %s%s\n", t, (const char *)ud, names[level], msg, hint);
+    pthread_mutex_unlock(&progress_mu);
+}
+
+typedef struct drain_watch {
+    tq_worker *w;
+    const char *url;
+    const tq_worker_opts *wo;
+    pthread_t thread;
+    int started;
+    _Atomic int quit;
+} drain_watch;
+
+/* Every 100 ms the worker's counts; every second what is left in its
+ * queues (ready or running, on every worker), read on a connection of its
+ * own. */
+static void *drain_progress(void *arg)
+{
+    drain_watch *d = arg;
+    tq *db = NULL;
+    int64_t left = -1, looked = -10;
+    const struct timespec tick = {0, 100000000};
+    if (tq_open(&db, d->url, NULL)) {
+        tq_close(db);
+        db = NULL;
+    }
+    for (int64_t i = 0; !d->quit; i++) {
+        if (db && i - looked >= 10) {
+            int64_t n = 0;
+            tq_stats st;
+            for (size_t q = 0; q < (d->wo->nqueues ? d->wo->nqueues : 1); q++) {
+                const char *name = d->wo->nqueues ? d->wo->queues[q] : "default";
+                if (tq_stats_get(&st, db, name) == 0)
+                    n += st.count[TQ_READY] + st.count[TQ_RUNNING];
+            }
+            left = n;
+            looked = i;
+        }
+        tq_worker_counters k;
+        tq_worker_counters_get(&k, d->w);
+        char extra[96];
+        if (left >= 0)
+            snprintf(extra, sizeof extra, "%lld failed, %lld left", (long long)k.failed,
+                     (long long)left);
+        else
+            snprintf(extra, sizeof extra, "%lld failed", (long long)k.failed);
+        pthread_mutex_lock(&progress_mu);
+        cli_progress_show(&progress, k.done, -1, extra);
+        pthread_mutex_unlock(&progress_mu);
+        nanosleep(&tick, NULL);
+    }
+    tq_close(db);
+    return NULL;
 }
 
 /* tq work's options into *wo (queues in queues[64], the store in *url):
@@ -283,7 +344,19 @@ int cmd_work(int argc, char **argv)
     log_start(name, db, &wo);
     if (stop_early) /* a signal came before the worker could hear it */
         tq_worker_stop(w);
+    drain_watch watch = {.w = w, .url = cli_url(url), .wo = &wo};
+    cli_progress_start(&progress, "done", !wo.drain);
+    if (progress.on)
+        watch.started = pthread_create(&watch.thread, NULL, drain_progress, &watch) == 0;
     rc = tq_worker_run(w);
+    if (watch.started) {
+        watch.quit = 1;
+        pthread_join(watch.thread, NULL);
+    }
+    pthread_mutex_lock(&progress_mu);
+    cli_progress_end(&progress);
+    progress.on = 0;
+    pthread_mutex_unlock(&progress_mu);
     the_worker = NULL;
     tq_worker_counters k;
     tq_worker_counters_get(&k, w);

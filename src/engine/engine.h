@@ -204,7 +204,9 @@ struct tq__engine {
                      int64_t *count, size_t *bad, int *state);
     int (*job_cancel)(tq *db, const int64_t *ids, size_t n, int64_t *count, size_t *bad,
                       int *state);
-    int (*prune)(tq *db, int64_t older_than_us, unsigned state_mask, int64_t *count);
+    /* limit > 0: at most limit rows (of each state in the mask). */
+    int (*prune)(tq *db, int64_t older_than_us, unsigned state_mask, int64_t limit,
+                 int64_t *count);
     /* Deletes the registrations of workers stopped, or silent past their
      * lease, for longer than older_than_us. */
     int (*worker_prune)(tq *db, int64_t older_than_us, int64_t *count);

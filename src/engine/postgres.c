@@ -840,8 +840,9 @@ static const char *const sql[S_COUNT] = {
                      " AND ($1::text IS NULL OR queue = $1)",
     [S_CANCEL] = "UPDATE TQ.jobs SET state = 'cancelled', finished_at = now(),"
                  " lease_until = NULL WHERE id = $1 AND state IN ('ready', 'running')",
-    [S_PRUNE] = "DELETE FROM TQ.jobs WHERE state = $1 AND finished_at IS NOT NULL"
-                " AND finished_at < now() - " DUR("$2"),
+    [S_PRUNE] = "DELETE FROM TQ.jobs WHERE id IN (SELECT id FROM TQ.jobs"
+                " WHERE state = $1 AND finished_at IS NOT NULL"
+                " AND finished_at < now() - " DUR("$2") " LIMIT $3)",
     [S_COUNTS] = "SELECT state, count(*) FROM TQ.jobs"
                  " WHERE ($1::text IS NULL OR queue = $1) GROUP BY state",
     [S_OLDEST_READY] = "SELECT (extract(epoch from now() - min(run_at)) * 1000000)::int8"
@@ -2522,7 +2523,8 @@ static int pg_job_cancel(tq *db, const int64_t *ids, size_t n, int64_t *count,
     return manage(db, S_CANCEL, ids, n, NULL, count, bad, state, "cancel");
 }
 
-static int pg_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t *count)
+static int pg_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t limit,
+                    int64_t *count)
 {
     int rc;
     *count = 0;
@@ -2535,6 +2537,10 @@ static int pg_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t *count
         int64_t n = 0;
         p_text(&p, tq_state_name((tq_state)st));
         p_i64(&p, older_than_us);
+        if (limit > 0)
+            p_i64(&p, limit);
+        else
+            p_text(&p, NULL); /* LIMIT NULL: all */
         if ((rc = run_count(db, S_PRUNE, &p, &n, "pruning")))
             goto fail;
         *count += n;

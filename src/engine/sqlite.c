@@ -746,8 +746,9 @@ static const char *const sql[S_COUNT] = {
                      " AND (?1 IS NULL OR queue = ?1)",
     [S_CANCEL] = "UPDATE tq_jobs SET state = 'cancelled', finished_at = ?2,"
                  " lease_until = NULL WHERE id = ?1 AND state IN ('ready', 'running')",
-    [S_PRUNE] = "DELETE FROM tq_jobs WHERE state = ?1 AND finished_at IS NOT NULL"
-                " AND finished_at < ?2",
+    [S_PRUNE] = "DELETE FROM tq_jobs WHERE id IN (SELECT id FROM tq_jobs"
+                " WHERE state = ?1 AND finished_at IS NOT NULL AND finished_at < ?2"
+                " LIMIT ?3)",
     [S_COUNTS] = "SELECT state, count(*) FROM tq_jobs WHERE (?1 IS NULL OR queue = ?1)"
                  " GROUP BY state",
     [S_OLDEST_READY] = "SELECT min(run_at) FROM tq_jobs WHERE state = 'ready'"
@@ -1889,7 +1890,8 @@ static int sqlite_job_cancel(tq *db, const int64_t *ids, size_t n, int64_t *coun
     return manage(db, S_CANCEL, ids, n, NULL, count, bad, state, "cancel");
 }
 
-static int sqlite_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t *count)
+static int sqlite_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t limit,
+                        int64_t *count)
 {
     int rc;
     *count = 0;
@@ -1904,6 +1906,7 @@ static int sqlite_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t *c
             goto fail;
         sqlite3_bind_text(s, 1, tq_state_name((tq_state)st), -1, SQLITE_STATIC);
         sqlite3_bind_int64(s, 2, cutoff);
+        sqlite3_bind_int64(s, 3, limit > 0 ? limit : -1);
         if ((rc = run(db, s, "pruning")))
             goto fail;
         *count += sqlite3_changes(C(db)->h);
