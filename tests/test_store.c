@@ -1946,7 +1946,9 @@ static int result_handler(void *ud, const tq_job *job, char *err, size_t errlen)
     int n = snprintf(text, sizeof text, "result of %s", (const char *)job->payload);
     if (tq_handler_result(job, "first", 5))
         return 1;
-    if (tq_handler_result(job, NULL, (size_t)TQ_RESULT_MAX + 1) != TQ_ETOOBIG)
+    static const char big[TQ_RESULT_MAX + 1];
+    if (tq_handler_result(job, big, sizeof big) != TQ_ETOOBIG ||
+        tq_handler_result(job, NULL, 1) != TQ_EINVAL)
         return 1;
     if (tq_handler_result(job, text, (size_t)n))
         return 1;
