@@ -91,7 +91,7 @@ test-model: build
 # it into tests/fuzz/corpus/NAME/ once fixed, and `make test` replays it.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = url duration time name lines cron
+FUZZ_TARGETS = url duration time name lines cron control
 fuzz:
 	@scripts/deps.sh clang libclang-rt-14-dev
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DTQ_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
