@@ -495,7 +495,8 @@ static int queue_of(tq *db, const tq_job *job, tq_queue_info *q)
     return rc;
 }
 
-int tq_job_complete(tq *db, const tq_job *job)
+/* Done, with a result (output, len bytes) or without (output NULL). */
+static int complete(tq *db, const tq_job *job, const void *output, size_t len)
 {
     tq_queue_info q;
     int rc = queue_of(db, job, &q);
@@ -504,8 +505,15 @@ int tq_job_complete(tq *db, const tq_job *job)
     tq__ack a = {.id = job->id,
                  .claim = job->claim,
                  .kind = TQ__ACK_DONE,
-                 .delete_done = !q.keep_done};
+                 .delete_done = !q.keep_done,
+                 .output = output,
+                 .output_len = len};
     return ack_one(db, job, &a);
+}
+
+int tq_job_complete(tq *db, const tq_job *job)
+{
+    return complete(db, job, NULL, 0);
 }
 
 int tq_job_complete_result(tq *db, const tq_job *job, const void *data, size_t len)
@@ -516,17 +524,7 @@ int tq_job_complete_result(tq *db, const tq_job *job, const void *data, size_t l
     if (len > TQ_RESULT_MAX)
         return tq__seterr(db, TQ_ETOOBIG, "a result of %zu bytes is over the %d allowed",
                           len, TQ_RESULT_MAX);
-    tq_queue_info q;
-    int rc = queue_of(db, job, &q);
-    if (rc)
-        return rc;
-    tq__ack a = {.id = job->id,
-                 .claim = job->claim,
-                 .kind = TQ__ACK_DONE,
-                 .delete_done = !q.keep_done,
-                 .output = data ? data : "",
-                 .output_len = len};
-    return ack_one(db, job, &a);
+    return complete(db, job, data ? data : "", len);
 }
 
 int tq_job_result(void **out, size_t *out_len, tq *db, int64_t id)
