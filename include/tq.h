@@ -666,8 +666,11 @@ typedef struct tq_worker_opts {
     int64_t grace_us;    /* on stop, and from SIGTERM to SIGKILL; 0: 10 s */
     int64_t poll_max_us; /* longest idle sleep between polls; 0: 500 ms */
     /* Exactly one of handler and argv. argv is a NULL-terminated command run
-     * without a shell, payload on stdin, TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT in
-     * its environment, in its own process group, which ends with the job:
+     * without a shell, payload on stdin, TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT,
+     * TQ_CLAIM and TQ_CONTROL_FD in its environment, its control channel on
+     * descriptor 3 (tq_job_progress says what it may write there), its
+     * stdout the job's result in a queue with results (else the worker's),
+     * in its own process group, which ends with the job:
      * what the command leaves running there gets SIGTERM when it exits,
      * SIGKILL after grace_us, before the job is acknowledged. A command that
      * cannot be started (descriptors, processes, the program gone) puts
