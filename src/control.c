@@ -113,6 +113,11 @@ int tq__control_parse(tq__ctl_msg *out, const char *line, size_t len, char *why,
         }
         memcpy(dur, arg, an);
         dur[an] = '\0';
+        if (strspn(dur, "0123456789") == an && strcmp(dur, "0") != 0) {
+            snprintf(why, whylen,
+                     "snooze needs a unit after its number, as in 30s or 5m");
+            return -1;
+        }
         if (tq_duration_parse(&out->delay_us, dur) || out->delay_us > TQ__SNOOZE_MAX_US) {
             snprintf(why, whylen, "snooze needs a duration up to 365d (30s, 5m, 1h)");
             return -1;

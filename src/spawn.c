@@ -500,10 +500,10 @@ int tq__child_group_done(tq__child *c)
     return c->group_done;
 }
 
-void tq__child_describe(const tq__child *c, char *buf, size_t len)
+static void describe(const tq__child *c, char *buf, size_t len, int always)
 {
     char why[64];
-    if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0) {
+    if (!always && WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0) {
         buf[0] = '\0';
         return;
     }
@@ -532,6 +532,16 @@ void tq__child_describe(const tq__child *c, char *buf, size_t len)
     }
     if (o < len)
         buf[o] = '\0';
+}
+
+void tq__child_describe(const tq__child *c, char *buf, size_t len)
+{
+    describe(c, buf, len, 0);
+}
+
+void tq__child_describe_always(const tq__child *c, char *buf, size_t len)
+{
+    describe(c, buf, len, 1);
 }
 
 void tq__child_close(tq__child *c)

@@ -88,6 +88,9 @@ int tq__child_group_done(tq__child *c);
 /* Describes a finished child: "" for success, else why it failed followed by
  * the tail of its stderr. */
 void tq__child_describe(const tq__child *c, char *buf, size_t len);
+/* The same, saying "exit status 0" (and the tail) for a success too: for
+ * a run that counts as failed anyway (it timed out). */
+void tq__child_describe_always(const tq__child *c, char *buf, size_t len);
 /* Closes the descriptors (after reaping). */
 void tq__child_close(tq__child *c);
 

@@ -1245,15 +1245,18 @@ static void control_line(void *ud, const char *line, size_t len)
 static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
 {
     const int64_t ago = s->child.pid > 0 ? started_ago(s->started) : 0;
-    /* The handler's word counts unless the worker ended it (a timeout, a
-     * stop). */
-    const tq__ctl_verb word = s->timed_out || s->release ? 0 : s->word;
+    /* The handler's word counts unless the worker ended it: a timeout, or a
+     * stop that killed it (one it outlived, exiting by itself after the
+     * stop's SIGTERM, leaves its word standing). */
+    const int exited = s->child.pid > 0 && s->child.exited && WIFEXITED(s->child.status);
+    const tq__ctl_verb word = s->timed_out || (s->release && !exited) ? 0 : s->word;
+    const int release = s->release && !word;
     outcome o = {.job = {s->job.id, s->job.claim, ago, s->job.attempts, s->qi},
                  .max_attempts = s->job.max_attempts,
                  .snoozes = s->job.snoozes,
                  .ran_us = tq__mono_us() - s->started,
                  .lost = s->lost,
-                 .release = s->release,
+                 .release = release,
                  .ok = ok,
                  .error = word == TQ__CTL_DISCARD ? s->word_text : error,
                  .word = word,
@@ -1263,7 +1266,7 @@ static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
     /* A results queue's command: its stdout is the result of a done job,
      * and a done job whose stdout is over the limit is a failure. */
     char over[160];
-    if (s->child.captured && !word && !s->release && !s->timed_out &&
+    if (s->child.captured && !word && !release && !s->timed_out &&
         (s->child.out_seen > TQ_RESULT_MAX || s->child.out_failed)) {
         /* Its stdout was closed at the limit: what it did next (a SIGPIPE
          * death, say) is not the story. */
@@ -1283,7 +1286,7 @@ static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
     }
     int rc = 0;
     /* Its last progress stays with a job that ends done or discarded. */
-    if (s->progress_dirty && !s->lost && !s->release &&
+    if (s->progress_dirty && !s->lost && !release &&
         ((ok && !word) || word == TQ__CTL_DISCARD))
         rc = queue_progress(w, s);
     if (!rc)
@@ -1408,7 +1411,10 @@ static int collect(tq_worker *w)
             off = (size_t)snprintf(err, 64, "timed out after %s, then ",
                                    tq_duration_format(d, sizeof d, w->timeout_us));
         }
-        tq__child_describe(&s->child, err + off, sizeof err - off);
+        if (s->timed_out) /* even an exit 0 after the timeout's SIGTERM: say it */
+            tq__child_describe_always(&s->child, err + off, sizeof err - off);
+        else
+            tq__child_describe(&s->child, err + off, sizeof err - off);
         if (w->stop_requested && !s->timed_out && killed_by_stop(&s->child))
             s->release = 1;
         int rc = finish_slot(w, s, !s->timed_out && err[0] == '\0', err);

@@ -345,7 +345,15 @@ int cmd_work(int argc, char **argv)
     if (stop_early) /* a signal came before the worker could hear it */
         tq_worker_stop(w);
     drain_watch watch = {.w = w, .url = cli_url(url), .wo = &wo};
-    cli_progress_start(&progress, "done", !wo.drain);
+    /* Not where handlers print: their stdout on the same terminal would
+     * run into the line (unless every queue keeps stdout as results). */
+    int quiet = !wo.drain;
+    for (size_t i = 0; !quiet && isatty(1) && i < (wo.nqueues ? wo.nqueues : 1); i++) {
+        tq_queue_info q;
+        quiet = tq_queue_get(&q, db, wo.nqueues ? wo.queues[i] : "default") != 0 ||
+                !q.results;
+    }
+    cli_progress_start(&progress, "done", quiet);
     if (progress.on)
         watch.started = pthread_create(&watch.thread, NULL, drain_progress, &watch) == 0;
     rc = tq_worker_run(w);

@@ -37,6 +37,20 @@ chatty)
     i=0; while [ $i -lt 3000 ]; do echo "progress $((i % 100)) step $i"; i=$((i + 1)); done >&3 ;;
 closed)
     exec 3>&- ;;
+bare)
+    echo "snooze 5" >&3 ;;
+trap-snooze)
+    echo "snooze 1h" >&3
+    trap "exit 0" TERM
+    : >"'"$T"'/trap.started"
+    sleep 20 & wait ;;
+trap-discard)
+    echo "discard bad row" >&3
+    trap "exit 1" TERM
+    sleep 20 & wait ;;
+slow-ok)
+    trap "echo oops >&2; exit 0" TERM
+    sleep 20 & wait ;;
 late)
     : >"'"$T"'/late.started"
     wait_file go-late
@@ -69,6 +83,7 @@ di=$(id_of c discard)
 no=$(id_of c noise)
 ch=$(id_of c chatty)
 cl=$(id_of c closed)
+ba=$(id_of c bare)
 on=$(id_of once always-snooze)
 bg "$TQ" work --queue c --queue once --concurrency 4 --drain --name w2 -- "$T/h.sh" \
     2>>"$T/work.log"
@@ -89,6 +104,9 @@ expect_eq "$(grep -c "job $no: ignored on its control channel" "$T/work.log")" 1
 expect_eq "$(job "$ch" state) $(job "$ch" progress) $(job "$ch" progress_text)" \
     "done 99 step 2999" "chatty job: the last progress"
 expect_eq "$(job "$cl" state)" done "a handler that closed the channel"
+expect_eq "$(job "$ba" state) $(job "$ba" snoozes)" "done 0" "a snooze without a unit"
+grep -q "job $ba: ignored on its control channel: snooze needs a unit" "$T/work.log" ||
+    fail "a snooze without a unit: not said"
 expect_eq "$(job "$on" state) $(job "$on" attempts) $(job "$on" snoozes) $(runs "$on")" \
     "dead 2 1 3" "a job out of snoozes: state, attempts, snoozes, runs"
 job "$on" last_error | grep -q "snoozed 1 time(s), the most queue 'once' allows" ||
@@ -103,6 +121,29 @@ wait_for 10 test -e "$T/late.started"
 : >"$T/go-late"
 wait_rc "$w3"
 expect_eq "$(job "$la" state) $(job "$la" snoozes)" "cancelled 0" "a snooze after a cancel"
+
+# A stop the handlers outlive (they trap SIGTERM and exit by themselves):
+# what they said still counts.
+ts=$(id_of t trap-snooze)
+td=$(id_of t trap-discard)
+bg "$TQ" work --queue t --concurrency 2 --grace 1s --name w4 -- "$T/h.sh" 2>>"$T/work.log"
+w4=$BG
+wait_for 10 test -e "$T/trap.started"
+sleep 0.3
+kill -TERM "$w4"
+wait_rc "$w4"
+expect_eq "$(job "$ts" state) $(job "$ts" snoozes) $(job "$ts" attempts)" "ready 1 0" \
+    "a snooze said before a stop the handler outlived"
+expect_eq "$(job "$td" state) $(job "$td" last_error)" "dead bad row" \
+    "a discard said before a stop the handler outlived"
+
+# A timeout whose SIGTERM the handler answers with exit 0: said in full.
+"$TQ" queue slow --max-attempts 1 >/dev/null
+so=$(id_of slow slow-ok)
+"$TQ" work --queue slow --drain --timeout 1s --grace 1s -- "$T/h.sh" 2>>"$T/work.log"
+expect_eq "$(job "$so" state)" dead "a job that timed out"
+expect_eq "$(job "$so" last_error)" "timed out after 1s, then exit status 0: oops" \
+    "the error of a timeout answered with exit 0"
 
 # Bad settings: exit 2, the queue as it was.
 for bad in -1 x 1000001; do

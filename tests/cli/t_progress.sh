@@ -44,7 +44,8 @@ has " of 4000 (" "bench: of how many"
 # tq work --drain: done, failed and left.
 handler h.sh 'sleep 0.01'
 seq 1 150 | "$TQ" enqueue --queue w --lines >/dev/null
-on_tty "'$TQ' work --queue w --drain --concurrency 2 -- '$T/h.sh'"
+# (stdout elsewhere: handlers print there, and would run into the line)
+on_tty "'$TQ' work --queue w --drain --concurrency 2 -- '$T/h.sh' >'$T/hout'"
 has "done " "work --drain"
 has " left" "work --drain: what is left"
 has "failed" "work --drain: failures"
@@ -53,4 +54,8 @@ expect_eq "$(sql "SELECT count(*) FROM $JOBS WHERE queue = 'w' AND state = 'done
 seq 1 20 | "$TQ" enqueue --queue w2 --lines >/dev/null
 "$TQ" work --queue w2 --drain -- "$T/h.sh" >"$T/out" 2>"$T/err"
 expect_eq "$(grep -c $'\r' "$T/err")" 0 "work --drain's progress in a pipe"
+# Handlers printing to the same terminal: no line to run into.
+seq 1 20 | "$TQ" enqueue --queue w3 --lines >/dev/null
+on_tty "'$TQ' work --queue w3 --drain -- '$T/h.sh'"
+expect_eq "$(grep -ca $'\r\033' "$T/tty")" 0 "work --drain's line with handlers on the terminal"
 echo "ok: progress lines on a terminal, none in pipes or with --json"
