@@ -133,6 +133,18 @@ char *tq_utf8_clean(const char *s)
     return tq__utf8_clean(s);
 }
 
+/* Whether p starts a character that reorders the text shown around it:
+ * U+200E, U+200F, U+202A..U+202E, U+2066..U+2069 (the bidirectional
+ * marks, embeddings, overrides and isolates). */
+static int bidi_control(const unsigned char *p)
+{
+    if (p[0] != 0xe2)
+        return 0;
+    return (p[1] == 0x80 &&
+            (p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xaa && p[2] <= 0xae))) ||
+           (p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9);
+}
+
 char *tq_text_printable(const char *s)
 {
     char *clean = tq__utf8_clean(s);
@@ -156,7 +168,12 @@ char *tq_text_printable(const char *s)
             o += sprintf(o, "\\x%02x", *p);
         else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) /* U+0080..U+009F */
             o += sprintf(o, "\\xc2\\x%02x", *++p);
-        else
+        else if (bidi_control(p)) { /* written \uXXXX: it cannot reorder the line */
+            o += sprintf(
+                o, "\\u%04x",
+                (unsigned)((p[0] & 0x0f) << 12 | (p[1] & 0x3f) << 6 | (p[2] & 0x3f)));
+            p += 2;
+        } else
             *o++ = (char)*p;
     }
     *o = '\0';

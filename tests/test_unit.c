@@ -356,6 +356,11 @@ static void text_printable(void **state)
         {"a\tb\rc\x7f", "a\\tb\\rc\\x7f"},
         {"csi \xc2\x9b nbsp \xc2\xa0", "csi \\xc2\\x9b nbsp \xc2\xa0"}, /* C1 only */
         {"bad \xff", "bad \\xff"},
+        /* bidirectional overrides and isolates, which reorder a line; other
+         * characters of the same block stay */
+        {"evil\xe2\x80\xaetxt.exe", "evil\\u202etxt.exe"},
+        {"\xe2\x81\xa6x\xe2\x81\xa9 \xe2\x80\x8f", "\\u2066x\\u2069 \\u200f"},
+        {"dash \xe2\x80\x94 ok", "dash \xe2\x80\x94 ok"},
     };
     check_text(tq_text_printable, cases, sizeof cases / sizeof cases[0]);
 }

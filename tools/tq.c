@@ -124,10 +124,17 @@ static void print_queue(const tq_queue_info *q)
     if (q->rate_limit)
         snprintf(rate, sizeof rate, "%lld/%s", (long long)q->rate_limit,
                  tq_duration_format(b, sizeof b, q->rate_period_us));
+    /* The status, and the settings of the control channel and results
+     * where they are not the defaults. */
+    char status[64];
+    int n = snprintf(status, sizeof status, "%s", q->paused ? "paused" : "active");
+    if (q->results)
+        n += snprintf(status + n, sizeof status - (size_t)n, ", results");
+    if (q->max_snoozes != 100)
+        snprintf(status + n, sizeof status - (size_t)n, ", %d snoozes", q->max_snoozes);
     printf(QUEUE_ROW, q->name, tq_order_name(q->order),
            tq_duration_format(l, sizeof l, q->lease_us), attempts, backoff,
-           q->keep_done ? "kept" : "deleted", limits, rate,
-           q->paused ? "paused" : "active");
+           q->keep_done ? "kept" : "deleted", limits, rate, status);
 }
 
 static json_t *queue_json(const tq_queue_info *q)

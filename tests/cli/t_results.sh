@@ -21,6 +21,7 @@ discard) echo "no"; echo "discard unwanted" >&3 ;;
 esac'
 
 "$TQ" queue res --results --max-attempts 1 >/dev/null
+"$TQ" queue res | grep -q "active, results$" || fail "tq queue does not say the queue keeps results"
 expect_eq "$("$TQ" queue res --json | jq .results)" true "the queue's setting"
 id_of() { "$TQ" enqueue --queue "$1" --json "$2" | jq -r .id; }
 tx=$(id_of res text)
