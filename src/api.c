@@ -485,6 +485,18 @@ static int ack_one(tq *db, const tq_job *job, tq__ack *a)
     return 0;
 }
 
+/* An ack carrying a text (kept as valid UTF-8, as the worker keeps it). */
+static int ack_text(tq *db, const tq_job *job, tq__ack *a, const char *text)
+{
+    char *clean = text ? tq__utf8_clean(text) : NULL;
+    if (text && !clean)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    a->error = clean;
+    int rc = ack_one(db, job, a);
+    free(clean);
+    return rc;
+}
+
 static int queue_of(tq *db, const tq_job *job, tq_queue_info *q)
 {
     int rc = tq_queue_get(q, db, job->queue);
@@ -556,17 +568,9 @@ int tq_job_fail(tq *db, const tq_job *job, const char *error)
         return rc;
     int64_t delay =
         tq__backoff_us(q.backoff_base_us, q.backoff_cap_us, job->attempts, tq__random());
-    char *text = error ? tq__utf8_clean(error) : NULL; /* as the worker keeps it */
-    if (error && !text)
-        return tq__seterr(db, TQ_ENOMEM, "out of memory");
-    tq__ack a = {.id = job->id,
-                 .claim = job->claim,
-                 .kind = TQ__ACK_FAIL,
-                 .delay_us = delay,
-                 .error = text};
-    rc = ack_one(db, job, &a);
-    free(text);
-    return rc;
+    tq__ack a = {
+        .id = job->id, .claim = job->claim, .kind = TQ__ACK_FAIL, .delay_us = delay};
+    return ack_text(db, job, &a, error);
 }
 
 int tq_job_heartbeat(tq *db, const tq_job *job)
@@ -586,28 +590,14 @@ int tq_job_release(tq *db, const tq_job *job)
     return ack_one(db, job, &a);
 }
 
-/* An ack carrying a text (kept as valid UTF-8, as the worker keeps it). */
-static int ack_text(tq *db, const tq_job *job, tq__ack *a, const char *text)
-{
-    char *clean = text ? tq__utf8_clean(text) : NULL;
-    if (text && !clean)
-        return tq__seterr(db, TQ_ENOMEM, "out of memory");
-    a->error = clean;
-    int rc = ack_one(db, job, a);
-    free(clean);
-    return rc;
-}
-
 int tq_job_progress(tq *db, const tq_job *job, int pct, const char *text)
 {
     tq__clearerr(db);
     if (pct < 0 || pct > 100)
         return tq__seterr(db, TQ_EINVAL, "progress must be between 0 and 100");
     char cut[TQ__PROGRESS_TEXT_MAX + 1];
-    if (text && strlen(text) > TQ__PROGRESS_TEXT_MAX) {
-        size_t n = TQ__PROGRESS_TEXT_MAX;
-        while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
-            n--; /* cut where a character starts */
+    if (text) {
+        size_t n = tq__utf8_cut(text, strlen(text), TQ__PROGRESS_TEXT_MAX);
         memcpy(cut, text, n);
         cut[n] = '\0';
         text = cut;
@@ -628,10 +618,7 @@ int tq_job_snooze(tq *db, const tq_job *job, int64_t delay_us)
         return rc;
     if (job->snoozes >= q.max_snoozes) {
         char why[200];
-        snprintf(why, sizeof why,
-                 "snoozed %d time(s), the most queue '%s' allows (tq queue %s "
-                 "--max-snoozes N)",
-                 job->snoozes, q.name, q.name);
+        tq__ctl_snooze_limit(why, sizeof why, job->snoozes, q.name);
         return tq_job_fail(db, job, why);
     }
     tq__ack a = {.id = job->id, .claim = job->claim, .kind = TQ__ACK_SNOOZE};

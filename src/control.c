@@ -9,7 +9,7 @@
  */
 #include "control.h"
 
-#include "tq.h"
+#include "tq_int.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -60,12 +60,7 @@ static int parse_pct(const char *w, size_t n, int *out)
  * cut where a character starts. */
 static void take_text(tq__ctl_msg *m, const char *p, const char *end, size_t max)
 {
-    size_t n = (size_t)(end - p);
-    if (n > max) {
-        n = max;
-        while (n > 0 && ((unsigned char)p[n] & 0xC0) == 0x80)
-            n--;
-    }
+    size_t n = tq__utf8_cut(p, (size_t)(end - p), max);
     memcpy(m->text, p, n);
     m->text[n] = '\0';
 }
@@ -133,6 +128,14 @@ int tq__control_parse(tq__ctl_msg *out, const char *line, size_t len, char *why,
     snprintf(why, whylen, "unknown verb '%.*s' (progress, snooze, discard)",
              (int)(n > 32 ? 32 : n), w);
     return -1;
+}
+
+void tq__ctl_snooze_limit(char *buf, size_t len, int snoozes, const char *queue)
+{
+    snprintf(
+        buf, len,
+        "snoozed %d time(s), the most queue '%s' allows (tq queue %s --max-snoozes N)",
+        snoozes, queue, queue);
 }
 
 void tq__ctl_feed(tq__ctl_reader *r, const char *p, size_t n, tq__ctl_line_fn *fn,

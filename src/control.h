@@ -39,6 +39,9 @@ typedef struct tq__ctl_msg {
 int tq__control_parse(tq__ctl_msg *out, const char *line, size_t len, char *why,
                       size_t whylen);
 
+/* The error of a snooze past its queue's max_snoozes (a failure). */
+void tq__ctl_snooze_limit(char *buf, size_t len, int snoozes, const char *queue);
+
 /* Cuts a byte stream into lines. Start zeroed. */
 typedef struct tq__ctl_reader {
     char buf[TQ__CONTROL_LINE_MAX];

@@ -500,7 +500,7 @@ int tq__child_group_done(tq__child *c)
     return c->group_done;
 }
 
-static void describe(const tq__child *c, char *buf, size_t len, int always)
+void tq__child_describe(const tq__child *c, char *buf, size_t len, int always)
 {
     char why[64];
     if (!always && WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0) {
@@ -532,16 +532,6 @@ static void describe(const tq__child *c, char *buf, size_t len, int always)
     }
     if (o < len)
         buf[o] = '\0';
-}
-
-void tq__child_describe(const tq__child *c, char *buf, size_t len)
-{
-    describe(c, buf, len, 0);
-}
-
-void tq__child_describe_always(const tq__child *c, char *buf, size_t len)
-{
-    describe(c, buf, len, 1);
 }
 
 void tq__child_close(tq__child *c)

@@ -85,12 +85,9 @@ void tq__child_kill(tq__child *c, int sig);
 /* After the child was reaped: whether its process group is done (nothing
  * the handler started is left, or all of it got SIGKILL). */
 int tq__child_group_done(tq__child *c);
-/* Describes a finished child: "" for success, else why it failed followed by
- * the tail of its stderr. */
-void tq__child_describe(const tq__child *c, char *buf, size_t len);
-/* The same, saying "exit status 0" (and the tail) for a success too: for
- * a run that counts as failed anyway (it timed out). */
-void tq__child_describe_always(const tq__child *c, char *buf, size_t len);
+/* Describes a finished child: "" for success (unless always: then "exit
+ * status 0" too), else why it failed; then the tail of its stderr. */
+void tq__child_describe(const tq__child *c, char *buf, size_t len, int always);
 /* Closes the descriptors (after reaping). */
 void tq__child_close(tq__child *c);
 

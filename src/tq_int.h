@@ -51,6 +51,9 @@ void *tq__memdup(const void *p, size_t len, size_t extra);
  * not start one (a stray byte, an overlong form, a surrogate, beyond
  * U+10FFFF, or cut short by the end at n). */
 size_t tq__utf8_seq(const unsigned char *s, size_t n);
+/* How many of the n bytes at p to keep for at most max: n, or max moved
+ * back to where a character starts. */
+size_t tq__utf8_cut(const char *p, size_t n, size_t max);
 /* A copy of s that is valid UTF-8 (what PostgreSQL's text requires): each
  * byte that does not belong to a valid sequence, a character cut at either
  * end included, is written as the four characters \xNN. NULL when out of

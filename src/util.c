@@ -181,6 +181,15 @@ char *tq_text_printable(const char *s)
     return out;
 }
 
+size_t tq__utf8_cut(const char *p, size_t n, size_t max)
+{
+    if (n <= max)
+        return n;
+    while (max > 0 && ((unsigned char)p[max] & 0xC0) == 0x80)
+        max--;
+    return max;
+}
+
 char *tq__utf8_clean(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;

@@ -234,11 +234,14 @@ struct tq_worker {
     /* What an idle worker said of the store (note_empty, note_waiting). */
     int said_empty, said_waiting;
     int64_t empty_checked, wait_checked; /* monotonic: when each note last looked */
-    int64_t waiting_since;    /* monotonic: when this drain's wait began; 0: none */
-    int64_t idle_us;          /* backoff of claims that found nothing */
-    int64_t notify_look_at;   /* monotonic: the engine asked to drain again then */
-    int64_t rate_retry_at;    /* monotonic: a rate limit has a token again then */
-    int64_t progress_next;    /* monotonic: a handler's progress may be written */
+    int64_t waiting_since;  /* monotonic: when this drain's wait began; 0: none */
+    int64_t idle_us;        /* backoff of claims that found nothing */
+    int64_t notify_look_at; /* monotonic: the engine asked to drain again then */
+    int64_t rate_retry_at;  /* monotonic: a rate limit has a token again then */
+    int64_t progress_next;  /* monotonic: a handler's progress may be written */
+    /* A running handler reported progress not yet queued as an ack: set by
+     * the handlers (callback threads under mu), cleared by send_progress. */
+    _Atomic int progress_said;
     tq__ctl_msg ctl_msg;      /* control_line's: too big for its stack */
     int64_t schedules_at;     /* monotonic: when to enqueue due periodic jobs */
     int64_t schedules_warned; /* monotonic: when their failure was last said */
@@ -423,18 +426,14 @@ int tq_handler_progress(const tq_job *job, int pct, const char *text)
     slot *s = slot_of(job);
     if (!s || pct < 0 || pct > 100)
         return TQ_EINVAL;
-    size_t n = text ? strlen(text) : 0;
-    if (n > TQ__PROGRESS_TEXT_MAX) {
-        n = TQ__PROGRESS_TEXT_MAX;
-        while (n > 0 && ((unsigned char)text[n] & 0xC0) == 0x80)
-            n--; /* cut where a character starts */
-    }
+    const size_t n = text ? tq__utf8_cut(text, strlen(text), TQ__PROGRESS_TEXT_MAX) : 0;
     pthread_mutex_lock(&s->owner->mu);
     s->progress = pct;
     if (n)
         memcpy(s->progress_text, text, n);
     s->progress_text[n] = '\0';
     s->progress_dirty = 1;
+    s->owner->progress_said = 1;
     pthread_mutex_unlock(&s->owner->mu);
     return 0;
 }
@@ -1050,10 +1049,7 @@ static int said(tq_worker *w, outcome *o)
         return rc;
     }
     if (o->snoozes >= q->max_snoozes) {
-        snprintf(why, sizeof why,
-                 "snoozed %d time(s), the most queue '%s' allows (tq queue %s "
-                 "--max-snoozes N)",
-                 o->snoozes, q->name, q->name);
+        tq__ctl_snooze_limit(why, sizeof why, o->snoozes, q->name);
         outcome f = *o;
         f.word = 0;
         f.ok = 0;
@@ -1133,37 +1129,43 @@ static int64_t started_ago(int64_t started)
     return ago > 0 ? ago : 1;
 }
 
-/* The progress a slot's handler last reported, as a pending ack (fenced
+/* The progress a handler last reported, as a pending ack (fenced
  * like any: a handler whose job was taken back changes nothing). It
  * carries no start: the store records that through the run's own acks. */
-static int queue_progress(tq_worker *w, slot *s)
+static int progress_ack(tq_worker *w, const ack_of *j, int pct, const char *text)
 {
     /* One pending progress per run: while the store cannot be reached,
      * the newest replaces the last instead of piling up. */
     for (size_t i = 0; i < w->nacks; i++) {
         pending_ack *p = &w->acks[i];
-        if (p->ack.kind != TQ__ACK_PROGRESS || p->ack.id != s->job.id ||
-            p->ack.claim != s->job.claim)
+        if (p->ack.kind != TQ__ACK_PROGRESS || p->ack.id != j->id ||
+            p->ack.claim != j->claim)
             continue;
-        char *text = tq__utf8_clean(s->progress_text);
-        if (!text)
+        char *clean = text ? tq__utf8_clean(text) : NULL;
+        if (text && !clean)
             return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
         free(p->error);
-        p->error = text;
-        p->ack.error = text;
-        p->ack.progress = s->progress;
-        s->progress_dirty = 0;
-        s->progress_at = tq__mono_us();
+        p->error = clean;
+        p->ack.error = clean;
+        p->ack.progress = pct;
         return 0;
     }
+    int rc = add_ack(w, j, TQ__ACK_PROGRESS, text);
+    if (!rc)
+        w->acks[w->nacks - 1].ack.progress = pct;
+    return rc;
+}
+
+/* A slot's last progress, as progress_ack queues it. */
+static int queue_progress(tq_worker *w, slot *s)
+{
     ack_of j = {s->job.id, s->job.claim, 0, s->job.attempts, s->qi};
-    int rc = add_ack(w, &j, TQ__ACK_PROGRESS, s->progress_text);
-    if (rc)
-        return rc;
-    w->acks[w->nacks - 1].ack.progress = s->progress;
-    s->progress_dirty = 0;
-    s->progress_at = tq__mono_us();
-    return 0;
+    int rc = progress_ack(w, &j, s->progress, s->progress_text);
+    if (!rc) {
+        s->progress_dirty = 0;
+        s->progress_at = tq__mono_us();
+    }
+    return rc;
 }
 
 /* Queues the progress of running handlers that may be written now (in
@@ -1173,8 +1175,11 @@ static int send_progress(tq_worker *w, int64_t now, int64_t *next_us)
 {
     int rc = 0;
     *next_us = 0;
+    if (!w->progress_said) /* the usual pass: no handler reported any */
+        return 0;
     if (w->handler)
         pthread_mutex_lock(&w->mu);
+    w->progress_said = 0;
     for (int i = 0; !rc && i < w->concurrency; i++) {
         slot *s = &w->slots[i];
         if (s->state != SLOT_RUNNING || !s->progress_dirty || s->lost)
@@ -1183,10 +1188,13 @@ static int send_progress(tq_worker *w, int64_t now, int64_t *next_us)
         if (due > now) {
             if (!*next_us || due < *next_us)
                 *next_us = due;
+            w->progress_said = 1; /* still to write */
             continue;
         }
         rc = queue_progress(w, s);
     }
+    if (rc)
+        w->progress_said = 1;
     if (w->handler)
         pthread_mutex_unlock(&w->mu);
     return rc;
@@ -1226,6 +1234,7 @@ static void control_line(void *ud, const char *line, size_t len)
         /* parse kept it within TQ__PROGRESS_TEXT_MAX, cut between characters */
         memcpy(s->progress_text, m->text, strlen(m->text) + 1);
         s->progress_dirty = 1;
+        s->owner->progress_said = 1;
         break;
     case TQ__CTL_SNOOZE:
         s->word = TQ__CTL_SNOOZE;
@@ -1332,8 +1341,7 @@ static int collect_results(tq_worker *w)
         if (!rc && v[i].progress >= 0 && !v[i].lost &&
             ((o.ok && !o.word) || o.word == TQ__CTL_DISCARD)) {
             ack_of j = {v[i].id, v[i].claim, 0, v[i].attempt, v[i].qi};
-            if (!(rc = add_ack(w, &j, TQ__ACK_PROGRESS, v[i].progress_text)))
-                w->acks[w->nacks - 1].ack.progress = v[i].progress;
+            rc = progress_ack(w, &j, v[i].progress, v[i].progress_text);
         }
         if (!rc)
             rc = finish(w, &o);
@@ -1411,10 +1419,8 @@ static int collect(tq_worker *w)
             off = (size_t)snprintf(err, 64, "timed out after %s, then ",
                                    tq_duration_format(d, sizeof d, w->timeout_us));
         }
-        if (s->timed_out) /* even an exit 0 after the timeout's SIGTERM: say it */
-            tq__child_describe_always(&s->child, err + off, sizeof err - off);
-        else
-            tq__child_describe(&s->child, err + off, sizeof err - off);
+        /* after a timeout even an exit 0 is said */
+        tq__child_describe(&s->child, err + off, sizeof err - off, s->timed_out);
         if (w->stop_requested && !s->timed_out && killed_by_stop(&s->child))
             s->release = 1;
         int rc = finish_slot(w, s, !s->timed_out && err[0] == '\0', err);
@@ -1870,13 +1876,13 @@ static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
             free(w->acks[i].output);
         }
         w->nacks = 0;
-        if (w->output_pending > OUTPUT_PENDING_MAX && w->handler) {
-            w->output_pending = 0; /* held jobs may start again */
+        const int held_back = w->output_pending > OUTPUT_PENDING_MAX;
+        w->output_pending = 0;
+        if (held_back && w->handler) { /* threads waiting may start held jobs again */
             pthread_mutex_lock(&w->mu);
             pthread_cond_broadcast(&w->cv);
             pthread_mutex_unlock(&w->mu);
         }
-        w->output_pending = 0;
         starts_recorded(w, acks + nacks, nbeats); /* also dates the next beats */
         if (claim && claim->max && claim->lease_us < w->beat_lease_us)
             w->beat_lease_us = claim->lease_us;

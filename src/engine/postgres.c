@@ -1968,17 +1968,20 @@ static int64_t ack_field(const tq__ack *a, enum ack_field f)
 }
 
 /* Sends a grouped ack statement over acks[idx[0..n)]: worker, then one
- * array per field the statement takes. arrays gets them (freed by the
- * caller), at most 5. */
+ * int8[] per field the statement takes, and for S_ACK_RESULTS the results
+ * as a bytea[]. arrays gets them (freed by the caller), at most 5. */
 static int pipe_group(pipeline *pl, enum stmt_id id, const char *worker,
                       const tq__ack *acks, const size_t *idx, size_t n, char **arrays)
 {
-    const enum ack_field *cols = id == S_ACK_MANY   ? many_cols
-                                 : id == S_ACK_DONE ? done_cols
-                                                    : delete_cols;
-    const int ncols = id == S_ACK_MANY   ? (int)(sizeof many_cols / sizeof *cols)
-                      : id == S_ACK_DONE ? (int)(sizeof done_cols / sizeof *cols)
-                                         : (int)(sizeof delete_cols / sizeof *cols);
+    /* S_ACK_RESULTS takes what S_ACK_DONE does, then the results */
+    const enum ack_field *cols = id == S_ACK_MANY                          ? many_cols
+                                 : id == S_ACK_DONE || id == S_ACK_RESULTS ? done_cols
+                                                                           : delete_cols;
+    const int ncols = id == S_ACK_MANY ? (int)(sizeof many_cols / sizeof *cols)
+                      : id == S_ACK_DONE || id == S_ACK_RESULTS
+                          ? (int)(sizeof done_cols / sizeof *cols)
+                          : (int)(sizeof delete_cols / sizeof *cols);
+    const int nbytea = id == S_ACK_RESULTS;
     int64_t *col = malloc(n * sizeof *col);
     params p = {0};
     p_text(&p, worker);
@@ -1990,7 +1993,15 @@ static int pipe_group(pipeline *pl, enum stmt_id id, const char *worker,
         p_text(&p, arrays[c]);
     }
     free(col);
-    if (p.n != 1 + ncols)
+    tq_payload *res = nbytea && p.n == 1 + ncols ? malloc(n * sizeof *res) : NULL;
+    if (res) {
+        for (size_t j = 0; j < n; j++)
+            res[j] = (tq_payload){acks[idx[j]].output, acks[idx[j]].output_len};
+        if ((arrays[ncols] = bytea_array(res, n)))
+            p_text(&p, arrays[ncols]);
+        free(res);
+    }
+    if (p.n != 1 + ncols + nbytea)
         return tq__seterr(pl->db, TQ_ENOMEM, "out of memory");
     return pipe_send(pl, id, &p, 0);
 }
@@ -2087,35 +2098,6 @@ static int pipe_single(pipeline *pl, const char *worker, const tq__ack *a, size_
     return pipe_send(pl, single_stmt(a), &p, i);
 }
 
-/* Sends the group of done jobs with results: worker, then the ids,
- * claims and starts as int8[] and the results as a bytea[]. arrays gets
- * them (freed by the caller), 4. */
-static int pipe_results(pipeline *pl, const exchange_state *x, char **arrays)
-{
-    const size_t n = x->nres;
-    int64_t *col = malloc(n * sizeof *col);
-    tq_payload *res = malloc(n * sizeof *res);
-    params p = {0};
-    p_text(&p, x->worker);
-    static const enum ack_field cols[] = {F_ID, F_CLAIM, F_STARTED};
-    for (int c = 0; c < 3 && col && res; c++) {
-        for (size_t j = 0; j < n; j++)
-            col[j] = ack_field(&x->acks[x->ridx[j]], cols[c]);
-        if (!(arrays[c] = int_array(col, n)))
-            break;
-        p_text(&p, arrays[c]);
-    }
-    for (size_t j = 0; res && j < n; j++)
-        res[j] = (tq_payload){x->acks[x->ridx[j]].output, x->acks[x->ridx[j]].output_len};
-    if (p.n == 4 && (arrays[3] = bytea_array(res, n)))
-        p_text(&p, arrays[3]);
-    free(col);
-    free(res);
-    if (p.n != 5)
-        return tq__seterr(pl->db, TQ_ENOMEM, "out of memory");
-    return pipe_send(pl, S_ACK_RESULTS, &p, 0);
-}
-
 /* Sorts the acks into the grouped statements and prepares every statement
  * the exchange will send (statements cannot be prepared inside a
  * pipeline). */
@@ -2178,7 +2160,8 @@ static int exchange_send(pipeline *pl, exchange_state *x)
         (x->ndel &&
          (rc = pipe_group(pl, S_ACK_DELETE, x->worker, x->acks,
                           x->idx + x->nacks - x->ndel, x->ndel, x->arrays + 5))) ||
-        (x->nres && (rc = pipe_results(pl, x, x->arrays + 7))))
+        (x->nres && (rc = pipe_group(pl, S_ACK_RESULTS, x->worker, x->acks, x->ridx,
+                                     x->nres, x->arrays + 7))))
         return rc;
     for (size_t i = 0; i < x->nacks && !rc; i++)
         if (x->acks[i].kind != TQ__ACK_PROGRESS && single_stmt(&x->acks[i]) != S_COUNT)
