@@ -13,7 +13,8 @@
 # an empty table; `tq work -- true` against a bare spawn-and-wait loop
 # (bench/ref_spawn.c); a queue with a per-group concurrency limit, and one
 # with a rate limit above the achievable, against the same queue without;
-# every job storing a 1 KiB result against none; a
+# every job storing a 1 KiB result against none; the time from a fan-in's
+# last parent's end to its child's start, 10,000 parents against 1; a
 # worker's peak memory; and (full runs) 1,000,000
 # PostgreSQL jobs in a row (bench/sustained.sh).
 #
@@ -72,6 +73,29 @@ drop() {
     else
         rm -f "$1" "$1"-wal "$1"-shm
     fi
+}
+# fan_in ENGINE N: microseconds from the end of the last of N parents to the
+# start of the job enqueued after them all, with 4 workers draining.
+fan_in() {
+    local url p c
+    url=$(store "$1")
+    "$tq" init --db "$url" >/dev/null
+    seq 1 "$2" | "$tq" enqueue --db "$url" --queue f --lines --json | jq -r '.ids[]' >"$dir/parents"
+    c=$("$tq" enqueue --db "$url" --queue f --after-file "$dir/parents" child)
+    for p in 1 2 3 4; do
+        "$tq" work --db "$url" --queue f --name "f$p" --concurrency 4 --drain --quiet -- true &
+    done
+    wait
+    if [ "$1" = sqlite ]; then
+        sqlite3 "$url" "SELECT c.started_at - max(p.finished_at) FROM tq_jobs c, tq_deps d,
+            tq_jobs p WHERE c.id = $c AND d.child = c.id AND p.id = d.parent"
+    else
+        psql -X -At "$pg" -c "SELECT (extract(epoch FROM c.started_at - max(p.finished_at))
+            * 1000000)::int8 FROM $(schema_of "$url").jobs c, $(schema_of "$url").deps d,
+            $(schema_of "$url").jobs p WHERE c.id = $c AND d.child = c.id AND p.id = d.parent
+            GROUP BY c.started_at"
+    fi
+    drop "$url"
 }
 bench() { # URL ARGS...: tq bench's JSON, then the store is dropped
     local url=$1
@@ -166,6 +190,10 @@ for engine in sqlite postgres; do
     # Every job storing a 1 KiB result, against the same run without.
     res=$(bench "$(store $engine)" $r --result 1024 | jq .process_per_s)
     extra $engine "jobs/s with a 1 KiB result per job vs none" "$res" "$free"
+    # A fan-in: from the end of the last of 10,000 parents to the start of
+    # their child (the store's own times), 4 workers, against one parent.
+    extra $engine "fan-in us from the last parent's end to the child's start: 10000 parents vs 1" \
+        "$(fan_in $engine 10000)" "$(fan_in $engine 1)"
 done
 # What tq's table costs, apart from tq: the reference's own statements on
 # a table made by tq init, against the reference on its minimal table.

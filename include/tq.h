@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-#define TQ_VERSION "0.5.0"
+#define TQ_VERSION "0.6.0"
 
 /* Result codes. The one list of codes and their messages. */
 #define TQ_ERRNO_MAP(X)                                                                  \
@@ -88,6 +88,10 @@ typedef enum tq_state {
     TQ_DONE,
     TQ_DEAD,
     TQ_CANCELLED,
+    /* Enqueued with parents (tq_enqueue_opts.after) not all done yet: it
+     * becomes ready when the last of them is done, and is cancelled when
+     * one ends dead or cancelled. */
+    TQ_WAITING,
     TQ_STATE_COUNT
 } tq_state;
 
@@ -287,7 +291,7 @@ typedef enum tq_on_conflict {
     TQ_ON_CONFLICT_REPLACE
 } tq_on_conflict;
 
-#define TQ_ENQUEUE_OPTS_VERSION 3
+#define TQ_ENQUEUE_OPTS_VERSION 4
 typedef struct tq_enqueue_opts {
     int version;
     const char *key;  /* dedup key or NULL; 1 to 255 bytes */
@@ -308,12 +312,24 @@ typedef struct tq_enqueue_opts {
     /* Version 3: the job's group within its queue (1 to 255 bytes) or NULL:
      * what the queue's max_running_per_group counts, e.g. a customer id. */
     const char *group;
+    /* Version 4: the job's parents, nafter ids of jobs that exist (up to
+     * TQ_AFTER_MAX, repeats ignored; not with a key). The job waits
+     * (TQ_WAITING) until every one of them is done, then becomes ready; a
+     * parent that ends dead or cancelled, or already has, cancels it
+     * (tq_job.last_error names that parent), and its own children with it;
+     * a retry of that parent brings them back to waiting. Each job of a
+     * batch gets the same parents. */
+    const int64_t *after;
+    size_t nafter;
 } tq_enqueue_opts;
 #define TQ_ENQUEUE_OPTS_INIT                                                             \
     {                                                                                    \
         TQ_ENQUEUE_OPTS_VERSION, NULL, 0, 0, 0, 0, TQ_UNIQUE_STORED, 0,                  \
-            TQ_ON_CONFLICT_IGNORE, NULL, NULL                                            \
+            TQ_ON_CONFLICT_IGNORE, NULL, NULL, NULL, 0                                   \
     }
+
+/* The most parents a job may have. */
+#define TQ_AFTER_MAX 100000
 
 /* 0 for a valid W3C traceparent: version 00 (or a later version, 00's four
  * fields first), lowercase hex, a trace id and a parent id not all zero;
@@ -380,6 +396,10 @@ typedef struct tq_job {
     char *progress_text; /* or NULL */
     /* The size of its result (tq_job_result), or -1 when it has none. */
     int64_t result_len;
+    /* How many parents it was enqueued after (tq_job_parents lists them),
+     * and of those, how many are not done yet. */
+    int64_t nparents;
+    int64_t waiting_for;
 } tq_job;
 
 /* Largest result a job keeps, in bytes: a command's stdout past it fails
@@ -456,6 +476,11 @@ int tq_job_result(void **out, size_t *out_len, tq *db, int64_t id);
 /* tq_job_complete with a result (len bytes, at most TQ_RESULT_MAX:
  * TQ_ETOOBIG, and nothing changes). */
 int tq_job_complete_result(tq *db, const tq_job *job, const void *data, size_t len);
+
+/* The ids of the parents job id was enqueued after (tq_enqueue_opts.after),
+ * ascending, into *out (freed with tq_free; NULL when none). TQ_ENOTFOUND
+ * for an unknown id. */
+int tq_job_parents(int64_t **out, size_t *out_n, tq *db, int64_t id);
 
 /* Manual management. Each returns TQ_ENOTFOUND for an unknown id and
  * TQ_ESTATE when the job is in a state the action does not apply to. */

@@ -258,6 +258,43 @@ static int check_enqueue(tq *db, const char *queue, const tq_enqueue_opts *o)
                           o->traceparent);
     if (!o->key && (o->unique || o->unique_for_us || o->on_conflict))
         return tq__seterr(db, TQ_EINVAL, "uniqueness and on-conflict options need a key");
+    if (o->nafter && !o->after)
+        return tq__seterr(db, TQ_EINVAL, "%zu parents without their ids", o->nafter);
+    if (o->nafter > TQ_AFTER_MAX)
+        return tq__seterr(db, TQ_EINVAL, "%zu parents: a job may have at most %d",
+                          o->nafter, TQ_AFTER_MAX);
+    if (o->nafter && o->key)
+        return tq__seterr(db, TQ_EINVAL, "a job with parents cannot carry a key");
+    for (size_t i = 0; i < o->nafter; i++)
+        if (o->after[i] <= 0)
+            return tq__seterr(db, TQ_EINVAL, "parent id %lld: ids are positive",
+                              (long long)o->after[i]);
+    return 0;
+}
+
+static int cmp_id(const void *a, const void *b);
+
+/* o's parents ascending and distinct, as the engines take them: a copy in
+ * *mine (freed by the caller) when they were not already. */
+static int sort_after(tq *db, tq_enqueue_opts *o, int64_t **mine)
+{
+    *mine = NULL;
+    size_t i = 1;
+    while (i < o->nafter && o->after[i - 1] < o->after[i])
+        i++;
+    if (i >= o->nafter)
+        return 0;
+    int64_t *v = malloc(o->nafter * sizeof *v);
+    if (!v)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    memcpy(v, o->after, o->nafter * sizeof *v);
+    qsort(v, o->nafter, sizeof *v, cmp_id);
+    size_t n = 1;
+    for (size_t k = 1; k < o->nafter; k++)
+        if (v[k] != v[n - 1])
+            v[n++] = v[k];
+    o->after = *mine = v;
+    o->nafter = n;
     return 0;
 }
 
@@ -268,8 +305,10 @@ static tq_enqueue_opts enqueue_opts(const tq_enqueue_opts *given)
     tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
     if (!given)
         return o;
-    if (given->version >= 3) {
+    if (given->version >= 4) {
         o = *given;
+    } else if (given->version == 3) {
+        memcpy(&o, given, offsetof(tq_enqueue_opts, after));
     } else if (given->version == 2) {
         memcpy(&o, given, offsetof(tq_enqueue_opts, group));
     } else {
@@ -295,21 +334,30 @@ static int check_payload(tq *db, size_t len)
 int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
                    size_t len, const tq_enqueue_opts *opts)
 {
-    const tq_enqueue_opts o = enqueue_opts(opts);
+    tq_enqueue_opts o = enqueue_opts(opts);
     tq_payload item = {payload, len};
-    int64_t id = 0;
+    int64_t id = 0, *after = NULL;
     int dup = 0;
 
     tq__clearerr(db);
     int rc = check_enqueue(db, queue, &o);
     if (!rc)
         rc = check_payload(db, len);
+    if (!rc)
+        rc = sort_after(db, &o, &after);
     /* A duplicate whose kept row was deleted between the engine's insert
      * and its look-up of the kept id (a delete-done acknowledgement, a
      * prune, on an engine where those run beside us) has no id to report:
      * the key is free again, so the insert is tried again. */
     for (int tries = 0; !rc; tries++) {
         rc = db->engine->enqueue(db, queue, &item, 1, &o, &id, &dup);
+        /* Parents are locked (PostgreSQL): a deadlock with a worker
+         * finishing them rolled everything back, and may be tried again. */
+        if (rc == TQ_EBUSY && o.nafter && tries < 5) {
+            tq__clearerr(db);
+            rc = 0;
+            continue;
+        }
         if (rc || !dup || id != 0)
             break;
         if (tries == 100)
@@ -317,6 +365,7 @@ int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
                             "the job kept under key '%s' kept vanishing; try again",
                             o.key);
     }
+    free(after);
     if (rc)
         return rc;
     if (out)
@@ -339,13 +388,28 @@ int tq_job_enqueue_batch(int64_t *out, tq *db, const char *queue, const tq_paylo
             return rc;
     if (n == 0)
         return 0;
+    if (o.nafter && n > TQ_AFTER_MAX / o.nafter * 10)
+        return tq__seterr(db, TQ_EINVAL,
+                          "%zu jobs of %zu parents each: at most %d dependencies in one "
+                          "batch",
+                          n, o.nafter, TQ_AFTER_MAX * 10);
+    int64_t *after;
+    if ((rc = sort_after(db, &o, &after)))
+        return rc;
     int64_t *ids = out ? out : malloc(n * sizeof *ids);
-    if (!ids)
+    if (!ids) {
+        free(after);
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    }
     int dup = 0;
-    rc = db->engine->enqueue(db, queue, items, n, &o, ids, &dup);
+    for (int tries = 0; tries < 6; tries++) { /* as tq_job_enqueue says */
+        rc = db->engine->enqueue(db, queue, items, n, &o, ids, &dup);
+        if (rc != TQ_EBUSY || !o.nafter)
+            break;
+    }
     if (ids != out)
         free(ids);
+    free(after);
     return rc;
 }
 
@@ -558,6 +622,17 @@ int tq_job_result(void **out, size_t *out_len, tq *db, int64_t id)
                       "job %lld is done without a result (its queue keeps a command's "
                       "stdout only with tq queue Q --results)",
                       (long long)id);
+}
+
+int tq_job_parents(int64_t **out, size_t *out_n, tq *db, int64_t id)
+{
+    tq__clearerr(db);
+    *out = NULL;
+    *out_n = 0;
+    int rc = db->engine->job_parents(db, id, out, out_n);
+    if (rc == TQ_ENOTFOUND)
+        return tq__seterr(db, TQ_ENOTFOUND, "no job with id %lld", (long long)id);
+    return rc;
 }
 
 int tq_job_fail(tq *db, const tq_job *job, const char *error)

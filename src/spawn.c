@@ -51,26 +51,27 @@ static int is_job_var(const char *e)
     return strncmp(e, "TQ_JOB_ID=", 10) == 0 || strncmp(e, "TQ_QUEUE=", 9) == 0 ||
            strncmp(e, "TQ_ATTEMPT=", 11) == 0 || strncmp(e, "TQ_CLAIM=", 9) == 0 ||
            strncmp(e, "TRACEPARENT=", 12) == 0 || strncmp(e, "TQ_GROUP=", 9) == 0 ||
-           strncmp(e, "TQ_CONTROL_FD=", 14) == 0;
+           strncmp(e, "TQ_CONTROL_FD=", 14) == 0 || strncmp(e, "TQ_PARENTS=", 11) == 0 ||
+           strncmp(e, "TQ_PARENTS_FILE=", 16) == 0;
 }
 
 /* environ without any inherited TQ_JOB_ID/TQ_QUEUE/TQ_ATTEMPT/TQ_CLAIM,
- * TQ_GROUP or TRACEPARENT, plus this job's values (its group when it has
- * one; its trace context only when it has one of the valid form: plain SQL
- * may have written anything). One allocation: pointers first, then the
- * strings. */
-static char **job_environ(const tq_job *job)
+ * TQ_GROUP, TQ_PARENTS(_FILE) or TRACEPARENT, plus this job's values (its
+ * group when it has one; its trace context only when it has one of the
+ * valid form: plain SQL may have written anything) and extra. One
+ * allocation: pointers first, then the strings. */
+static char **job_environ(const tq_job *job, const char *extra)
 {
     size_t n = 0;
     while (environ[n])
         n++;
     const int trace = job->traceparent && !tq_traceparent_check(job->traceparent);
-    size_t extra = 7 * 96 + strlen(job->queue) + (trace ? strlen(job->traceparent) : 0) +
-                   (job->group ? strlen(job->group) : 0);
-    char **env = malloc((n + 8) * sizeof *env + extra);
+    size_t more = 7 * 96 + strlen(job->queue) + (trace ? strlen(job->traceparent) : 0) +
+                  (job->group ? strlen(job->group) : 0) + (extra ? strlen(extra) : 0);
+    char **env = malloc((n + 9) * sizeof *env + more);
     if (!env)
         return NULL;
-    char *buf = (char *)(env + n + 8);
+    char *buf = (char *)(env + n + 9);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (!is_job_var(environ[i]))
@@ -91,7 +92,11 @@ static char **job_environ(const tq_job *job)
     }
     if (trace) {
         env[k++] = buf;
-        sprintf(buf, "TRACEPARENT=%s", job->traceparent);
+        buf += sprintf(buf, "TRACEPARENT=%s", job->traceparent) + 1;
+    }
+    if (extra) {
+        env[k++] = buf;
+        strcpy(buf, extra);
     }
     env[k] = NULL;
     return env;
@@ -188,7 +193,8 @@ static int stdout_for_handler(void)
 }
 
 int tq__child_start(tq__child *c, const char *path, const char *const *argv,
-                    const tq_job *job, int capture, char *err, size_t errlen)
+                    const tq_job *job, const char *extra, int capture, char *err,
+                    size_t errlen)
 {
     int in[2] = {-1, -1}, er[2] = {-1, -1}, ctl[2] = {-1, -1}, op[2] = {-1, -1};
     char **env = NULL;
@@ -201,7 +207,7 @@ int tq__child_start(tq__child *c, const char *path, const char *const *argv,
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         goto fail_pipes;
     }
-    if (!(env = job_environ(job))) {
+    if (!(env = job_environ(job, extra))) {
         snprintf(err, errlen, "out of memory");
         goto fail_pipes;
     }

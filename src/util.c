@@ -229,8 +229,8 @@ void *tq__memdup(const void *p, size_t len, size_t extra)
     return q;
 }
 
-static const char *const state_names[TQ_STATE_COUNT] = {"ready", "running", "done",
-                                                        "dead", "cancelled"};
+static const char *const state_names[TQ_STATE_COUNT] = {"ready", "running",   "done",
+                                                        "dead",  "cancelled", "waiting"};
 
 const char *tq_state_name(tq_state s)
 {

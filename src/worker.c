@@ -46,6 +46,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -115,6 +116,7 @@ typedef struct slot {
     int ctl_warned;      /* a bad line was logged for this job */
     void *output;        /* callback mode: the result it set, or NULL */
     size_t output_len;
+    char *parents_file; /* command mode: TQ_PARENTS_FILE, removed with the slot */
 } slot;
 
 /* A callback's outcome, from its thread to the loop. */
@@ -586,6 +588,10 @@ static void free_slot(slot *s)
     tq__job_clear(&s->job);
     free(s->word_text);
     free(s->output);
+    if (s->parents_file) {
+        unlink(s->parents_file);
+        free(s->parents_file);
+    }
     memset(s, 0, sizeof *s);
     s->owner = owner;
     s->child.in_fd = s->child.err_fd = s->child.ctl_fd = s->child.out_fd =
@@ -1520,6 +1526,65 @@ static void stderr_line(void *ud, const char *line, size_t len)
     free(raw);
 }
 
+/* The longest TQ_PARENTS a handler gets in its environment; more parents
+ * go to a file (TQ_PARENTS_FILE). */
+#define PARENTS_ENV_MAX 8192
+
+/* For a command whose job has parents: "TQ_PARENTS=" their ids with commas
+ * between, or "TQ_PARENTS_FILE=" a file of them, one a line, removed with
+ * the slot; *out NULL for a job without. 0, or the reason in err. */
+static int parents_env(tq_worker *w, slot *s, char **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (s->job.nparents <= 0)
+        return 0;
+    int64_t *v = NULL;
+    size_t n = 0;
+    int rc = tq_job_parents(&v, &n, w->db, s->job.id);
+    if (rc) {
+        snprintf(err, errlen, "cannot read the parents of job %lld: %s",
+                 (long long)s->job.id, tq_errmsg(w->db));
+        return rc;
+    }
+    const size_t cap = n * 21 + PATH_MAX + 32;
+    char *text = malloc(cap);
+    if (!text) {
+        tq_free(v);
+        snprintf(err, errlen, "out of memory");
+        return TQ_ENOMEM;
+    }
+    size_t k = (size_t)sprintf(text, "TQ_PARENTS=");
+    for (size_t i = 0; i < n; i++)
+        k += (size_t)sprintf(text + k, i ? ",%lld" : "%lld", (long long)v[i]);
+    if (k > PARENTS_ENV_MAX) {
+        const char *dir = getenv("TMPDIR");
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/tq-parents-XXXXXX", dir && *dir ? dir : "/tmp");
+        int fd = mkostemp(path, O_CLOEXEC);
+        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+        int bad = !f;
+        for (size_t i = 0; i < n && !bad; i++)
+            bad = fprintf(f, "%lld\n", (long long)v[i]) < 0;
+        if (f)
+            bad = fclose(f) != 0 || bad;
+        else if (fd >= 0)
+            close(fd);
+        if (bad || !(s->parents_file = tq__strdup(path))) {
+            snprintf(err, errlen, "cannot write the parents of job %lld to %.100s: %s",
+                     (long long)s->job.id, path, strerror(errno ? errno : ENOMEM));
+            if (fd >= 0)
+                unlink(path);
+            free(text);
+            tq_free(v);
+            return TQ_ESYS;
+        }
+        snprintf(text, cap, "TQ_PARENTS_FILE=%s", path);
+    }
+    tq_free(v);
+    *out = text;
+    return 0;
+}
+
 /* Command mode: starts job in a free slot. */
 static int start_job(tq_worker *w, size_t qi, tq_job *job)
 {
@@ -1537,8 +1602,12 @@ static int start_job(tq_worker *w, size_t qi, tq_job *job)
     mark_start(w, s);
     if (w->timeout_us)
         s->deadline = s->started + w->timeout_us;
-    int why = tq__child_start(&s->child, w->path, (const char *const *)w->argv, &s->job,
-                              w->qinfo[qi].results, err, sizeof err);
+    char *parents = NULL;
+    int why = parents_env(w, s, &parents, err, sizeof err);
+    if (!why)
+        why = tq__child_start(&s->child, w->path, (const char *const *)w->argv, &s->job,
+                              parents, w->qinfo[qi].results, err, sizeof err);
+    free(parents);
     if (why) {
         s->release = 1;
         int rc = finish_slot(w, s, 0, NULL);
@@ -2672,8 +2741,12 @@ static void note_waiting(tq_worker *w, const pass *p, int waiting)
     if (o.paused)
         append(what, sizeof what, "%lld ready job(s) of a paused queue",
                (long long)o.paused);
-    if (what[0])
-        worker_log(w, TQ_LOG_INFO, "draining: waiting for %s", what);
+    /* Nothing ready or running, and still something to wait for: jobs
+     * whose parents (in other queues) are not done. */
+    if (!what[0])
+        append(what, sizeof what,
+               "jobs waiting for their parents (tq list --state waiting)");
+    worker_log(w, TQ_LOG_INFO, "draining: waiting for %s", what);
 }
 
 /* Whether the loop is over: a stop with nothing left running or unsent,

@@ -614,9 +614,22 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
  * version by tq init, keeping its jobs. */
 /* Takes a store of schema s back to what schema 6 made: migrations 8 and
  * 7 undone, the insert trigger's function as 6 had it. */
-/* Undo migrations 12 (the control channel), 11 (periodic jobs) and 10
- * (rate limits). */
+/* Undo migrations 13 (dependencies), 12 (the control channel), 11
+ * (periodic jobs) and 10 (rate limits). */
+#define UNDO_13                                                                          \
+    "DROP TABLE TQ.deps;"                                                                \
+    "DROP TRIGGER jobs_moved ON TQ.jobs; DROP TRIGGER jobs_deleted ON TQ.jobs;"          \
+    "DROP FUNCTION TQ.deps_added(); DROP FUNCTION TQ.job_moved();"                       \
+    "DROP FUNCTION TQ.job_deleted(); DROP FUNCTION TQ.release_children(int8, text);"     \
+    "DROP FUNCTION TQ.dep_blocker(int8, int8);"                                          \
+    "DROP INDEX TQ.jobs_waiting;"                                                        \
+    "ALTER TABLE TQ.jobs DROP COLUMN nparents, DROP COLUMN waiting_for,"                 \
+    "  DROP COLUMN cancelled_by, DROP COLUMN has_children,"                              \
+    "  DROP CONSTRAINT jobs_state_check;"                                                \
+    "ALTER TABLE TQ.jobs ADD CONSTRAINT jobs_state_check"                                \
+    "  CHECK (state IN ('ready','running','done','dead','cancelled'));"
 #define UNDO_12                                                                          \
+    UNDO_13                                                                              \
     "ALTER TABLE TQ.jobs DROP COLUMN snoozes, DROP COLUMN progress,"                     \
     "  DROP COLUMN progress_text, DROP COLUMN result;"                                   \
     "ALTER TABLE TQ.queues DROP COLUMN max_snoozes, DROP COLUMN results;"
@@ -852,6 +865,72 @@ static void version_10_store_migrates(void **state)
     PQfinish(c);
 }
 
+/* A store of schema 12 takes dependencies (migration 13): a producer role
+ * and a worker role granted before it may enqueue after its old jobs and
+ * run them; plain SQL cannot write a state the check does not know. */
+static void version_12_store_migrates(void **state)
+{
+    (void)state;
+    char url[512], purl[600], wurl[600];
+    tq *db = store("v12");
+    int64_t old[2], id;
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(tq_job_enqueue(&old[i], db, "q", "old", 3, NULL), 0);
+    PGconn *c = pg();
+    exec(c, "DROP ROLE IF EXISTS tq_v12_worker; CREATE ROLE tq_v12_worker LOGIN;"
+            "DROP ROLE IF EXISTS tq_v12_producer; CREATE ROLE tq_v12_producer LOGIN");
+    const tq_grant g[] = {{"tq_v12_worker", TQ_GRANT_WORKER},
+                          {"tq_v12_producer", TQ_GRANT_PRODUCER}};
+    assert_int_equal(tq_init_grants(db, g, 2), 0);
+    tq_close(db);
+    char *undo = in_schema(UNDO_13, "v12");
+    exec(c, undo);
+    free(undo);
+    exec(c, "REVOKE ALL ON v12.jobs FROM tq_v12_worker, tq_v12_producer");
+    exec(c, "GRANT SELECT, UPDATE, DELETE ON v12.jobs TO tq_v12_worker;"
+            "GRANT INSERT, SELECT (id, queue, dedup_key, unique_key, unique_scope, state,"
+            " claims) ON v12.jobs TO tq_v12_producer");
+    exec(c, "UPDATE v12.meta SET value = '12' WHERE key = 'schema_version'");
+    db = upgraded(url, sizeof url, "v12");
+    tq_close(db);
+    snprintf(purl, sizeof purl, "%s&user=tq_v12_producer", url);
+    snprintf(wurl, sizeof wurl, "%s&user=tq_v12_worker", url);
+    assert_int_equal(tq_open(&db, purl, NULL), 0);
+    tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
+    o.after = old;
+    o.nafter = 2;
+    int rc = tq_job_enqueue(&id, db, "q", "child", 5, &o);
+    if (rc)
+        fail_msg("enqueue after old jobs as a producer -> %d: %s", rc, tq_errmsg(db));
+    tq_close(db);
+    assert_int_equal(tq_open(&db, wurl, NULL), 0);
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 5), 0);
+    assert_int_equal(n, 2); /* the old ones; the child waits */
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(tq_job_complete(db, &jobs[i]), 0);
+    tq_job_array_free(jobs, n);
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 5), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(jobs[0].id, id);
+    assert_int_equal(jobs[0].nparents, 2);
+    int64_t *parents;
+    size_t np;
+    assert_int_equal(tq_job_parents(&parents, &np, db, id), 0);
+    assert_int_equal(np, 2);
+    assert_int_equal(parents[0], old[0]);
+    assert_int_equal(parents[1], old[1]);
+    tq_free(parents);
+    assert_int_equal(tq_job_complete(db, &jobs[0]), 0);
+    tq_job_array_free(jobs, n);
+    tq_close(db);
+    expect_refused(c, "UPDATE v12.jobs SET state = 'bogus'", "23514");
+    expect_row(c, "SELECT string_agg(state, ' ' ORDER BY id) FROM v12.jobs", 1,
+               (const char *[]){"done done done"});
+    PQfinish(c);
+}
+
 /* A store of schema 11 takes the control channel (migration 12), and a
  * worker role granted before it may snooze, discard and report progress;
  * plain SQL cannot write a progress outside 0 to 100. */
@@ -973,6 +1052,7 @@ int main(void)
         cmocka_unit_test(version_9_store_migrates),
         cmocka_unit_test(version_10_store_migrates),
         cmocka_unit_test(version_11_store_migrates),
+        cmocka_unit_test(version_12_store_migrates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

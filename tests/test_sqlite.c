@@ -655,6 +655,100 @@ static void upgrade_from_version_11(void **state)
     sqlite3_close(h);
 }
 
+/* A store of schema 12 is built again with the waiting state (migration
+ * 13): every row keeps every column, the id counter holds, the indexes,
+ * the unique keys and the queue trigger come back, and its old jobs can be
+ * parents. */
+static void upgrade_from_version_12(void **state)
+{
+    (void)state;
+    char path[128];
+    sqlite3 *h;
+    old_store(path, sizeof path, 12,
+              "INSERT INTO tq_queues (name, ord) VALUES ('stack', 'lifo');"
+              "INSERT INTO tq_jobs (id, queue, payload, dedup_key, job_group,"
+              " traceparent, schedule, slot, snoozes) VALUES"
+              " (1, 'q', 'a', 'k1', 'g', 'tp', 's', 5, 2),"
+              " (2, 'q', 'b', NULL, NULL, NULL, NULL, NULL, 0),"
+              " (3, 'stack', 'c', NULL, NULL, NULL, NULL, NULL, 0),"
+              " (4, 'q', 'gone', NULL, NULL, NULL, NULL, NULL, 0);"
+              "INSERT INTO tq_jobs (id, queue, payload, unique_key, unique_scope)"
+              " VALUES (5, 'q', 'u', 'uk', 'active');"
+              "UPDATE tq_jobs SET state = 'done', attempts = 1, finished_at = 7,"
+              " result = x'00ff', progress = 100, progress_text = 'all' WHERE id = 1;"
+              "UPDATE tq_jobs SET state = 'running', attempts = 1, worker = 'w',"
+              " lease_until = 9, claims = 3, unknown_starts = 1 WHERE id = 2;"
+              "DELETE FROM tq_jobs WHERE id = 4;");
+    tq_close(upgraded(path));
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(
+        count_of(h, "SELECT count(*) FROM tq_jobs WHERE id = 1 AND state = 'done'"
+                    " AND payload = 'a' AND dedup_key = 'k1' AND job_group = 'g'"
+                    " AND traceparent = 'tp' AND schedule = 's' AND slot = 5"
+                    " AND snoozes = 2 AND result = x'00ff' AND progress = 100"
+                    " AND progress_text = 'all' AND finished_at = 7 AND nparents = 0"),
+        1);
+    assert_int_equal(count_of(h, "SELECT count(*) FROM tq_jobs WHERE id = 2"
+                                 " AND state = 'running' AND worker = 'w'"
+                                 " AND lease_until = 9 AND claims = 3"
+                                 " AND unknown_starts = 1"),
+                     1);
+    assert_int_equal(count_of(h, "SELECT count(*) FROM tq_jobs"), 4);
+    assert_int_equal(count_of(h,
+                              "SELECT count(*) FROM sqlite_schema WHERE name IN"
+                              " ('tq_jobs_ready_fifo', 'tq_jobs_ready_lifo',"
+                              " 'tq_jobs_running', 'tq_jobs_finished', 'tq_jobs_dedup',"
+                              " 'tq_jobs_unique', 'tq_jobs_new_queue', 'tq_jobs_waiting',"
+                              " 'tq_deps', 'tq_deps_child', 'tq_deps_new')"),
+                     11);
+    assert_int_equal(count_of(h, "SELECT count(*) FROM sqlite_schema"
+                                 " WHERE name LIKE '%v13%'"),
+                     0);
+    /* The keys still hold, and the checks. */
+    assert_int_not_equal(sqlite3_exec(h,
+                                      "INSERT INTO tq_jobs (queue, dedup_key)"
+                                      " VALUES ('q', 'k1')",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+    assert_int_not_equal(sqlite3_exec(h,
+                                      "INSERT INTO tq_jobs (queue, unique_key,"
+                                      " unique_scope) VALUES ('q', 'uk', 'active')",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+    assert_int_not_equal(
+        sqlite3_exec(h, "INSERT INTO tq_jobs (queue, state) VALUES ('q', 'bogus')", NULL,
+                     NULL, NULL),
+        SQLITE_OK);
+    check_plans(h, "store upgraded from 12");
+    sqlite3_close(h);
+
+    /* A new job gets a new id, and the old ones can be its parents. */
+    tq *db = upgraded(path);
+    const int64_t parents[] = {1, 3};
+    tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
+    o.after = parents;
+    o.nafter = 2;
+    int64_t id;
+    assert_int_equal(tq_job_enqueue(&id, db, "q", "d", 1, &o), 0);
+    assert_int_equal(id, 6);
+    tq_job *j, *jobs;
+    size_t n;
+    assert_int_equal(tq_job_get(&j, db, id), 0);
+    assert_int_equal(j->state, TQ_WAITING);
+    assert_int_equal(j->nparents, 2);
+    assert_int_equal(j->waiting_for, 1);
+    tq_job_free(j);
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "stack", "w", 1), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(tq_job_complete(db, &jobs[0]), 0);
+    tq_job_array_free(jobs, n);
+    assert_int_equal(tq_job_get(&j, db, id), 0);
+    assert_int_equal(j->state, TQ_READY);
+    assert_int_equal(j->waiting_for, 0);
+    tq_job_free(j);
+    tq_close(db);
+}
+
 static void wal_and_version(void **state)
 {
     (void)state;
@@ -698,6 +792,7 @@ int main(void)
         cmocka_unit_test(upgrade_from_version_9),
         cmocka_unit_test(upgrade_from_version_10),
         cmocka_unit_test(upgrade_from_version_11),
+        cmocka_unit_test(upgrade_from_version_12),
         cmocka_unit_test(wal_and_version),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

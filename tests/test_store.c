@@ -1980,6 +1980,354 @@ static void worker_pool_results(void **state)
     assert_int_equal(tq_job_result(&out, &len, DB, bad), TQ_ESTATE);
 }
 
+/* ---- dependencies ---------------------------------------------------------- */
+
+static int64_t enq_after(void **state, const char *queue, const char *payload,
+                         const int64_t *after, size_t n)
+{
+    tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
+    o.after = after;
+    o.nafter = n;
+    int64_t id = 0;
+    OK(tq_job_enqueue(&id, DB, queue, payload, strlen(payload), &o));
+    return id;
+}
+
+/* Claims every claimable job of queue (one-letter payloads), checks they
+ * spell want in order of their letters, and completes them. */
+static void run_all(void **state, const char *queue, const char *want)
+{
+    tq_job *jobs;
+    size_t n;
+    OK(tq_job_claim(&jobs, &n, DB, queue, "w", 100));
+    char got[64];
+    size_t m = 0;
+    for (size_t i = 0; i < n && m < sizeof got - 1; i++) {
+        size_t k = m++;
+        for (; k > 0 && got[k - 1] > (char)jobs[i].payload[0]; k--)
+            got[k] = got[k - 1];
+        got[k] = (char)jobs[i].payload[0];
+    }
+    got[m] = '\0';
+    for (size_t i = 0; i < n; i++)
+        OK(tq_job_complete(DB, &jobs[i]));
+    tq_job_array_free(jobs, n);
+    assert_string_equal(got, want);
+}
+
+/* A diamond (A -> B, C -> D) runs in its order; a parent that fails for
+ * good cancels its descendants, naming itself; a retry of it brings them
+ * back; parents done before the enqueue do not hold a child back. */
+/* Claims the one job of queue and fails it (its queue allows one
+ * attempt: dead). */
+static void held_fail(void **state, const char *queue)
+{
+    tq_job *j = claim1(state, queue, "w");
+    OK(tq_job_fail(DB, j, "broken"));
+    tq_job_array_free(j, 1);
+}
+
+static void dependencies(void **state)
+{
+    int64_t a = enq(state, "d", "A");
+    int64_t b = enq_after(state, "d", "B", &a, 1);
+    int64_t c = enq_after(state, "d", "C", &a, 1);
+    int64_t bc[] = {c, b, c}; /* any order, repeats ignored */
+    int64_t d = enq_after(state, "d", "D", bc, 3);
+    tq_job *j = get(state, d);
+    assert_int_equal(j->state, TQ_WAITING);
+    assert_int_equal(j->nparents, 2);
+    assert_int_equal(j->waiting_for, 2);
+    tq_job_free(j);
+    int64_t *v;
+    size_t n;
+    OK(tq_job_parents(&v, &n, DB, d));
+    assert_int_equal(n, 2);
+    assert_int_equal(v[0], b);
+    assert_int_equal(v[1], c);
+    tq_free(v);
+    OK(tq_job_parents(&v, &n, DB, a));
+    assert_int_equal(n, 0);
+    assert_int_equal(tq_job_parents(&v, &n, DB, d + 100), TQ_ENOTFOUND);
+    tq_stats st;
+    OK(tq_stats_get(&st, DB, "d"));
+    assert_int_equal(st.count[TQ_WAITING], 3);
+    assert_int_equal(st.count[TQ_READY], 1);
+    run_all(state, "d", "A");
+    run_all(state, "d", "BC");
+    j = get(state, d);
+    assert_int_equal(j->state, TQ_READY);
+    assert_int_equal(j->waiting_for, 0);
+    tq_job_free(j);
+    run_all(state, "d", "D");
+    int64_t done2[] = {a, d};
+    int64_t e = enq_after(state, "d", "E", done2, 2);
+    assert_int_equal(state_of(state, e), TQ_READY);
+    run_all(state, "d", "E");
+
+    /* A dead parent, its child and grandchild; another child also waits
+     * for a parent that is done meanwhile. */
+    set_queue(state, "k", TQ_SET_MAX_ATTEMPTS, TQ_FIFO, 0, 1, 0, 0);
+    int64_t p = enq(state, "k", "P"), o = enq(state, "k", "O");
+    int64_t k1 = enq_after(state, "k", "K", &p, 1);
+    int64_t k2 = enq_after(state, "k", "L", &k1, 1);
+    int64_t po[] = {p, o};
+    int64_t k3 = enq_after(state, "k", "M", po, 2);
+    tq_job *jobs;
+    OK(tq_job_claim(&jobs, &n, DB, "k", "w", 10));
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].id == p)
+            OK(tq_job_fail(DB, &jobs[i], "broken"));
+        else
+            OK(tq_job_complete(DB, &jobs[i]));
+    }
+    tq_job_array_free(jobs, n);
+    char why[64];
+    const int64_t cancelled[][2] = {{k1, p}, {k2, k1}, {k3, p}};
+    for (size_t i = 0; i < 3; i++) {
+        j = get(state, cancelled[i][0]);
+        assert_int_equal(j->state, TQ_CANCELLED);
+        snprintf(why, sizeof why, "parent job %lld ended %s", (long long)cancelled[i][1],
+                 cancelled[i][1] == p ? "dead" : "cancelled");
+        assert_string_equal(j->last_error, why);
+        assert_true(j->finished_at > 0);
+        tq_job_free(j);
+    }
+    /* A child of a dead parent is cancelled at once. */
+    int64_t k4 = enq_after(state, "k", "N", &p, 1);
+    j = get(state, k4);
+    assert_int_equal(j->state, TQ_CANCELLED);
+    snprintf(why, sizeof why, "parent job %lld is dead", (long long)p);
+    assert_string_equal(j->last_error, why);
+    tq_job_free(j);
+    /* Retrying a cancelled child alone: its parent is still dead. */
+    OK(tq_job_retry(DB, k1));
+    assert_int_equal(state_of(state, k1), TQ_CANCELLED);
+    OK(tq_job_retry(DB, p));
+    const int64_t back[] = {k1, k2, k3, k4};
+    for (size_t i = 0; i < 4; i++) {
+        j = get(state, back[i]);
+        assert_int_equal(j->state, TQ_WAITING);
+        assert_null(j->last_error);
+        assert_int_equal(j->finished_at, 0);
+        tq_job_free(j);
+    }
+    run_all(state, "k", "P");
+    run_all(state, "k", "KMN");
+    run_all(state, "k", "L");
+
+    /* Cancelling a waiting job cancels its children; retrying it brings
+     * them back. */
+    int64_t r = enq(state, "c", "R");
+    int64_t w1 = enq_after(state, "c", "W", &r, 1);
+    int64_t w2 = enq_after(state, "c", "X", &w1, 1);
+    OK(tq_job_cancel(DB, w1));
+    assert_int_equal(state_of(state, w2), TQ_CANCELLED);
+    assert_int_equal(state_of(state, r), TQ_READY);
+    OK(tq_job_retry(DB, w1));
+    assert_int_equal(state_of(state, w1), TQ_WAITING);
+    assert_int_equal(state_of(state, w2), TQ_WAITING);
+    /* A parent and its child in one call, either way round. */
+    int64_t both[] = {w1, w2};
+    OK(tq_job_cancel_ids(DB, both, 2));
+    assert_int_equal(state_of(state, w2), TQ_CANCELLED);
+    OK(tq_job_retry_ids(DB, both, 2));
+    assert_int_equal(state_of(state, w1), TQ_WAITING);
+    assert_int_equal(state_of(state, w2), TQ_WAITING);
+    run_all(state, "c", "R");
+    run_all(state, "c", "W");
+    run_all(state, "c", "X");
+
+    /* A chain of 300: the head's end reaches the tail, and so does its
+     * retry (no recursion to run out of). */
+    enum { CHAIN = 300 };
+    int64_t chain[CHAIN];
+    chain[0] = enq(state, "chain", "h");
+    for (int i = 1; i < CHAIN; i++)
+        chain[i] = enq_after(state, "chain", "t", &chain[i - 1], 1);
+    OK(tq_job_cancel(DB, chain[0]));
+    j = get(state, chain[CHAIN - 1]);
+    assert_int_equal(j->state, TQ_CANCELLED);
+    snprintf(why, sizeof why, "parent job %lld ended cancelled",
+             (long long)chain[CHAIN - 2]);
+    assert_string_equal(j->last_error, why);
+    tq_job_free(j);
+    OK(tq_job_retry(DB, chain[0]));
+    assert_int_equal(state_of(state, chain[CHAIN - 1]), TQ_WAITING);
+    OK(tq_job_cancel(DB, chain[0]));
+
+    /* A dead parent pruned: its cancelled child, retried, is held by it. */
+    set_queue(state, "pr", TQ_SET_MAX_ATTEMPTS, TQ_FIFO, 0, 1, 0, 0);
+    int64_t dp = enq(state, "pr", "D");
+    int64_t dc = enq_after(state, "pr", "E", &dp, 1);
+    held_fail(state, "pr");
+    assert_int_equal(state_of(state, dc), TQ_CANCELLED);
+    int64_t pruned = 0;
+    OK(tq_job_prune(&pruned, DB, 0, 1u << TQ_DEAD));
+    assert_int_equal(pruned, 1);
+    OK(tq_job_retry(DB, dc));
+    j = get(state, dc);
+    assert_int_equal(j->state, TQ_CANCELLED);
+    snprintf(why, sizeof why, "parent job %lld no longer exists", (long long)dp);
+    assert_string_equal(j->last_error, why);
+    tq_job_free(j);
+}
+
+/* Parents that end by other paths: a queue that deletes done rows, a
+ * rescue out of attempts (dead), a retry of all dead jobs; a batch gets
+ * the same parents; unknown parents are refused with nothing stored;
+ * pruning a child takes its dependencies with it. */
+static void dependencies_other_paths(void **state)
+{
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_KEEP_DONE;
+    qo.keep_done = 0;
+    OK(tq_queue_set(DB, "gone", &qo));
+    int64_t g = enq(state, "gone", "G");
+    tq_payload items[3] = {{"a", 1}, {"b", 1}, {"c", 1}};
+    int64_t kids[3];
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    eo.after = &g;
+    eo.nafter = 1;
+    OK(tq_job_enqueue_batch(kids, DB, "kids", items, 3, &eo));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(state_of(state, kids[i]), TQ_WAITING);
+    run_all(state, "gone", "G");
+    tq_job *j;
+    assert_int_equal(tq_job_get(&j, DB, g), TQ_ENOTFOUND);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(state_of(state, kids[i]), TQ_READY);
+    run_all(state, "kids", "abc");
+
+    set_queue(state, "lease", TQ_SET_LEASE | TQ_SET_MAX_ATTEMPTS, TQ_FIFO, 1000000, 1, 0,
+              0);
+    int64_t l = enq(state, "lease", "L");
+    int64_t lc = enq_after(state, "lease", "M", &l, 1);
+    tq_job *held = claim1(state, "lease", "w");
+    tq_job_array_free(held, 1);
+    sleep_ms(1100);
+    int64_t rescued = 0;
+    OK(tq_rescue_expired(&rescued, DB));
+    assert_int_equal(rescued, 1);
+    assert_int_equal(state_of(state, l), TQ_DEAD);
+    assert_int_equal(state_of(state, lc), TQ_CANCELLED);
+    int64_t count = 0;
+    OK(tq_job_retry_dead(&count, DB, "lease"));
+    assert_int_equal(count, 1);
+    assert_int_equal(state_of(state, lc), TQ_WAITING);
+
+    /* Refused: nothing stored. */
+    int64_t bad[] = {l, l + 1000};
+    tq_stats before, after;
+    OK(tq_stats_get(&before, DB, NULL));
+    int64_t id = 0;
+    eo.after = bad;
+    eo.nafter = 2;
+    assert_int_equal(tq_job_enqueue(&id, DB, "lease", "x", 1, &eo), TQ_ENOTFOUND);
+    assert_non_null(strstr(tq_errmsg(DB), "does not exist"));
+    assert_int_equal(tq_job_enqueue_batch(NULL, DB, "lease", items, 3, &eo),
+                     TQ_ENOTFOUND);
+    int64_t zero = 0;
+    eo.after = &zero;
+    eo.nafter = 1;
+    assert_int_equal(tq_job_enqueue(&id, DB, "lease", "x", 1, &eo), TQ_EINVAL);
+    eo.after = &l;
+    eo.key = "k";
+    assert_int_equal(tq_job_enqueue(&id, DB, "lease", "x", 1, &eo), TQ_EINVAL);
+    OK(tq_stats_get(&after, DB, NULL));
+    for (int s = 0; s < TQ_STATE_COUNT; s++)
+        assert_int_equal(after.count[s], before.count[s]);
+
+    /* Prune the children: their dependencies go; the parents stay. */
+    run_all(state, "lease", "L");
+    run_all(state, "lease", "M");
+    OK(tq_job_prune(&count, DB, 0, 1u << TQ_DONE));
+    assert_true(count >= 2);
+}
+
+/* A job with 2,000 parents, run by a pool of four workers: every parent
+ * runs once, and the child once, after all of them. */
+#define FAN 2000
+typedef struct fan_ctx {
+    int64_t first, child;
+    _Atomic int runs[FAN];
+    _Atomic int done; /* parents finished */
+    _Atomic int child_runs;
+    _Atomic int child_early; /* the child started before every parent ended */
+    _Atomic int64_t child_parents;
+} fan_ctx;
+
+static int fan_handler(void *ud, const tq_job *job, char *err, size_t errlen)
+{
+    fan_ctx *c = ud;
+    (void)err, (void)errlen;
+    if (job->id == c->child) {
+        atomic_fetch_add(&c->child_runs, 1);
+        if (atomic_load(&c->done) != FAN)
+            atomic_fetch_add(&c->child_early, 1);
+        atomic_store(&c->child_parents, job->nparents);
+        return 0;
+    }
+    int64_t i = job->id - c->first;
+    if (i < 0 || i >= FAN)
+        return 1;
+    atomic_fetch_add(&c->runs[i], 1);
+    atomic_fetch_add(&c->done, 1); /* before the acknowledgement */
+    return 0;
+}
+
+static void *fan_worker(void *arg)
+{
+    tq_worker *w = arg;
+    return (void *)(intptr_t)tq_worker_run(w);
+}
+
+static void dependencies_fan_in(void **state)
+{
+    static fan_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    static tq_payload items[FAN];
+    static int64_t ids[FAN];
+    for (int i = 0; i < FAN; i++)
+        items[i] = (tq_payload){"p", 1};
+    OK(tq_job_enqueue_batch(ids, DB, "fan", items, FAN, NULL));
+    ctx.first = ids[0];
+    ctx.child = enq_after(state, "fan", "child", ids, FAN);
+    const char *queues[] = {"fan"};
+    tq *dbs[4];
+    tq_worker *w[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        OK(tq_open(&dbs[i], ((fx *)*state)->url, NULL));
+        char name[16];
+        snprintf(name, sizeof name, "fan%d", i);
+        tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+        o.queues = queues;
+        o.nqueues = 1;
+        o.concurrency = 4;
+        o.drain = 1;
+        o.name = name;
+        o.handler = fan_handler;
+        o.handler_ud = &ctx;
+        OK(tq_worker_new(&w[i], dbs[i], &o));
+        assert_int_equal(pthread_create(&t[i], NULL, fan_worker, w[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *rc;
+        pthread_join(t[i], &rc);
+        assert_int_equal((int)(intptr_t)rc, 0);
+        tq_worker_free(w[i]);
+        tq_close(dbs[i]);
+    }
+    for (int i = 0; i < FAN; i++)
+        assert_int_equal(atomic_load(&ctx.runs[i]), 1);
+    assert_int_equal(atomic_load(&ctx.child_runs), 1);
+    assert_int_equal(atomic_load(&ctx.child_early), 0);
+    assert_int_equal(atomic_load(&ctx.child_parents), FAN);
+    assert_int_equal(state_of(state, ctx.child), TQ_DONE);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tq-test-XXXXXX");
@@ -2021,6 +2369,9 @@ int main(void)
         T(worker_pool_callbacks),
         T(worker_pool_handler_words),
         T(worker_pool_results),
+        T(dependencies),
+        T(dependencies_other_paths),
+        T(dependencies_fan_in),
         T(worker_starts_only_young_holds),
         T(worker_name_in_use),
         T(worker_resumes_own_jobs),

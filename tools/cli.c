@@ -218,6 +218,8 @@ json_t *cli_job_json(const tq_job *j, int with_payload)
     json_object_set_new(o, "traceparent", cli_json_text(j->traceparent));
     json_object_set_new(o, "group", cli_json_text(j->group));
     json_object_set_new(o, "snoozes", json_integer(j->snoozes));
+    json_object_set_new(o, "parents", json_integer(j->nparents));
+    json_object_set_new(o, "waiting_for", json_integer(j->waiting_for));
     json_object_set_new(o, "progress",
                         j->progress >= 0 ? json_integer(j->progress) : json_null());
     json_object_set_new(o, "progress_text", cli_json_text(j->progress_text));

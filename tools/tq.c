@@ -512,6 +512,96 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo, i
     return ex;
 }
 
+/* The ids of --after (commas between) or --after-file (commas or white
+ * space between), appended to *v: 0, or EXIT_USAGE after one line. */
+typedef struct idlist {
+    int64_t *v;
+    size_t n, cap;
+} idlist;
+
+static int add_ids(idlist *l, const char *text, const char *from)
+{
+    const char *p = text;
+    for (;;) {
+        while (*p == ',' || (*p && strchr(" \t\r\n", *p)))
+            p++;
+        if (!*p)
+            break;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno || end == p || v < 1 ||
+            (*end && *end != ',' && !strchr(" \t\r\n", *end))) {
+            size_t k = strcspn(p, ", \t\r\n");
+            cli_error("enqueue", "invalid job id '%.*s' in %s: ids are positive integers",
+                      (int)(k > 40 ? 40 : k), p, from);
+            return EXIT_USAGE;
+        }
+        if (l->n == TQ_AFTER_MAX) {
+            cli_error("enqueue", "more than %d parents in %s", TQ_AFTER_MAX, from);
+            return EXIT_USAGE;
+        }
+        if (l->n == l->cap) {
+            size_t cap = l->cap ? 2 * l->cap : 16;
+            int64_t *nv = realloc(l->v, cap * sizeof *nv);
+            if (!nv) {
+                cli_error("enqueue", "out of memory");
+                return EXIT_RUNTIME;
+            }
+            l->v = nv;
+            l->cap = cap;
+        }
+        l->v[l->n++] = v;
+        p = end;
+    }
+    return 0;
+}
+
+static int add_ids_file(idlist *l, const char *path)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!f) {
+        cli_error("enqueue", "cannot read --after-file %s: %s", path, strerror(errno));
+        return EXIT_USAGE;
+    }
+    char *text = NULL;
+    size_t cap = 0, n = 0;
+    int ex = 0;
+    for (;;) {
+        if (cap - n < 4096) {
+            char *t = realloc(text, cap ? 2 * cap : 8192);
+            if (!t) {
+                cli_error("enqueue", "out of memory");
+                ex = EXIT_RUNTIME;
+                break;
+            }
+            text = t;
+            cap = cap ? 2 * cap : 8192;
+        }
+        size_t got = fread(text + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    if (!ex && ferror(f)) {
+        cli_error("enqueue", "cannot read --after-file %s: %s", path, strerror(errno));
+        ex = EXIT_USAGE;
+    }
+    if (f != stdin)
+        fclose(f);
+    if (!ex) {
+        text[n] = '\0';
+        if (memchr(text, '\0', n)) {
+            cli_error("enqueue", "--after-file %s holds a NUL byte", path);
+            ex = EXIT_USAGE;
+        } else {
+            ex = add_ids(l, text, "--after-file");
+        }
+    }
+    free(text);
+    return ex;
+}
+
 /* What the options of tq enqueue say together: 0, or EXIT_USAGE after one
  * line. */
 static int enqueue_check(const char *queue, const tq_enqueue_opts *eo, int lines,
@@ -560,6 +650,10 @@ static int enqueue_check(const char *queue, const tq_enqueue_opts *eo, int lines
         cli_error("enqueue", "--unique, --unique-for and --on-conflict go with --key");
         return EXIT_USAGE;
     }
+    if (eo->key && eo->nafter) {
+        cli_error("enqueue", "--key cannot be used with --after");
+        return EXIT_USAGE;
+    }
     return 0;
 }
 
@@ -580,6 +674,11 @@ static int enqueue_one(tq *db, const char *queue, const void *data, size_t len,
         return cli_print_json(o);
     }
     printf("%lld\n", (long long)id);
+    tq_job *j = NULL;
+    if (eo->nafter && tq_job_get(&j, db, id) == 0 && j->state == TQ_CANCELLED)
+        fprintf(stderr, "tq enqueue: job %lld is cancelled at once: %s\n", (long long)id,
+                j->last_error ? j->last_error : "a parent is dead or cancelled");
+    tq_job_free(j);
     if (rc == TQ_DUP)
         fprintf(stderr,
                 "tq enqueue: duplicate key '%s' (unique while %s): job %lld was kept\n",
@@ -593,13 +692,17 @@ static int enqueue_one(tq *db, const char *queue, const void *data, size_t len,
     return 0;
 }
 
+static int enqueue_run(const char *queue, tq_enqueue_opts *eo, const char *url, int lines,
+                       int has_delay, int key_opts, int json, int argc, char **argv);
+
 static int cmd_enqueue(int argc, char **argv)
 {
     static const char usage[] =
         "tq enqueue [--queue Q] [--key K [--unique queued|active|stored] "
         "[--unique-for DUR] [--on-conflict ignore|replace]] [--delay DUR | --at TIME] "
-        "[--priority N] [--max-attempts N] [--group G] [--traceparent TP] [--json] "
-        "(PAYLOAD | - | --lines) [--db URL]";
+        "[--priority N] [--max-attempts N] [--group G] [--traceparent TP] "
+        "[--after ID,... | --after-file FILE] [--json] (PAYLOAD | - | --lines) [--db "
+        "URL]";
     static const struct option lo[] = {CLI_COMMON_OPTS,
                                        {"queue", required_argument, NULL, 'q'},
                                        {"key", required_argument, NULL, 'k'},
@@ -614,8 +717,12 @@ static int cmd_enqueue(int argc, char **argv)
                                        {"on-conflict", required_argument, NULL, 'c'},
                                        {"traceparent", required_argument, NULL, 't'},
                                        {"group", required_argument, NULL, 'g'},
+                                       {"after", required_argument, NULL, 'A'},
+                                       {"after-file", required_argument, NULL, 'F'},
                                        {0}};
     tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    idlist after = {0};
+    int after_stdin = 0;
     const char *url = NULL, *queue = "default";
     int c, ex = 0, lines = 0, has_delay = 0, json = 0, key_opts = 0;
     long long n;
@@ -636,6 +743,12 @@ static int cmd_enqueue(int argc, char **argv)
                 "--group G: the job's group, which the queue's --max-running-per-group "
                 "counts\n(one customer, one account); TQ_GROUP in its handler's "
                 "environment.\n"
+                "--after ID,...: the job waits until every one of those jobs is done, "
+                "then\nbecomes ready; one that ends dead or cancelled cancels it (and "
+                "its own\nchildren); a retry of that one brings them back. "
+                "--after-file FILE reads the ids\nfrom FILE (- for stdin), separated by "
+                "commas, spaces or lines. The handler\nfinds them in TQ_PARENTS, or in "
+                "the file TQ_PARENTS_FILE when there are many.\n"
                 "DUR is a number with a unit:\n250ms, 30s, 5m, 2h, 7d, 1h30m. "
                 "TIME is " TIME_FORMS ".\n"};
     while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
@@ -647,8 +760,10 @@ static int cmd_enqueue(int argc, char **argv)
             eo.key = optarg;
             break;
         case 'd':
-            if (cli_duration("enqueue", "--delay", optarg, &eo.delay_us))
-                return EXIT_USAGE;
+            if (cli_duration("enqueue", "--delay", optarg, &eo.delay_us)) {
+                ex = EXIT_USAGE;
+                goto out;
+            }
             has_delay = 1;
             break;
         case 'a':
@@ -657,17 +772,22 @@ static int cmd_enqueue(int argc, char **argv)
                           "invalid time '%s' for --at: use " TIME_FORMS
                           ", from 1970 to 9999",
                           optarg);
-                return EXIT_USAGE;
+                ex = EXIT_USAGE;
+                goto out;
             }
             break;
         case 'p':
-            if (cli_int("enqueue", "--priority", optarg, -1000000, 1000000, &n))
-                return EXIT_USAGE;
+            if (cli_int("enqueue", "--priority", optarg, -1000000, 1000000, &n)) {
+                ex = EXIT_USAGE;
+                goto out;
+            }
             eo.priority = (int)n;
             break;
         case 'm':
-            if (cli_int("enqueue", "--max-attempts", optarg, 1, 1000, &n))
-                return EXIT_USAGE;
+            if (cli_int("enqueue", "--max-attempts", optarg, 1, 1000, &n)) {
+                ex = EXIT_USAGE;
+                goto out;
+            }
             eo.max_attempts = (int)n;
             break;
         case 'L':
@@ -682,16 +802,20 @@ static int cmd_enqueue(int argc, char **argv)
                 cli_error("enqueue",
                           "unknown uniqueness '%s': use queued, active or stored",
                           optarg);
-                return EXIT_USAGE;
+                ex = EXIT_USAGE;
+                goto out;
             }
             break;
         case 'U':
             key_opts = 1;
-            if (cli_duration("enqueue", "--unique-for", optarg, &eo.unique_for_us))
-                return EXIT_USAGE;
+            if (cli_duration("enqueue", "--unique-for", optarg, &eo.unique_for_us)) {
+                ex = EXIT_USAGE;
+                goto out;
+            }
             if (!eo.unique_for_us) {
                 cli_error("enqueue", "--unique-for needs a duration above 0");
-                return EXIT_USAGE;
+                ex = EXIT_USAGE;
+                goto out;
             }
             break;
         case 't':
@@ -700,23 +824,60 @@ static int cmd_enqueue(int argc, char **argv)
         case 'g':
             eo.group = optarg;
             break;
+        case 'A':
+            if ((ex = add_ids(&after, optarg, "--after")))
+                goto out;
+            if (!after.n) {
+                cli_error("enqueue", "--after needs at least one job id");
+                ex = EXIT_USAGE;
+                goto out;
+            }
+            break;
+        case 'F':
+            after_stdin |= strcmp(optarg, "-") == 0;
+            if ((ex = add_ids_file(&after, optarg)))
+                goto out;
+            break;
         case 'c':
             key_opts = 1;
             if (strcmp(optarg, "ignore") && strcmp(optarg, "replace")) {
                 cli_error("enqueue",
                           "unknown on-conflict action '%s': use ignore or replace",
                           optarg);
-                return EXIT_USAGE;
+                ex = EXIT_USAGE;
+                goto out;
             }
             eo.on_conflict = strcmp(optarg, "replace") ? TQ_ON_CONFLICT_IGNORE
                                                        : TQ_ON_CONFLICT_REPLACE;
             break;
         default:
-            return cli_bad_option(&me, argv);
+            ex = cli_bad_option(&me, argv);
+            goto out;
         }
     }
     if (c == CLI_OPTS_EXIT)
-        return ex;
+        goto out;
+    eo.after = after.v;
+    eo.nafter = after.n;
+    if (after_stdin && (lines || (optind < argc && strcmp(argv[optind], "-") == 0))) {
+        cli_error("enqueue", "--after-file - and a payload from stdin (- or --lines) "
+                             "cannot share stdin");
+        ex = EXIT_USAGE;
+        goto out;
+    }
+    ex = enqueue_run(queue, &eo, url, lines, has_delay, key_opts, json, argc, argv);
+out:
+    free(after.v);
+    return ex;
+}
+
+/* tq enqueue once its options are read. */
+static int enqueue_run(const char *queue, tq_enqueue_opts *eo_, const char *url,
+                       int lines, int has_delay, int key_opts, int json, int argc,
+                       char **argv)
+{
+    tq_enqueue_opts eo = *eo_;
+    int ex;
     /* A producer running inside a trace passes it on without a word. */
     const char *from = "--traceparent";
     if (!eo.traceparent && getenv("TRACEPARENT") && *getenv("TRACEPARENT")) {
@@ -994,6 +1155,25 @@ static int cmd_list(int argc, char **argv)
     return ex;
 }
 
+/* tq show's line of a job's parents: how many, how many it waits for, and
+ * the first ids. */
+static void show_parents(tq *db, const tq_job *j)
+{
+    printf("parents:      %lld", (long long)j->nparents);
+    if (j->state == TQ_WAITING)
+        printf(", waiting for %lld", (long long)j->waiting_for);
+    int64_t *v = NULL;
+    size_t n = 0;
+    if (tq_job_parents(&v, &n, db, j->id) == 0 && n) {
+        fputs(" (", stdout);
+        for (size_t i = 0; i < n && i < 10; i++)
+            printf(i ? " %lld" : "%lld", (long long)v[i]);
+        fputs(n > 10 ? " ...)" : ")", stdout);
+    }
+    tq_free(v);
+    putchar('\n');
+}
+
 /* Parses a job id argument; prints a usage error on failure. */
 static int parse_id(const char *cmd, const char *text, int64_t *out)
 {
@@ -1042,6 +1222,15 @@ static int cmd_show(int argc, char **argv)
         if (j->result_len >= 0 && tq_job_result(&res, &len, db, id) == 0)
             cli_json_bytes(o, "result", res, len);
         tq_free(res);
+        int64_t *parents = NULL;
+        size_t np = 0;
+        if (j->nparents && tq_job_parents(&parents, &np, db, id) == 0) {
+            json_t *a = json_array();
+            for (size_t i = 0; i < np; i++)
+                json_array_append_new(a, json_integer(parents[i]));
+            json_object_set_new(o, "parent_ids", a);
+        }
+        tq_free(parents);
         ex = cli_print_json(o);
         tq_job_free(j);
     } else {
@@ -1083,6 +1272,8 @@ static int cmd_show(int argc, char **argv)
         }
         if (j->snoozes)
             printf("snoozes:      %d\n", j->snoozes);
+        if (j->nparents)
+            show_parents(db, j);
         if (j->result_len >= 0)
             printf("result:       %lld bytes (tq result %lld)\n",
                    (long long)j->result_len, (long long)j->id);

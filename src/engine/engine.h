@@ -28,13 +28,14 @@
 typedef struct tq__job_cols {
     int id, queue, payload, state, priority, attempts, max_attempts, key, worker,
         last_error, created_at, run_at, started_at, finished_at, lease_until, claim,
-        traceparent, group, snoozes, progress, progress_text, result_len;
+        traceparent, group, snoozes, progress, progress_text, result_len, nparents,
+        waiting_for;
 } tq__job_cols;
 
-static const tq__job_cols tq__all_cols = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
-                                          11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21};
-static const tq__job_cols tq__claimed_cols = {0, -1, 1,  -1, 2,  3,  4,  5,  -1, 6,  7,
-                                              8, 9,  -1, 10, 11, 12, 13, 14, -1, -1, -1};
+static const tq__job_cols tq__all_cols = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                          12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+static const tq__job_cols tq__claimed_cols = {
+    0, -1, 1, -1, 2, 3, 4, 5, -1, 6, 7, 8, 9, -1, 10, 11, 12, 13, 14, -1, -1, -1, 15, -1};
 
 /*
  * What a worker reports about one claimed job. The values are part of the
@@ -102,6 +103,30 @@ typedef struct tq__ack {
     int result;         /* out: 0 applied, TQ_ELOST fenced out */
 } tq__ack;
 
+/*
+ * DEPENDENCIES. A job enqueued after parents has one row per parent in the
+ * store's dependency table (parent, child), kept as long as the child is,
+ * and counts in waiting_for its parents not done yet. Each engine keeps
+ * these rules in the transaction that changes the parent, whoever changes
+ * it (acknowledgements, rescues, cancels, retries; PostgreSQL by
+ * triggers, also for plain SQL; SQLite in its own code, since a trigger on
+ * the jobs table costs every job's update):
+ *   - a parent that becomes done takes one from each child's waiting_for,
+ *     once (done is final), and a waiting child at 0 becomes ready, due no
+ *     earlier than now;
+ *   - a parent that becomes dead or cancelled cancels its waiting
+ *     children (cancelled_by = the parent, last_error naming it), and so
+ *     theirs in turn;
+ *   - a parent retried out of dead or cancelled puts the children it
+ *     cancelled back to waiting, and so theirs in turn, unless another of
+ *     a child's parents is dead or cancelled, which then holds it.
+ * A dependency row inserted (at enqueue; plain SQL inserts them after the
+ * child) counts its parent in the child's nparents and, unless it is done,
+ * waiting_for, and sets the child waiting, ready or (a dead or cancelled
+ * parent) cancelled; one naming a job that does not exist, or a child
+ * already claimed, is refused.
+ */
+
 /* What one queue holds that is not finished (tq__engine.active). */
 typedef struct tq__active {
     char queue[65];
@@ -166,7 +191,10 @@ struct tq__engine {
     int (*queue_list)(tq *db, tq_queue_info **out, size_t *out_n);
 
     /* n jobs, one transaction. key applies only when n == 1; with a
-     * duplicate key *dup is set and ids[0] is the existing id. */
+     * duplicate key *dup is set and ids[0] is the existing id. o->after:
+     * ascending and distinct (no key then); each job gets those parents
+     * (see DEPENDENCIES below), TQ_ENOTFOUND with a message naming the
+     * first that does not exist, and nothing is written. */
     int (*enqueue)(tq *db, const char *queue, const tq_payload *items, size_t n,
                    const tq_enqueue_opts *o, int64_t *ids, int *dup);
 
@@ -192,6 +220,9 @@ struct tq__engine {
      * (-1: no such job). */
     int (*job_result)(tq *db, int64_t id, void **out, size_t *len, int *state);
     int (*job_list)(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n);
+    /* Job id's parents, ascending, into *out (malloc'd; NULL when none);
+     * TQ_ENOTFOUND, without a message, for an unknown id. */
+    int (*job_parents)(tq *db, int64_t id, int64_t **out, size_t *out_n);
     /*
      * The n jobs ids[] (distinct), all or none, in one transaction: retry
      * puts dead or cancelled ones back to ready, cancel cancels ready or

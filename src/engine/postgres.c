@@ -331,6 +331,206 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "  CHECK (max_snoozes >= 0);"
     "ALTER TABLE TQ.jobs ADD COLUMN result bytea;"
     "ALTER TABLE TQ.queues ADD COLUMN results bool NOT NULL DEFAULT false;",
+    /* 13: dependencies, as SQLite's migration 13 says, kept by triggers
+     * (engine.h, DEPENDENCIES). has_children marks a parent, so that the
+     * triggers on jobs run for parents only: guarded by WHEN, they cost
+     * other jobs nothing measurable (docs/benchmarks.md). Parents are
+     * locked in id order before their children are counted, so a producer
+     * adding a child and a worker finishing a parent serialise. */
+    "ALTER TABLE TQ.jobs ADD COLUMN nparents int8 NOT NULL DEFAULT 0,"
+    "  ADD COLUMN waiting_for int8 NOT NULL DEFAULT 0,"
+    "  ADD COLUMN cancelled_by int8,"
+    "  ADD COLUMN has_children bool NOT NULL DEFAULT false;"
+    "ALTER TABLE TQ.jobs DROP CONSTRAINT jobs_state_check;"
+    "ALTER TABLE TQ.jobs ADD CONSTRAINT jobs_state_check"
+    "  CHECK (state IN ('ready','running','done','dead','cancelled','waiting')) NOT "
+    "VALID;"
+    "CREATE TABLE TQ.deps ("
+    "  parent int8 NOT NULL,"
+    "  child int8 NOT NULL,"
+    "  PRIMARY KEY (parent, child));"
+    "CREATE INDEX deps_child ON TQ.deps (child, parent);"
+    /* What a draining worker asks of a queue (S_PENDING): state is part
+     * of every index's predicate already, so no update is HOT for it and
+     * this index costs other rows only its predicate. */
+    "CREATE INDEX jobs_waiting ON TQ.jobs (queue) WHERE state = 'waiting';"
+    /* The functions run as the schema's owner, so that a producer role
+     * (which may insert dependencies, not update jobs) and a worker role
+     * (which may not change dependencies) can fire them; and they plan
+     * with nested loops on, which the workers turn off around grouped
+     * acknowledgements (S_PLAN_GROUP): a hash join here read every job for
+     * each parent. A dependency names an older parent (a smaller id: no
+     * cycles) and a child inserted by this very transaction (created_at is
+     * its start), so a producer changes no job but its own, and no worker
+     * can have claimed the child meanwhile. */
+    "CREATE FUNCTION TQ.deps_added() RETURNS trigger LANGUAGE plpgsql"
+    " SECURITY DEFINER SET search_path = pg_catalog, pg_temp"
+    " SET enable_nestloop = on AS $f$"
+    " DECLARE missing int8;"
+    " BEGIN"
+    "  IF EXISTS (SELECT 1 FROM new_deps WHERE parent >= child) THEN"
+    "   RAISE EXCEPTION 'a job''s parents are older jobs (smaller ids)'"
+    "    USING ERRCODE = 'check_violation';"
+    "  END IF;"
+    "  PERFORM 1 FROM TQ.jobs WHERE id IN (SELECT parent FROM new_deps)"
+    "   ORDER BY id FOR NO KEY UPDATE;"
+    "  SELECT min(d.parent) INTO missing FROM new_deps d"
+    "   WHERE NOT EXISTS (SELECT 1 FROM TQ.jobs j WHERE j.id = d.parent);"
+    "  IF missing IS NOT NULL THEN"
+    "   RAISE EXCEPTION 'parent job % does not exist', missing"
+    "    USING ERRCODE = 'foreign_key_violation';"
+    "  END IF;"
+    "  IF EXISTS (SELECT 1 FROM new_deps d WHERE NOT EXISTS (SELECT 1 FROM TQ.jobs j"
+    "     WHERE j.id = d.child AND j.claims = 0 AND j.created_at = now()"
+    "     AND j.state IN ('ready', 'waiting', 'cancelled'))) THEN"
+    "   RAISE EXCEPTION 'a job gets its parents in the transaction that inserts it'"
+    "    USING ERRCODE = 'check_violation';"
+    "  END IF;"
+    "  UPDATE TQ.jobs SET has_children = true"
+    "   WHERE id IN (SELECT parent FROM new_deps) AND NOT has_children;"
+    "  UPDATE TQ.jobs c SET nparents = c.nparents + s.n,"
+    "    waiting_for = c.waiting_for + s.w,"
+    "    state = CASE WHEN c.state = 'cancelled' OR s.bad IS NOT NULL THEN 'cancelled'"
+    "            WHEN c.waiting_for + s.w > 0 THEN 'waiting' ELSE 'ready' END,"
+    "    cancelled_by = CASE WHEN c.state <> 'cancelled' AND s.bad IS NOT NULL"
+    "                   THEN s.bad ELSE c.cancelled_by END,"
+    "    last_error = CASE WHEN c.state <> 'cancelled' AND s.bad IS NOT NULL"
+    "                 THEN 'parent job ' || s.bad || ' is ' || s.bad_state"
+    "                 ELSE c.last_error END,"
+    "    finished_at = CASE WHEN c.state <> 'cancelled' AND s.bad IS NOT NULL"
+    "                  THEN now() ELSE c.finished_at END"
+    "   FROM (SELECT d.child, count(*) AS n,"
+    "          count(*) FILTER (WHERE p.state <> 'done') AS w,"
+    "          min(p.id) FILTER (WHERE p.state IN ('dead', 'cancelled')) AS bad,"
+    "          (array_agg(p.state ORDER BY p.id)"
+    "            FILTER (WHERE p.state IN ('dead', 'cancelled')))[1] AS bad_state"
+    "         FROM new_deps d JOIN TQ.jobs p ON p.id = d.parent GROUP BY d.child) s"
+    "   WHERE c.id = s.child;"
+    "  RETURN NULL;"
+    " END $f$;"
+    "CREATE TRIGGER deps_added AFTER INSERT ON TQ.deps"
+    "  REFERENCING NEW TABLE AS new_deps FOR EACH STATEMENT"
+    "  EXECUTE FUNCTION TQ.deps_added();"
+    /* Parent done: its children count it off; those it was the last for
+     * are ready, and the workers of their queues are woken. */
+    "CREATE FUNCTION TQ.release_children(parent_id int8, channel text) RETURNS void"
+    " LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp"
+    " SET enable_nestloop = on AS $f$"
+    " DECLARE queues text[];"
+    " BEGIN"
+    "  WITH up AS (UPDATE TQ.jobs c SET waiting_for = c.waiting_for - 1,"
+    "    state = CASE WHEN c.state = 'waiting' AND c.waiting_for = 1 THEN 'ready'"
+    "            ELSE c.state END,"
+    "    run_at = CASE WHEN c.state = 'waiting' AND c.waiting_for = 1"
+    "             THEN greatest(c.run_at, now()) ELSE c.run_at END"
+    "   FROM TQ.deps d WHERE d.parent = parent_id AND c.id = d.child"
+    "   AND c.waiting_for > 0 RETURNING c.queue, c.state)"
+    "  SELECT array_agg(DISTINCT up.queue) FILTER (WHERE up.state = 'ready')"
+    "   INTO queues FROM up;"
+    "  PERFORM pg_notify(channel, q) FROM unnest(queues) q;"
+    " END $f$;"
+    /* What holds a cancelled child of a parent no longer dead or
+     * cancelled: another parent that is, or, when it counts more parents
+     * not done than exist, one that was deleted; none (NULLs) when nothing
+     * does. */
+    "CREATE FUNCTION TQ.dep_blocker(child_id int8, waiting int8, OUT id int8,"
+    "  OUT why text) LANGUAGE sql STABLE SECURITY DEFINER"
+    "  SET search_path = pg_catalog, pg_temp AS $f$"
+    "  SELECT x.id, x.why FROM ("
+    "   SELECT p.id, 'parent job ' || p.id || ' is ' || p.state AS why, 0 AS o"
+    "    FROM TQ.deps e JOIN TQ.jobs p ON p.id = e.parent"
+    "    WHERE e.child = child_id AND p.state IN ('dead', 'cancelled')"
+    "   UNION ALL"
+    "   SELECT e.parent, 'parent job ' || e.parent || ' no longer exists', 1"
+    "    FROM TQ.deps e WHERE e.child = child_id"
+    "    AND NOT EXISTS (SELECT 1 FROM TQ.jobs p WHERE p.id = e.parent)"
+    "    AND waiting > (SELECT count(*) FROM TQ.deps f JOIN TQ.jobs q ON q.id = f.parent"
+    "                   WHERE f.child = child_id AND q.state <> 'done')"
+    "  ) x ORDER BY x.o, x.id LIMIT 1"
+    " $f$;"
+    /* A job done releases its children. One that becomes dead or cancelled
+     * cancels its waiting descendants, and one retried out of those states
+     * brings back those it cancelled that nothing else holds: walked here
+     * a generation at a time, each locked before it is read (so that a
+     * concurrent change of another parent is seen once it commits), while
+     * the triggers their own updates fire do nothing (no recursion, however
+     * long a chain). */
+    "CREATE FUNCTION TQ.job_moved() RETURNS trigger LANGUAGE plpgsql"
+    " SECURITY DEFINER SET search_path = pg_catalog, pg_temp"
+    " SET enable_nestloop = on AS $f$"
+    " DECLARE front int8[] := ARRAY[NEW.id];"
+    " BEGIN"
+    "  IF NEW.state = 'done' THEN"
+    "   PERFORM TQ.release_children(NEW.id, 'tq_' || TG_TABLE_SCHEMA);"
+    "   RETURN NULL;"
+    "  END IF;"
+    "  IF pg_trigger_depth() > 1 THEN"
+    "   RETURN NULL;"
+    "  END IF;"
+    "  IF NEW.state IN ('dead', 'cancelled') THEN"
+    "   WHILE cardinality(front) > 0 LOOP"
+    "    PERFORM 1 FROM TQ.jobs WHERE id IN (SELECT child FROM TQ.deps"
+    "     WHERE parent = ANY (front)) ORDER BY id FOR NO KEY UPDATE;"
+    "    WITH up AS (UPDATE TQ.jobs c SET state = 'cancelled', cancelled_by = d.parent,"
+    "      finished_at = now(), last_error = 'parent job ' || d.parent || ' ended '"
+    "      || p.state"
+    "     FROM TQ.deps d JOIN TQ.jobs p ON p.id = d.parent"
+    "     WHERE d.parent = ANY (front) AND c.id = d.child AND c.state = 'waiting'"
+    "     RETURNING c.id)"
+    "    SELECT coalesce(array_agg(up.id), '{}') INTO front FROM up;"
+    "   END LOOP;"
+    "  ELSIF OLD.state IN ('dead', 'cancelled') THEN"
+    "   WHILE cardinality(front) > 0 LOOP"
+    "    PERFORM 1 FROM TQ.jobs WHERE id IN (SELECT child FROM TQ.deps"
+    "     WHERE parent = ANY (front)) ORDER BY id FOR NO KEY UPDATE;"
+    "    WITH up AS (UPDATE TQ.jobs c SET (state, cancelled_by, last_error,"
+    "      finished_at) = (SELECT CASE WHEN b.id IS NOT NULL THEN 'cancelled'"
+    "       WHEN c.waiting_for > 0 THEN 'waiting' ELSE 'ready' END, b.id, b.why,"
+    "       CASE WHEN b.id IS NOT NULL THEN c.finished_at END"
+    "       FROM TQ.dep_blocker(c.id, c.waiting_for) b)"
+    "     FROM TQ.deps d WHERE d.parent = ANY (front) AND c.id = d.child"
+    "     AND c.state = 'cancelled' AND c.cancelled_by = d.parent"
+    "     RETURNING c.id, c.state)"
+    "    SELECT coalesce(array_agg(up.id) FILTER (WHERE up.state <> 'cancelled'),"
+    "     '{}') INTO front FROM up;"
+    "   END LOOP;"
+    "  END IF;"
+    "  RETURN NULL;"
+    " END $f$;"
+    "CREATE TRIGGER jobs_moved AFTER UPDATE OF state ON TQ.jobs FOR EACH ROW"
+    "  WHEN (NEW.has_children AND OLD.state IS DISTINCT FROM NEW.state)"
+    "  EXECUTE FUNCTION TQ.job_moved();"
+    /* A running parent deleted is a done one of a queue that keeps none
+     * (its done acknowledgement deletes it); a child's dependencies go
+     * with it. */
+    "CREATE FUNCTION TQ.job_deleted() RETURNS trigger LANGUAGE plpgsql"
+    " SECURITY DEFINER SET search_path = pg_catalog, pg_temp"
+    " SET enable_nestloop = on AS $f$"
+    " BEGIN"
+    "  IF OLD.has_children AND OLD.state = 'running' THEN"
+    "   PERFORM TQ.release_children(OLD.id, 'tq_' || TG_TABLE_SCHEMA);"
+    "  END IF;"
+    "  IF OLD.nparents > 0 THEN"
+    "   DELETE FROM TQ.deps WHERE child = OLD.id;"
+    "  END IF;"
+    "  RETURN NULL;"
+    " END $f$;"
+    "CREATE TRIGGER jobs_deleted AFTER DELETE ON TQ.jobs FOR EACH ROW"
+    "  WHEN (OLD.has_children OR OLD.nparents > 0)"
+    "  EXECUTE FUNCTION TQ.job_deleted();"
+    "REVOKE ALL ON FUNCTION TQ.release_children(int8, text) FROM PUBLIC;"
+    /* The roles granted before: producers (who insert jobs) may insert
+     * dependencies, workers (who update jobs) read them. */
+    "DO $g$ DECLARE r record; BEGIN"
+    " FOR r IN SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+    "  ELSE a.grantee::regrole::text END AS role, a.privilege_type AS p"
+    "  FROM pg_class c, aclexplode(c.relacl) a"
+    "  WHERE c.oid = 'TQ.jobs'::regclass AND a.privilege_type IN ('INSERT', 'UPDATE')"
+    "   AND a.grantee <> c.relowner LOOP"
+    "  EXECUTE format('GRANT %s ON TQ.deps TO %s',"
+    "   CASE r.p WHEN 'INSERT' THEN 'INSERT' ELSE 'SELECT' END, r.role);"
+    " END LOOP;"
+    "END $g$;",
 };
 
 /* clang-format off */
@@ -365,7 +565,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     " WHERE q.name = j.queue), 3), coalesce(j.dedup_key, j.unique_key), j.worker,"       \
     " j.last_error, j.created_at, j.run_at, j.started_at, j.finished_at, j.lease_until," \
     " j.claims, j.traceparent, j.job_group, j.snoozes, j.progress, j.progress_text,"     \
-    " octet_length(j.result)"
+    " octet_length(j.result), j.nparents, j.waiting_for"
 
 /* A claim returns only what the claimer does not know (tq__claimed_cols):
  * each column left out is one less to form, send and read per claimed row
@@ -373,7 +573,8 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
 #define CLAIMED_COLS                                                                     \
     "j.id, j.payload, j.priority, j.attempts, COALESCE(j.max_attempts, $5::int4),"       \
     " coalesce(j.dedup_key, j.unique_key), j.last_error, j.created_at, j.run_at,"        \
-    " j.started_at, j.lease_until, j.claims, j.traceparent, j.job_group, j.snoozes"
+    " j.started_at, j.lease_until, j.claims, j.traceparent, j.job_group, j.snoozes,"     \
+    " j.nparents"
 
 /* The predicate of jobs_unique (migration 7), word for word: the rows
  * whose unique_key is held. */
@@ -558,6 +759,10 @@ enum stmt_id {
     S_JOB_LIST,
     S_JOB_STATE,
     S_JOB_RESULT,
+    S_JOB_PARENTS,
+    S_DEPS_MISSING,
+    S_DEPS_ADD,
+    S_DEPS_HOLD,
     S_RETRY_ONE,
     S_RETRY_DEAD,
     S_CANCEL,
@@ -585,7 +790,6 @@ enum stmt_id {
     S_COUNT
 };
 
-_Static_assert(S_COUNT <= 64, "prepared statements are tracked in a uint64_t");
 _Static_assert(TQ__ACK_DONE == 0 && TQ__ACK_RELEASE == 2 && TQ__ACK_BEAT == 3,
                "S_ACK_MANY spells the acknowledgement kinds as these numbers");
 
@@ -818,7 +1022,9 @@ static const char *const sql[S_COUNT] = {
     [S_PENDING] = "SELECT EXISTS (SELECT 1 FROM TQ.jobs WHERE queue = $1 AND"
                   " state = 'ready') OR (SELECT 1 FROM TQ.jobs WHERE state = 'running'"
                   " AND queue = $1 AND lease_until IS NOT NULL"
-                  " ORDER BY lease_until DESC LIMIT 1) IS NOT NULL",
+                  " ORDER BY lease_until DESC LIMIT 1) IS NOT NULL"
+                  " OR EXISTS (SELECT 1 FROM TQ.jobs WHERE queue = $1"
+                  " AND state = 'waiting')",
     [S_JOB_GET] = "SELECT " JOB_COLS " FROM TQ.jobs j WHERE j.id = $1",
     [S_JOB_LIST] = "SELECT " JOB_COLS " FROM TQ.jobs j"
                    " WHERE ($1::text IS NULL OR j.queue = $1)"
@@ -826,20 +1032,38 @@ static const char *const sql[S_COUNT] = {
                    " ORDER BY j.id DESC LIMIT $3",
     [S_JOB_STATE] = "SELECT state FROM TQ.jobs WHERE id = $1",
     [S_JOB_RESULT] = "SELECT state, result FROM TQ.jobs WHERE id = $1",
+    /* Dependencies (engine.h, DEPENDENCIES; migration 13's triggers). */
+    [S_JOB_PARENTS] = "SELECT parent FROM TQ.deps WHERE child = $1 ORDER BY parent",
+    /* The first of the parents $1 that does not exist (NULL: none). */
+    [S_DEPS_MISSING] = "SELECT min(a) FROM unnest($1::int8[]) a"
+                       " WHERE NOT EXISTS (SELECT 1 FROM TQ.jobs WHERE id = a)",
+    /* Parents $1 of each of the children $2. */
+    [S_DEPS_ADD] = "INSERT INTO TQ.deps (parent, child)"
+                   " SELECT p, c FROM unnest($2::int8[]) c, unnest($1::int8[]) p",
+    /* A waiting $1 (retried by hand) that something holds (dep_blocker)
+     * is cancelled again, by that. */
+    [S_DEPS_HOLD] = "UPDATE TQ.jobs j SET state = 'cancelled', finished_at = now(),"
+                    " (cancelled_by, last_error) = (SELECT b.id, b.why"
+                    " FROM TQ.dep_blocker(j.id, j.waiting_for) b)"
+                    " WHERE j.id = $1 AND j.state = 'waiting' AND (SELECT b.id"
+                    " FROM TQ.dep_blocker(j.id, j.waiting_for) b) IS NOT NULL",
     /* A job retried by hand does not take a scoped key back (migration 7). */
-    [S_RETRY_ONE] = "UPDATE TQ.jobs SET state = 'ready', attempts = 0, run_at = now(),"
+    [S_RETRY_ONE] = "UPDATE TQ.jobs SET attempts = 0, run_at = now(), cancelled_by = NULL,"
+                    " state = CASE WHEN waiting_for > 0 THEN 'waiting' ELSE 'ready' END,"
                     " unique_scope = CASE WHEN unique_key IS NOT NULL THEN 'expired' END,"
                     " finished_at = NULL, lease_until = NULL, unknown_starts = 0,"
                     " snoozes = 0, progress = NULL, progress_text = NULL"
                     " WHERE id = $1 AND state IN ('dead', 'cancelled')",
-    [S_RETRY_DEAD] = "UPDATE TQ.jobs SET state = 'ready', attempts = 0, run_at = now(),"
+    [S_RETRY_DEAD] = "UPDATE TQ.jobs SET attempts = 0, run_at = now(), cancelled_by = NULL,"
+                     " state = CASE WHEN waiting_for > 0 THEN 'waiting' ELSE 'ready' END,"
                      " unique_scope = CASE WHEN unique_key IS NOT NULL THEN 'expired' END,"
                      " finished_at = NULL, lease_until = NULL, unknown_starts = 0,"
                      " snoozes = 0, progress = NULL, progress_text = NULL"
                      " WHERE state = 'dead' AND finished_at IS NOT NULL"
                      " AND ($1::text IS NULL OR queue = $1)",
     [S_CANCEL] = "UPDATE TQ.jobs SET state = 'cancelled', finished_at = now(),"
-                 " lease_until = NULL WHERE id = $1 AND state IN ('ready', 'running')",
+                 " lease_until = NULL"
+                 " WHERE id = $1 AND state IN ('ready', 'running', 'waiting')",
     [S_PRUNE] = "DELETE FROM TQ.jobs WHERE id IN (SELECT id FROM TQ.jobs"
                 " WHERE state = $1 AND finished_at IS NOT NULL"
                 " AND finished_at < now() - " DUR("$2") " LIMIT $3)",
@@ -937,10 +1161,10 @@ static const char *const sql[S_COUNT] = {
 typedef struct conn {
     PGconn *pg;
     char *schema;
-    char where[256];   /* the redacted URL, for messages */
-    uint64_t prepared; /* bit per stmt_id */
-    int64_t wait_us;   /* set_wait_limit; 0: none */
-    int hung;          /* the last wait ran past it; until reconnected */
+    char where[256];                 /* the redacted URL, for messages */
+    unsigned char prepared[S_COUNT]; /* per stmt_id: prepared in this session */
+    int64_t wait_us;                 /* set_wait_limit; 0: none */
+    int hung;                        /* the last wait ran past it; until reconnected */
     /* With a wait limit: this session's backend, to end it from the next
      * session after a hang (its half-sent transaction may hold locks). */
     int backend_pid;
@@ -1154,7 +1378,7 @@ static int prepare(tq *db, enum stmt_id id, const char *what)
 {
     conn *c = C(db);
     char name[16];
-    if (c->prepared & (1ULL << id))
+    if (c->prepared[id])
         return 0;
     stmt_name(name, id);
     char *text = with_schema(sql[id], c->schema);
@@ -1165,7 +1389,7 @@ static int prepare(tq *db, enum stmt_id id, const char *what)
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
         return fail_res(db, r, what);
     PQclear(r);
-    c->prepared |= 1ULL << id;
+    c->prepared[id] = 1;
     return 0;
 }
 
@@ -1448,6 +1672,7 @@ static const char *const grants_producer[] = {
     " ON %1$I.jobs TO %2$I",
     "GRANT INSERT (name) ON %1$I.queues TO %2$I",
     "GRANT EXECUTE ON FUNCTION %1$I.expire_key(text, text) TO %2$I",
+    "GRANT INSERT ON %1$I.deps TO %2$I",
     NULL,
 };
 static const char *const grants_worker[] = {
@@ -1460,6 +1685,7 @@ static const char *const grants_worker[] = {
     "GRANT SELECT ON %1$I.schedules TO %2$I",
     "GRANT EXECUTE ON FUNCTION %1$I.fire_schedule(text, int8, int8, int8, text, text) TO "
     "%2$I",
+    "GRANT SELECT ON %1$I.deps TO %2$I",
     NULL,
 };
 
@@ -1548,7 +1774,8 @@ static int pg_init(tq *db, const tq_grant *grants, size_t ngrants, int *found)
     for (size_t i = 0; i < ngrants; i++)
         if ((rc = grant(db, &grants[i])))
             goto fail;
-    c->prepared = 0; /* plans made against the old schema are stale */
+    /* plans made against the old schema are stale */
+    memset(c->prepared, 0, sizeof c->prepared);
     PQclear(exec_result(db, PQsendQuery(c->pg, "DEALLOCATE ALL")));
     return commit(db);
 fail:
@@ -1721,6 +1948,38 @@ static void enqueue_common(params *p, const tq_enqueue_opts *o)
     p_text(p, o->group);
 }
 
+static char *int_array(const int64_t *v, size_t n);
+
+/* The parents of new jobs (o->after), in their transaction: before the
+ * insert (so that a refused one takes no id either), all must exist; then
+ * the n jobs ids get them, and the trigger of TQ.deps (migration 13) does
+ * the rest. */
+static int add_parents(tq *db, const int64_t *ids, size_t n, const tq_enqueue_opts *o)
+{
+    int rc;
+    char *parents = int_array(o->after, o->nafter), *children = int_array(ids, n);
+    if (!parents || !children) {
+        rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+        goto out;
+    }
+    params p = {0};
+    p_text(&p, parents);
+    if (!n) {
+        PGresult *r = run(db, S_DEPS_MISSING, &p, &rc, "adding parents");
+        if (r && PQntuples(r) && !PQgetisnull(r, 0, 0))
+            rc = tq__seterr(db, TQ_ENOTFOUND, "parent job %lld does not exist",
+                            (long long)g_i64(r, 0, 0));
+        PQclear(r);
+        goto out;
+    }
+    p_text(&p, children);
+    rc = run_count(db, S_DEPS_ADD, &p, NULL, "adding parents");
+out:
+    free(parents);
+    free(children);
+    return rc;
+}
+
 static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t n,
                       const tq_enqueue_opts *o, int64_t *ids, int *dup)
 {
@@ -1769,6 +2028,8 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
         }
         return commit(db);
     }
+    if (o->nafter && (rc = add_parents(db, NULL, 0, o)))
+        goto fail;
     /* Up to 1000 rows per statement, all in one transaction. */
     for (size_t at = 0; at < n; at += 1000) {
         size_t k = n - at < 1000 ? n - at : 1000;
@@ -1786,9 +2047,9 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
         if (!r)
             goto fail;
         if ((size_t)PQntuples(r) != k) {
-            PQclear(r);
             rc = tq__seterr(db, TQ_EDB, "enqueue returned %d ids for %zu jobs",
                             PQntuples(r), k);
+            PQclear(r);
             goto fail;
         }
         /* Identity values grow in insertion order, which is the array's. */
@@ -1802,6 +2063,8 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
                 ids[at + j - 1] = t;
             }
     }
+    if (o->nafter && (rc = add_parents(db, ids, n, o)))
+        goto fail;
     return commit(db);
 fail:
     rollback(db);
@@ -1867,6 +2130,8 @@ static int read_jobs(tq *db, PGresult *r, const tq__job_cols *c, const char *que
                           ? -1
                           : (int)g_i64(r, i, c->progress);
         j->progress_text = c->progress_text < 0 ? NULL : g_str(r, i, c->progress_text);
+        j->nparents = g_i64(r, i, c->nparents);
+        j->waiting_for = c->waiting_for < 0 ? 0 : g_i64(r, i, c->waiting_for);
         j->result_len = c->result_len < 0 || PQgetisnull(r, i, c->result_len)
                             ? -1
                             : g_i64(r, i, c->result_len);
@@ -2043,6 +2308,8 @@ static enum stmt_id claim_id(tq_order order, int limited)
 
 /* The statement of an ack that goes one job at a time (those that carry a
  * text, and the rare ones), else S_COUNT: it goes in a group. */
+_Static_assert(S_FAIL < 64 && S_SNOOZE < 64 && S_DISCARD < 64 && S_PROGRESS < 64,
+               "exchange_state.singles holds them as bits");
 static enum stmt_id single_stmt(const tq__ack *a)
 {
     switch (a->kind) {
@@ -2062,7 +2329,7 @@ static enum stmt_id single_stmt(const tq__ack *a)
 static int prepare_singles(tq *db, uint64_t ids)
 {
     int rc = 0;
-    for (int id = 0; id < S_COUNT && !rc; id++)
+    for (int id = 0; id < 64 && id < S_COUNT && !rc; id++)
         if (ids & (1ull << id))
             rc = prepare(db, (enum stmt_id)id, "acknowledging a job");
     return rc;
@@ -2429,6 +2696,32 @@ static int pg_job_result(tq *db, int64_t id, void **out, size_t *len, int *state
     return rc;
 }
 
+static int state_of(tq *db, int64_t id, int *state);
+
+static int pg_job_parents(tq *db, int64_t id, int64_t **out, size_t *out_n)
+{
+    int rc, state;
+    if ((rc = state_of(db, id, &state)))
+        return rc;
+    if (state < 0)
+        return TQ_ENOTFOUND;
+    params p = {0};
+    p_i64(&p, id);
+    PGresult *r = run(db, S_JOB_PARENTS, &p, &rc, "reading the parents of a job");
+    if (!r)
+        return rc;
+    size_t n = (size_t)PQntuples(r);
+    if (n && !(*out = malloc(n * sizeof **out))) {
+        PQclear(r);
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        (*out)[i] = g_i64(r, (int)i, 0);
+    *out_n = n;
+    PQclear(r);
+    return 0;
+}
+
 static int pg_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n)
 {
     int rc;
@@ -2467,7 +2760,9 @@ static int manage(tq *db, enum stmt_id id, const int64_t *ids, size_t n,
     *count = 0;
     if ((rc = begin(db)))
         return rc;
-    for (size_t i = 0; i < (n ? n : 1) && !rc; i++) {
+    /* Children before parents, as SQLite's manage says. */
+    for (size_t k = 0; k < (n ? n : 1) && !rc; k++) {
+        const size_t i = n ? n - 1 - k : 0;
         params p = {0};
         int64_t changed = 0;
         if (n)
@@ -2484,6 +2779,9 @@ static int manage(tq *db, enum stmt_id id, const int64_t *ids, size_t n,
             return rc;
         }
         *count += changed;
+        /* The rest of engine.h's DEPENDENCIES is the triggers'. */
+        if (n && id == S_RETRY_ONE)
+            rc = run_count(db, S_DEPS_HOLD, &p, NULL, action);
     }
     if (rc) {
         *count = 0;
@@ -2826,7 +3124,8 @@ static int pg_reconnect(tq *db)
         return tq__seterr(db, TQ_ECONN, "cannot reconnect to %s: %.*s", c->where, (int)n,
                           m);
     }
-    c->prepared = 0; /* a new session has no prepared statements */
+    /* a new session has no prepared statements */
+    memset(c->prepared, 0, sizeof c->prepared);
     c->hung = 0;
     int rc = simple(db, SESSION_SETUP, "configuring the session");
     if (!rc && c->wait_us)
@@ -3015,6 +3314,7 @@ const struct tq__engine tq__engine_postgres = {
     .job_get = pg_job_get,
     .job_result = pg_job_result,
     .job_list = pg_job_list,
+    .job_parents = pg_job_parents,
     .job_retry = pg_job_retry,
     .job_cancel = pg_job_cancel,
     .prune = pg_prune,

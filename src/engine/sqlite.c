@@ -340,6 +340,129 @@ static const char *const migrations[SCHEMA_VERSION] = {
      * queue setting that makes a command's stdout that result. */
     "ALTER TABLE tq_jobs ADD COLUMN result BLOB;"
     "ALTER TABLE tq_queues ADD COLUMN results INTEGER NOT NULL DEFAULT 0;",
+    /* 13: dependencies (engine.h, DEPENDENCIES). A new state, waiting,
+     * which the state CHECK must allow: SQLite changes a CHECK only by
+     * building the table again (as migration 6 did), written out in full
+     * with its indexes and trigger. nparents and waiting_for count a
+     * child's parents, all and not yet done; cancelled_by names the parent
+     * whose end cancelled it. tq_deps holds one row per parent of a child;
+     * its trigger keeps the child's counts and state, for tq and plain SQL
+     * alike (it costs only dependency inserts), and refuses a parent that
+     * is not older than its child (so there are no cycles). What a parent's end does
+     * to its children is this engine's code (deps_settle), not a trigger on
+     * tq_jobs: one, even never firing, costs every state change a
+     * sub-program (+48 % per acknowledgement statement, +9.8 % in the
+     * worker, docs/benchmarks.md). */
+    "CREATE TABLE tq_jobs_v13 ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  queue TEXT NOT NULL DEFAULT 'default'"
+    "    CHECK (length(queue) BETWEEN 1 AND 64 AND queue NOT GLOB '*[^A-Za-z0-9_.-]*'),"
+    "  state TEXT NOT NULL DEFAULT 'ready'"
+    "    CHECK (state = 'ready' OR state = 'running' OR state = 'done' OR"
+    "           state = 'dead' OR state = 'cancelled' OR state = 'waiting'),"
+    "  priority INTEGER NOT NULL DEFAULT 0"
+    "    CHECK (priority BETWEEN -2147483648 AND 2147483647),"
+    "  run_at INTEGER NOT NULL"
+    "    DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)),"
+    "  payload BLOB NOT NULL DEFAULT x'',"
+    "  dedup_key TEXT,"
+    "  attempts INTEGER NOT NULL DEFAULT 0,"
+    "  max_attempts INTEGER,"
+    "  worker TEXT,"
+    "  created_at INTEGER NOT NULL"
+    "    DEFAULT (CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER)),"
+    "  started_at INTEGER,"
+    "  finished_at INTEGER,"
+    "  lease_until INTEGER,"
+    "  last_error TEXT,"
+    "  claims INTEGER NOT NULL DEFAULT 0,"
+    "  unknown_starts INTEGER NOT NULL DEFAULT 0,"
+    "  unique_key TEXT,"
+    "  unique_scope TEXT"
+    "    CHECK (unique_key IS NULL AND unique_scope IS NULL"
+    "           OR unique_scope IS NOT NULL AND (unique_scope = 'queued'"
+    "              OR unique_scope = 'active' OR unique_scope = 'expired')),"
+    "  unique_until INTEGER,"
+    "  traceparent TEXT,"
+    "  job_group TEXT"
+    "    CHECK (job_group IS NULL OR length(CAST(job_group AS BLOB)) BETWEEN 1 AND 255),"
+    "  schedule TEXT,"
+    "  slot INTEGER,"
+    "  snoozes INTEGER NOT NULL DEFAULT 0 CHECK (snoozes >= 0),"
+    "  progress INTEGER CHECK (progress IS NULL OR progress BETWEEN 0 AND 100),"
+    "  progress_text TEXT,"
+    "  result BLOB,"
+    "  nparents INTEGER NOT NULL DEFAULT 0,"
+    "  waiting_for INTEGER NOT NULL DEFAULT 0,"
+    "  cancelled_by INTEGER,"
+    "  CHECK (state <> 'running' OR lease_until IS NOT NULL)"
+    ");"
+    "INSERT INTO tq_jobs_v13 (id, queue, state, priority, run_at, payload, dedup_key,"
+    "  attempts, max_attempts, worker, created_at, started_at, finished_at, lease_until,"
+    "  last_error, claims, unknown_starts, unique_key, unique_scope, unique_until,"
+    "  traceparent, job_group, schedule, slot, snoozes, progress, progress_text, result)"
+    " SELECT id, queue, state, priority, run_at, payload, dedup_key,"
+    "  attempts, max_attempts, worker, created_at, started_at, finished_at, lease_until,"
+    "  last_error, claims, unknown_starts, unique_key, unique_scope, unique_until,"
+    "  traceparent, job_group, schedule, slot, snoozes, progress, progress_text, result"
+    " FROM tq_jobs;"
+    "DELETE FROM sqlite_sequence WHERE name = 'tq_jobs_v13';"
+    "INSERT INTO sqlite_sequence (name, seq)"
+    "  SELECT 'tq_jobs_v13', seq FROM sqlite_sequence WHERE name = 'tq_jobs';"
+    "DROP TABLE tq_jobs;"
+    "ALTER TABLE tq_jobs_v13 RENAME TO tq_jobs;"
+    "CREATE INDEX tq_jobs_ready_fifo ON tq_jobs (queue, priority DESC, run_at, id)"
+    "  WHERE state = 'ready';"
+    "CREATE INDEX tq_jobs_running ON tq_jobs (lease_until) WHERE state = 'running';"
+    "CREATE INDEX tq_jobs_finished ON tq_jobs (state, finished_at)"
+    "  WHERE finished_at IS NOT NULL;"
+    "CREATE UNIQUE INDEX tq_jobs_dedup ON tq_jobs (queue, dedup_key)"
+    "  WHERE dedup_key IS NOT NULL;"
+    "CREATE UNIQUE INDEX tq_jobs_unique ON tq_jobs (queue, unique_key)"
+    "  WHERE unique_key IS NOT NULL"
+    "  AND (unique_scope = 'queued' AND state = 'ready' AND claims = 0"
+    "       OR unique_scope = 'active' AND state IN ('ready', 'running'));"
+    "CREATE TRIGGER tq_jobs_new_queue AFTER INSERT ON tq_jobs BEGIN"
+    "  INSERT OR IGNORE INTO tq_queues (name) VALUES (NEW.queue);"
+    "END;"
+    "CREATE TABLE tq_deps ("
+    "  parent INTEGER NOT NULL,"
+    "  child INTEGER NOT NULL,"
+    "  PRIMARY KEY (parent, child)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX tq_deps_child ON tq_deps (child, parent);"
+    /* What a draining worker asks of a queue (S_PENDING). */
+    "CREATE INDEX tq_jobs_waiting ON tq_jobs (queue) WHERE state = 'waiting';"
+    "CREATE TRIGGER tq_deps_new AFTER INSERT ON tq_deps BEGIN"
+    "  SELECT RAISE(ABORT, 'tq: a job''s parents are older jobs (smaller ids)')"
+    "   WHERE NEW.parent >= NEW.child;"
+    "  SELECT RAISE(ABORT, 'tq: a parent job does not exist')"
+    "   WHERE NOT EXISTS (SELECT 1 FROM tq_jobs WHERE id = NEW.parent);"
+    "  SELECT RAISE(ABORT, 'tq: a job gets its parents before its first claim')"
+    "   WHERE NOT EXISTS (SELECT 1 FROM tq_jobs WHERE id = NEW.child AND claims = 0"
+    "                     AND state IN ('ready', 'waiting', 'cancelled'));"
+    "  UPDATE tq_jobs SET"
+    "    nparents = nparents + 1,"
+    "    waiting_for = waiting_for + (p.state <> 'done'),"
+    "    state = CASE WHEN tq_jobs.state = 'cancelled' THEN 'cancelled'"
+    "                 WHEN p.state IN ('dead', 'cancelled') THEN 'cancelled'"
+    "                 WHEN tq_jobs.waiting_for + (p.state <> 'done') > 0 THEN 'waiting'"
+    "                 ELSE 'ready' END,"
+    "    cancelled_by = CASE WHEN tq_jobs.state <> 'cancelled'"
+    "                         AND p.state IN ('dead', 'cancelled')"
+    "                        THEN p.id ELSE tq_jobs.cancelled_by END,"
+    "    last_error = CASE WHEN tq_jobs.state <> 'cancelled'"
+    "                       AND p.state IN ('dead', 'cancelled')"
+    "                      THEN 'parent job ' || p.id || ' is ' || p.state"
+    "                      ELSE tq_jobs.last_error END,"
+    "    finished_at = CASE WHEN tq_jobs.state <> 'cancelled'"
+    "                        AND p.state IN ('dead', 'cancelled')"
+    "                       THEN CAST((julianday('now') - 2440587.5) * 86400000000"
+    "                                 AS INTEGER)"
+    "                       ELSE tq_jobs.finished_at END"
+    "   FROM (SELECT id, state FROM tq_jobs WHERE id = NEW.parent) AS p"
+    "   WHERE tq_jobs.id = NEW.child;"
+    "END;",
 };
 
 /* clang-format on */
@@ -376,7 +499,8 @@ static const char *const migrations[SCHEMA_VERSION] = {
     " q.max_attempts FROM tq_queues q WHERE q.name = tq_jobs.queue), 3),"                \
     " coalesce(dedup_key, unique_key),"                                                   \
     " worker, last_error, created_at, run_at, started_at, finished_at, lease_until,"     \
-    " claims, traceparent, job_group, snoozes, progress, progress_text, length(result)"
+    " claims, traceparent, job_group, snoozes, progress, progress_text, length(result),"  \
+    " nparents, waiting_for"
 
 /*
  * A claim: ?1 queue, ?2 now, ?3 how many, ?4 worker, ?5 lease end, ?6 the
@@ -403,7 +527,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
 #define CLAIM_RETURNING                                                                  \
     " RETURNING id, payload, priority, attempts, COALESCE(max_attempts, ?6),"            \
     "  coalesce(dedup_key, unique_key), last_error, created_at, run_at, started_at,"     \
-    "  lease_until, claims, traceparent, job_group, snoozes"
+    "  lease_until, claims, traceparent, job_group, snoozes, nparents"
 #define CLAIM(order_by)                                                                  \
     CLAIM_SET                                                                            \
     " WHERE id IN (SELECT id FROM tq_jobs"                                               \
@@ -478,6 +602,27 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "  last_error = CASE WHEN started_at IS NULL THEN last_error ELSE " why " END,"      \
     "  unknown_starts = unknown_starts + (started_at IS NULL),"                          \
     "  lease_until = NULL, progress = NULL, progress_text = NULL"
+
+/* clang-format on */
+
+/* clang-format off */
+
+/* What holds a cancelled or waiting child (the row tq_jobs) from running:
+ * a parent that is dead or cancelled, or, when it counts more parents not
+ * done than exist, one that was deleted; no row when nothing does. */
+#define BLOCKER                                                                          \
+    "SELECT x.id, x.why FROM ("                                                          \
+    " SELECT p.id AS id, 'parent job ' || p.id || ' is ' || p.state AS why, 0 AS o"      \
+    "  FROM tq_deps e JOIN tq_jobs p ON p.id = e.parent"                                 \
+    "  WHERE e.child = tq_jobs.id AND p.state IN ('dead', 'cancelled')"                  \
+    " UNION ALL"                                                                         \
+    " SELECT e.parent, 'parent job ' || e.parent || ' no longer exists', 1"              \
+    "  FROM tq_deps e WHERE e.child = tq_jobs.id"                                        \
+    "  AND NOT EXISTS (SELECT 1 FROM tq_jobs p WHERE p.id = e.parent)"                   \
+    "  AND tq_jobs.waiting_for > (SELECT count(*) FROM tq_deps f"                        \
+    "      JOIN tq_jobs q ON q.id = f.parent"                                            \
+    "      WHERE f.child = tq_jobs.id AND q.state <> 'done')"                            \
+    ") AS x ORDER BY x.o, x.id LIMIT 1"
 
 /* clang-format on */
 
@@ -558,6 +703,17 @@ enum stmt_id {
     S_SCHEDULE_BUSY,
     S_SCHEDULE_ENQUEUE,
     S_SCHEDULE_JOB,
+    S_DEPS_ANY,
+    S_DEPS_ADD,
+    S_DEPS_RELEASE,
+    S_DEPS_CANCEL,
+    S_DEPS_RESTORE,
+    S_DEPS_HOLD,
+    S_DEPS_DROP,
+    S_DEPS_DEAD_SINCE,
+    S_DEPS_DEAD_PARENTS,
+    S_DEPS_GC,
+    S_JOB_PARENTS,
     S_COUNT
 };
 
@@ -724,7 +880,8 @@ static const char *const sql[S_COUNT] = {
     [S_QUEUE_LIST] = "SELECT " QUEUE_COLS " FROM tq_queues ORDER BY name",
     [S_PENDING] = "SELECT EXISTS (SELECT 1 FROM tq_jobs WHERE queue = ?1 AND"
                   " state = 'ready') OR EXISTS (SELECT 1 FROM tq_jobs WHERE"
-                  " queue = ?1 AND state = 'running')",
+                  " queue = ?1 AND state = 'running') OR EXISTS (SELECT 1 FROM tq_jobs"
+                  " WHERE queue = ?1 AND state = 'waiting')",
     [S_JOB_GET] = "SELECT " JOB_COLS " FROM tq_jobs WHERE id = ?1",
     [S_JOB_LIST] = "SELECT " JOB_COLS " FROM tq_jobs"
                    " WHERE (?1 IS NULL OR queue = ?1) AND (?2 IS NULL OR state = ?2)"
@@ -733,19 +890,22 @@ static const char *const sql[S_COUNT] = {
     [S_JOB_RESULT] = "SELECT state, result FROM tq_jobs WHERE id = ?1",
     /* A job retried by hand does not take a scoped key back (migration 7):
      * another job may hold it by now. */
-    [S_RETRY_ONE] = "UPDATE tq_jobs SET state = 'ready', attempts = 0, run_at = ?2,"
+    [S_RETRY_ONE] = "UPDATE tq_jobs SET attempts = 0, run_at = ?2, cancelled_by = NULL,"
+                    " state = CASE WHEN waiting_for > 0 THEN 'waiting' ELSE 'ready' END,"
                     " finished_at = NULL, lease_until = NULL, unknown_starts = 0,"
                     " snoozes = 0, progress = NULL, progress_text = NULL,"
                     " unique_scope = CASE WHEN unique_key IS NOT NULL THEN 'expired' END"
                     " WHERE id = ?1 AND state IN ('dead', 'cancelled')",
-    [S_RETRY_DEAD] = "UPDATE tq_jobs SET state = 'ready', attempts = 0, run_at = ?2,"
+    [S_RETRY_DEAD] = "UPDATE tq_jobs SET attempts = 0, run_at = ?2, cancelled_by = NULL,"
+                     " state = CASE WHEN waiting_for > 0 THEN 'waiting' ELSE 'ready' END,"
                      " finished_at = NULL, lease_until = NULL, unknown_starts = 0,"
                      " snoozes = 0, progress = NULL, progress_text = NULL,"
                      " unique_scope = CASE WHEN unique_key IS NOT NULL THEN 'expired' END"
                      " WHERE state = 'dead' AND finished_at IS NOT NULL"
                      " AND (?1 IS NULL OR queue = ?1)",
     [S_CANCEL] = "UPDATE tq_jobs SET state = 'cancelled', finished_at = ?2,"
-                 " lease_until = NULL WHERE id = ?1 AND state IN ('ready', 'running')",
+                 " lease_until = NULL"
+                 " WHERE id = ?1 AND state IN ('ready', 'running', 'waiting')",
     [S_PRUNE] = "DELETE FROM tq_jobs WHERE id IN (SELECT id FROM tq_jobs"
                 " WHERE state = ?1 AND finished_at IS NOT NULL AND finished_at < ?2"
                 " LIMIT ?3)",
@@ -828,6 +988,57 @@ static const char *const sql[S_COUNT] = {
         "INSERT INTO tq_jobs (queue, payload, priority, schedule, slot)"
         " SELECT queue, payload, priority, name, ?2 FROM tq_schedules WHERE name = ?1",
     [S_SCHEDULE_JOB] = "UPDATE tq_schedules SET last_job = ?2 WHERE name = ?1",
+    /* Dependencies (engine.h, DEPENDENCIES; deps_settle). Whether the
+     * store has any: every rule below is skipped while it has none. */
+    [S_DEPS_ANY] = "SELECT EXISTS (SELECT 1 FROM tq_deps)",
+    /* Its trigger (migration 13) counts the parent in the child. */
+    [S_DEPS_ADD] = "INSERT INTO tq_deps (parent, child) VALUES (?1, ?2)",
+    /* ?1 became done, at ?2: once per parent, as done is final. */
+    [S_DEPS_RELEASE] =
+        "UPDATE tq_jobs SET waiting_for = waiting_for - 1,"
+        " state = CASE WHEN state = 'waiting' AND waiting_for = 1 THEN 'ready'"
+        "         ELSE state END,"
+        " run_at = CASE WHEN state = 'waiting' AND waiting_for = 1 THEN max(run_at, ?2)"
+        "          ELSE run_at END"
+        " WHERE id IN (SELECT child FROM tq_deps WHERE parent = ?1) AND waiting_for > 0",
+    /* ?1, if dead or cancelled, cancels its waiting children at ?2. */
+    [S_DEPS_CANCEL] =
+        "UPDATE tq_jobs SET state = 'cancelled', cancelled_by = ?1, finished_at = ?2,"
+        " last_error = 'parent job ' || ?1 || ' ended ' || p.state"
+        " FROM (SELECT state FROM tq_jobs WHERE id = ?1"
+        "       AND state IN ('dead', 'cancelled')) AS p"
+        " WHERE tq_jobs.id IN (SELECT child FROM tq_deps WHERE parent = ?1)"
+        " AND tq_jobs.state = 'waiting' RETURNING id",
+    /* ?1, retried, brings back the children it cancelled, unless
+     * something else holds one (BLOCKER): they stay cancelled by that. */
+    [S_DEPS_RESTORE] =
+        "UPDATE tq_jobs SET (state, cancelled_by, last_error, finished_at) = (SELECT"
+        "  CASE WHEN b.id IS NOT NULL THEN 'cancelled'"
+        "       WHEN tq_jobs.waiting_for > 0 THEN 'waiting' ELSE 'ready' END,"
+        "  b.id, b.why, CASE WHEN b.id IS NOT NULL THEN tq_jobs.finished_at END"
+        "  FROM (SELECT 1) LEFT JOIN (" BLOCKER ") AS b ON 1)"
+        " WHERE id IN (SELECT child FROM tq_deps WHERE parent = ?1)"
+        " AND state = 'cancelled' AND cancelled_by = ?1 RETURNING id, state",
+    /* A waiting ?1 (retried by hand) that something holds is cancelled
+     * again, at ?2, by that. */
+    [S_DEPS_HOLD] = "UPDATE tq_jobs SET state = 'cancelled', finished_at = ?2,"
+                    " (cancelled_by, last_error) = (" BLOCKER ")"
+                    " WHERE id = ?1 AND state = 'waiting' AND EXISTS (" BLOCKER ")",
+    /* A child deleted (done, in a queue that keeps none): its
+     * dependencies go with it. */
+    [S_DEPS_DROP] = "DELETE FROM tq_deps WHERE child = ?1",
+    /* Parents a rescue at ?1 ended dead. */
+    [S_DEPS_DEAD_SINCE] = "SELECT id FROM tq_jobs WHERE state = 'dead'"
+                          " AND finished_at IS NOT NULL AND finished_at >= ?1"
+                          " AND EXISTS (SELECT 1 FROM tq_deps WHERE parent = tq_jobs.id)",
+    /* Parents S_RETRY_DEAD is about to retry (?1 its queue or NULL). */
+    [S_DEPS_DEAD_PARENTS] =
+        "SELECT id FROM tq_jobs WHERE state = 'dead'"
+        " AND finished_at IS NOT NULL AND (?1 IS NULL OR queue = ?1)"
+        " AND EXISTS (SELECT 1 FROM tq_deps WHERE parent = tq_jobs.id)",
+    /* A dependency goes with its child. */
+    [S_DEPS_GC] = "DELETE FROM tq_deps WHERE child NOT IN (SELECT id FROM tq_jobs)",
+    [S_JOB_PARENTS] = "SELECT parent FROM tq_deps WHERE child = ?1 ORDER BY parent",
 };
 
 typedef struct conn {
@@ -1445,6 +1656,37 @@ static int enqueue_keyed(tq *db, const char *queue, const tq_payload *item,
     return 0;
 }
 
+static int state_of(tq *db, int64_t id, int *state);
+
+/* The parents of a new job (o->after) in its transaction: all must exist;
+ * the trigger of tq_deps (migration 13) does the rest. */
+static int add_parents(tq *db, int64_t child, const tq_enqueue_opts *o, int checked)
+{
+    int rc, state;
+    for (size_t i = 0; i < o->nafter && !checked; i++) {
+        if ((rc = state_of(db, o->after[i], &state)))
+            return rc;
+        if (state < 0)
+            return tq__seterr(db, TQ_ENOTFOUND, "parent job %lld does not exist",
+                              (long long)o->after[i]);
+    }
+    sqlite3_stmt *s = stmt(db, S_DEPS_ADD, &rc);
+    if (!s)
+        return rc;
+    for (size_t i = 0; i < o->nafter; i++) {
+        sqlite3_bind_int64(s, 1, o->after[i]);
+        sqlite3_bind_int64(s, 2, child);
+        int src = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (src != SQLITE_DONE) {
+            rc = fail_rc(db, src, "adding a parent");
+            break;
+        }
+    }
+    done_with(s);
+    return rc;
+}
+
 static int sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, size_t n,
                           const tq_enqueue_opts *o, int64_t *ids, int *dup)
 {
@@ -1476,6 +1718,9 @@ static int sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, si
         ids[i] = sqlite3_last_insert_rowid(h);
     }
     done_with(s);
+    for (size_t i = 0; i < n && o->nafter; i++)
+        if ((rc = add_parents(db, ids[i], o, i > 0)))
+            goto fail;
     return commit(db);
 fail:
     rollback(db);
@@ -1529,6 +1774,8 @@ static int read_job(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const char *
         c->result_len < 0 || sqlite3_column_type(s, c->result_len) == SQLITE_NULL
             ? -1
             : sqlite3_column_int64(s, c->result_len);
+    j->nparents = sqlite3_column_int64(s, c->nparents);
+    j->waiting_for = c->waiting_for < 0 ? 0 : sqlite3_column_int64(s, c->waiting_for);
     if (!j->queue || !j->payload ||
         (c->progress_text >= 0 &&
          sqlite3_column_type(s, c->progress_text) != SQLITE_NULL && !j->progress_text) ||
@@ -1573,6 +1820,154 @@ static int collect_jobs(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const ch
     return 0;
 }
 
+/* ---- dependencies (engine.h, DEPENDENCIES) ----------------------------- */
+
+static int query_int(tq *db, enum stmt_id id, const char *t1, int64_t i2, int64_t *out,
+                     const char *what);
+
+/* Whether the store has any dependency: the rules below cost nothing
+ * while it has none. */
+static int deps_any(tq *db, int *any)
+{
+    int64_t v = 0;
+    int rc = query_int(db, S_DEPS_ANY, NULL, 0, &v, "reading dependencies");
+    *any = v != 0;
+    return rc;
+}
+
+/* A stack of job ids, for rules that pass from a job to its children. */
+typedef struct idstack {
+    int64_t *v;
+    size_t n, cap;
+} idstack;
+
+static int idstack_push(tq *db, idstack *st, int64_t id)
+{
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? 2 * st->cap : 16;
+        int64_t *v = realloc(st->v, cap * sizeof *v);
+        if (!v)
+            return tq__seterr(db, TQ_ENOMEM, "out of memory");
+        st->v = v;
+        st->cap = cap;
+    }
+    st->v[st->n++] = id;
+    return 0;
+}
+
+/* Runs s (?1 bound to a job by the caller's loop) and pushes every id it
+ * returns. */
+static int push_returned(tq *db, sqlite3_stmt *s, idstack *st, const char *what)
+{
+    int src, rc = 0;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW)
+        if ((rc = idstack_push(db, st, sqlite3_column_int64(s, 0))))
+            break;
+    if (!rc && src != SQLITE_DONE)
+        rc = fail_rc(db, src, what);
+    done_with(s);
+    return rc;
+}
+
+/* Parent, done now: its children count it off. */
+static int deps_release(tq *db, int64_t parent, int64_t now)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_DEPS_RELEASE, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_int64(s, 1, parent);
+    sqlite3_bind_int64(s, 2, now);
+    return run(db, s, "releasing the children of a job");
+}
+
+/* Job id, if dead or cancelled, cancels its waiting descendants. */
+static int deps_cancel(tq *db, int64_t id, int64_t now)
+{
+    idstack st = {0};
+    int rc = idstack_push(db, &st, id);
+    while (!rc && st.n) {
+        sqlite3_stmt *s = stmt(db, S_DEPS_CANCEL, &rc);
+        if (!s)
+            break;
+        sqlite3_bind_int64(s, 1, st.v[--st.n]);
+        sqlite3_bind_int64(s, 2, now);
+        rc = push_returned(db, s, &st, "cancelling the children of a job");
+    }
+    free(st.v);
+    return rc;
+}
+
+/* Job id, retried: if it waits and something holds it (BLOCKER), it is
+ * cancelled again; the descendants it cancelled come back unless something
+ * holds them. */
+static int deps_restore(tq *db, int64_t id, int64_t now)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_DEPS_HOLD, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, now);
+    if ((rc = run(db, s, "retrying a job")))
+        return rc;
+    idstack st = {0};
+    rc = idstack_push(db, &st, id);
+    while (!rc && st.n) {
+        if (!(s = stmt(db, S_DEPS_RESTORE, &rc)))
+            break;
+        sqlite3_bind_int64(s, 1, st.v[--st.n]);
+        int src = SQLITE_DONE;
+        while (!rc && (src = sqlite3_step(s)) == SQLITE_ROW)
+            if (strcmp((const char *)sqlite3_column_text(s, 1), "cancelled") != 0)
+                rc = idstack_push(db, &st, sqlite3_column_int64(s, 0));
+        if (!rc && src != SQLITE_DONE)
+            rc = fail_rc(db, src, "restoring the children of a job");
+        done_with(s);
+    }
+    free(st.v);
+    return rc;
+}
+
+/* After an exchange's acknowledgements: what the applied ones that ended
+ * a job do to its children. */
+static int deps_settle(tq *db, const tq__ack *acks, size_t nacks, int64_t now)
+{
+    int rc = 0, any = -1;
+    for (size_t i = 0; i < nacks && !rc; i++) {
+        const tq__ack *a = &acks[i];
+        if (a->result || (a->kind != TQ__ACK_DONE && a->kind != TQ__ACK_FAIL &&
+                          a->kind != TQ__ACK_DISCARD))
+            continue;
+        if (any < 0 && (rc = deps_any(db, &any)))
+            break;
+        if (!any)
+            break;
+        rc = a->kind == TQ__ACK_DONE ? deps_release(db, a->id, now)
+                                     : deps_cancel(db, a->id, now);
+        if (!rc && a->kind == TQ__ACK_DONE && a->delete_done) {
+            sqlite3_stmt *s = stmt(db, S_DEPS_DROP, &rc);
+            if (s) {
+                sqlite3_bind_int64(s, 1, a->id);
+                rc = run(db, s, "dropping the dependencies of a job");
+            }
+        }
+    }
+    return rc;
+}
+
+/* Runs s (its parameters bound) and cancels the descendants of each job it
+ * returns. */
+static int deps_cancel_each(tq *db, sqlite3_stmt *s, int64_t now)
+{
+    idstack st = {0};
+    int rc = push_returned(db, s, &st, "reading dependencies");
+    for (size_t i = 0; i < st.n && !rc; i++)
+        rc = deps_cancel(db, st.v[i], now);
+    free(st.v);
+    return rc;
+}
+
 static int apply_ack(tq *db, const char *worker, tq__ack *a, int64_t now)
 {
     static const enum stmt_id ids[] = {S_DONE,   S_FAIL,    S_RELEASE, S_BEAT,
@@ -1615,9 +2010,6 @@ static enum stmt_id claim_id(tq_order order, int limited)
         {S_CLAIM_LIMITED_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_LIMITED_ANY}};
     return ids[!!limited][order];
 }
-
-static int query_int(tq *db, enum stmt_id id, const char *t1, int64_t i2, int64_t *out,
-                     const char *what);
 
 /* A limited claim's rate: the n jobs it took from the bucket (if the
  * queue has a rate), and, when the claimer knows of a rate, how long until
@@ -1682,6 +2074,8 @@ static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nac
     for (size_t i = 0; i < nacks; i++)
         if ((rc = apply_ack(db, worker, &acks[i], now)))
             goto fail;
+    if ((rc = deps_settle(db, acks, nacks, now)))
+        goto fail;
     if (claim && claim->max > 0 &&
         (rc = claim_jobs(db, worker, claim, now, &jobs, &njobs)))
         goto fail;
@@ -1722,6 +2116,16 @@ static int sqlite_rescue(tq *db, const char *worker, int64_t *count)
     if ((rc = run(db, s, "rescuing jobs")))
         goto fail;
     *count = sqlite3_changes(C(db)->h);
+    int any = 0;
+    if (*count && (rc = deps_any(db, &any)))
+        goto fail;
+    if (any) {
+        if (!(s = stmt(db, S_DEPS_DEAD_SINCE, &rc)))
+            goto fail;
+        sqlite3_bind_int64(s, 1, now);
+        if ((rc = deps_cancel_each(db, s, now)))
+            goto fail;
+    }
     return commit(db);
 fail:
     rollback(db);
@@ -1817,6 +2221,27 @@ static int sqlite_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *
     return collect_jobs(db, s, &tq__all_cols, NULL, NULL, "listing jobs", out, out_n);
 }
 
+static int sqlite_job_parents(tq *db, int64_t id, int64_t **out, size_t *out_n)
+{
+    int rc, state;
+    if ((rc = state_of(db, id, &state)))
+        return rc;
+    if (state < 0)
+        return TQ_ENOTFOUND;
+    sqlite3_stmt *s = stmt(db, S_JOB_PARENTS, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_int64(s, 1, id);
+    idstack st = {0};
+    if ((rc = push_returned(db, s, &st, "reading the parents of a job"))) {
+        free(st.v);
+        return rc;
+    }
+    *out = st.v;
+    *out_n = st.n;
+    return 0;
+}
+
 /* After an update of one job by id changed nothing: the state the job is
  * in, or -1 when there is none. */
 static int state_of(tq *db, int64_t id, int *state)
@@ -1839,24 +2264,40 @@ static int state_of(tq *db, int64_t id, int *state)
 }
 
 /* Runs a management update in its own transaction: with ids, ?1 each id
- * (all or none: see engine.h), else ?1 the queue text; ?2 is now. */
+ * (all or none: see engine.h), else ?1 the queue text; ?2 is now. Then
+ * what it does to the children of the jobs it changed (engine.h,
+ * DEPENDENCIES): a cancel cancels them, a retry brings them back. */
 static int manage(tq *db, enum stmt_id id, const int64_t *ids, size_t n,
                   const char *queue, int64_t *count, size_t *bad, int *state,
                   const char *action)
 {
-    int rc;
+    int rc, any = 0;
     sqlite3_stmt *s;
+    idstack dead = {0}; /* S_RETRY_DEAD: the parents it retries */
     *count = 0;
     if ((rc = begin(db)))
         return rc;
-    for (size_t i = 0; i < (n ? n : 1) && !rc; i++) {
+    const int64_t now = tq__now_us();
+    if ((rc = deps_any(db, &any)))
+        goto fail;
+    if (any && !n) {
+        if (!(s = stmt(db, S_DEPS_DEAD_PARENTS, &rc)))
+            goto fail;
+        bind_text(s, 1, queue);
+        if ((rc = push_returned(db, s, &dead, "reading dependencies")))
+            goto fail;
+    }
+    /* Children before parents (a child's id is larger): a cancel or retry
+     * of both must not find the child already moved by its parent's. */
+    for (size_t k = 0; k < (n ? n : 1) && !rc; k++) {
+        const size_t i = n ? n - 1 - k : 0;
         if (!(s = stmt(db, id, &rc)))
             break;
         if (n)
             sqlite3_bind_int64(s, 1, ids[i]);
         else
             bind_text(s, 1, queue);
-        sqlite3_bind_int64(s, 2, tq__now_us());
+        sqlite3_bind_int64(s, 2, now);
         if ((rc = run(db, s, action)))
             break;
         int changed = sqlite3_changes(C(db)->h);
@@ -1865,16 +2306,25 @@ static int manage(tq *db, enum stmt_id id, const int64_t *ids, size_t n,
             *count = 0;
             rc = state_of(db, ids[i], state);
             rollback(db);
+            free(dead.v);
             return rc;
         }
         *count += changed;
+        if (any && n)
+            rc = id == S_CANCEL ? deps_cancel(db, ids[i], now)
+                                : deps_restore(db, ids[i], now);
     }
-    if (rc) {
-        *count = 0;
-        rollback(db);
-        return rc;
-    }
+    for (size_t i = 0; i < dead.n && !rc; i++)
+        rc = deps_restore(db, dead.v[i], now);
+    if (rc)
+        goto fail;
+    free(dead.v);
     return commit(db);
+fail:
+    *count = 0;
+    rollback(db);
+    free(dead.v);
+    return rc;
 }
 
 static int sqlite_job_retry(tq *db, const int64_t *ids, size_t n, const char *queue,
@@ -1911,6 +2361,11 @@ static int sqlite_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t li
             goto fail;
         *count += sqlite3_changes(C(db)->h);
     }
+    int any = 0;
+    if (*count && (rc = deps_any(db, &any)))
+        goto fail;
+    if (any && (rc = exec_id(db, S_DEPS_GC, "pruning dependencies")))
+        goto fail;
     return commit(db);
 fail:
     rollback(db);
@@ -2488,6 +2943,7 @@ const struct tq__engine tq__engine_sqlite = {
     .job_get = sqlite_job_get,
     .job_result = sqlite_job_result,
     .job_list = sqlite_job_list,
+    .job_parents = sqlite_job_parents,
     .job_retry = sqlite_job_retry,
     .job_cancel = sqlite_job_cancel,
     .prune = sqlite_prune,

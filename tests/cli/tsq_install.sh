@@ -9,7 +9,7 @@ BUILD=$(dirname "$TQ")
 
 make -C "$SRC" --no-print-directory install BUILD="$BUILD" PREFIX=/opt/tq-test \
     DESTDIR="$T/stage" >"$T/install.out" 2>&1 || fail "make install: $(cat "$T/install.out")"
-for f in bin/tq include/tq.h share/man/man1/tq.1 lib/libtq.a lib/libtq.so.4 \
+for f in bin/tq include/tq.h share/man/man1/tq.1 lib/libtq.a lib/libtq.so.5 \
     lib/pkgconfig/tq.pc lib/cmake/tq/tqConfig.cmake; do
     [ -f "$T/stage/opt/tq-test/$f" ] || fail "make install did not install $f: $(cat "$T/install.out")"
 done
@@ -35,7 +35,7 @@ mkdir -p "$T/proj"
 cat >"$T/proj/CMakeLists.txt" <<CMAKE
 cmake_minimum_required(VERSION 3.18)
 project(embed C)
-find_package(tq 0.5 REQUIRED)
+find_package(tq 0.6 REQUIRED)
 add_executable(embed $SRC/examples/embed.c)
 target_link_libraries(embed tq::tq)
 CMAKE
@@ -45,8 +45,8 @@ CMAKE
 "$T/proj/build/embed" "$T/cm.db" >"$T/out" || fail "embed (CMake): $(cat "$T/out")"
 grep -q "handled 4 jobs: 4 done, 1 failed attempts" "$T/out" || fail "embed (CMake): $(cat "$T/out")"
 ldd "$T/proj/build/embed" >"$T/ldd"
-grep -qF "$T/prefix/lib/libtq.so.4" "$T/ldd" ||
-    fail "embed (CMake) does not use the installed libtq.so.4: $(cat "$T/ldd")"
+grep -qF "$T/prefix/lib/libtq.so.5" "$T/ldd" ||
+    fail "embed (CMake) does not use the installed libtq.so.5: $(cat "$T/ldd")"
 
 make -C "$SRC" --no-print-directory demo BUILD="$BUILD" >"$T/demo.out" 2>&1 ||
     fail "make demo: $(cat "$T/demo.out")"
