@@ -353,7 +353,8 @@ int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
         rc = db->engine->enqueue(db, queue, &item, 1, &o, &id, &dup);
         /* Parents are locked (PostgreSQL): a deadlock with a worker
          * finishing them rolled everything back, and may be tried again. */
-        if (rc == TQ_EBUSY && o.nafter && tries < 5) {
+        if (rc == TQ_EBUSY && o.nafter && (db->engine->caps & TQ__CAP_NETWORK) &&
+            tries < 5) {
             tq__clearerr(db);
             rc = 0;
             continue;
@@ -388,14 +389,16 @@ int tq_job_enqueue_batch(int64_t *out, tq *db, const char *queue, const tq_paylo
             return rc;
     if (n == 0)
         return 0;
-    if (o.nafter && n > TQ_AFTER_MAX / o.nafter * 10)
+    int64_t *after;
+    if ((rc = sort_after(db, &o, &after)))
+        return rc;
+    if (o.nafter && n > (size_t)TQ_AFTER_MAX * 10 / o.nafter) {
+        free(after);
         return tq__seterr(db, TQ_EINVAL,
                           "%zu jobs of %zu parents each: at most %d dependencies in one "
                           "batch",
                           n, o.nafter, TQ_AFTER_MAX * 10);
-    int64_t *after;
-    if ((rc = sort_after(db, &o, &after)))
-        return rc;
+    }
     int64_t *ids = out ? out : malloc(n * sizeof *ids);
     if (!ids) {
         free(after);
@@ -404,7 +407,7 @@ int tq_job_enqueue_batch(int64_t *out, tq *db, const char *queue, const tq_paylo
     int dup = 0;
     for (int tries = 0; tries < 6; tries++) { /* as tq_job_enqueue says */
         rc = db->engine->enqueue(db, queue, items, n, &o, ids, &dup);
-        if (rc != TQ_EBUSY || !o.nafter)
+        if (rc != TQ_EBUSY || !o.nafter || !(db->engine->caps & TQ__CAP_NETWORK))
             break;
     }
     if (ids != out)

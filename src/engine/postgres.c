@@ -362,7 +362,9 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
      * each parent. A dependency names an older parent (a smaller id: no
      * cycles) and a child inserted by this very transaction (created_at is
      * its start), so a producer changes no job but its own, and no worker
-     * can have claimed the child meanwhile. */
+     * can have claimed the child meanwhile; and a child that has no
+     * children yet, whose state they would not follow (a cascade nested in
+     * this trigger returns at once). */
     "CREATE FUNCTION TQ.deps_added() RETURNS trigger LANGUAGE plpgsql"
     " SECURITY DEFINER SET search_path = pg_catalog, pg_temp"
     " SET enable_nestloop = on AS $f$"
@@ -371,6 +373,10 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "  IF EXISTS (SELECT 1 FROM new_deps WHERE parent >= child) THEN"
     "   RAISE EXCEPTION 'a job''s parents are older jobs (smaller ids)'"
     "    USING ERRCODE = 'check_violation';"
+    "  END IF;"
+    "  IF EXISTS (SELECT 1 FROM new_deps n JOIN TQ.deps d ON d.parent = n.child) THEN"
+    "   RAISE EXCEPTION 'add a job''s parents before its children (in a statement of"
+    " their own)' USING ERRCODE = 'check_violation';"
     "  END IF;"
     "  PERFORM 1 FROM TQ.jobs WHERE id IN (SELECT parent FROM new_deps)"
     "   ORDER BY id FOR NO KEY UPDATE;"

@@ -348,7 +348,9 @@ static const char *const migrations[SCHEMA_VERSION] = {
      * whose end cancelled it. tq_deps holds one row per parent of a child;
      * its trigger keeps the child's counts and state, for tq and plain SQL
      * alike (it costs only dependency inserts), and refuses a parent that
-     * is not older than its child (so there are no cycles). What a parent's end does
+     * is not older than its child (so there are no cycles) and parents for
+     * a job that has children already (whose state it would not pass
+     * on). What a parent's end does
      * to its children is this engine's code (deps_settle), not a trigger on
      * tq_jobs: one, even never firing, costs every state change a
      * sub-program (+48 % per acknowledgement statement, +9.8 % in the
@@ -436,6 +438,8 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "CREATE TRIGGER tq_deps_new AFTER INSERT ON tq_deps BEGIN"
     "  SELECT RAISE(ABORT, 'tq: a job''s parents are older jobs (smaller ids)')"
     "   WHERE NEW.parent >= NEW.child;"
+    "  SELECT RAISE(ABORT, 'tq: add a job''s parents before its children')"
+    "   WHERE EXISTS (SELECT 1 FROM tq_deps WHERE parent = NEW.child);"
     "  SELECT RAISE(ABORT, 'tq: a parent job does not exist')"
     "   WHERE NOT EXISTS (SELECT 1 FROM tq_jobs WHERE id = NEW.parent);"
     "  SELECT RAISE(ABORT, 'tq: a job gets its parents before its first claim')"

@@ -114,10 +114,10 @@ expect_eq "$(job "$z" state) $(job "$z" parents)" "waiting 2" "a child inserted 
 expect_eq "$(job "$z" state)" done "the plain-SQL child"
 grep -q "^start $z $x,$y$" "$LOG" || fail "the plain-SQL child's TQ_PARENTS"
 if [ "$ENGINE" = postgres ]; then
-    sql "INSERT INTO $SCHEMA.deps (parent, child) VALUES ($x, $y)" 2>"$T/err" &&
+    sql "INSERT INTO $SCHEMA.deps (parent, child) VALUES ($a, $k4)" 2>"$T/err" &&
         fail "the store gave a claimed job a parent"
 else
-    sql "INSERT INTO tq_deps (parent, child) VALUES ($x, $y)" 2>"$T/err" &&
+    sql "INSERT INTO tq_deps (parent, child) VALUES ($a, $k4)" 2>"$T/err" &&
         fail "the store gave a claimed job a parent"
 fi
 if [ "$ENGINE" = postgres ]; then
@@ -126,6 +126,21 @@ if [ "$ENGINE" = postgres ]; then
 else
     grep -q "a job gets its parents before its first claim" "$T/err" || fail "late parent: $(cat "$T/err")"
 fi
+# Parents for a job that has children already: refused, nothing stored.
+before=$(sql "SELECT count(*) FROM $JOBS")
+if [ "$ENGINE" = postgres ]; then
+    sql "INSERT INTO $JOBS (queue, payload) VALUES ('sql', '\x43'), ('sql', '\x47');
+         INSERT INTO $SCHEMA.deps (parent, child) SELECT max(id) - 1, max(id) FROM $JOBS;
+         INSERT INTO $SCHEMA.deps (parent, child) SELECT $x, max(id) - 1 FROM $JOBS" \
+        2>"$T/err" && fail "the store gave parents to a job with children"
+else
+    sql "BEGIN; INSERT INTO tq_jobs (queue, payload) VALUES ('sql', 'C'), ('sql', 'G');
+         INSERT INTO tq_deps (parent, child) SELECT max(id) - 1, max(id) FROM tq_jobs;
+         INSERT INTO tq_deps (parent, child) SELECT $x, max(id) - 1 FROM tq_jobs; COMMIT;" \
+        2>"$T/err" && fail "the store gave parents to a job with children"
+fi
+grep -q "add a job's parents before its children" "$T/err" || fail "parents after children: $(cat "$T/err")"
+expect_eq "$(sql "SELECT count(*) FROM $JOBS")" "$before" "jobs after a refused plain-SQL insert"
 # A parent newer than its child would allow a cycle.
 sql "INSERT INTO $([ "$ENGINE" = postgres ] && echo "$SCHEMA.deps" || echo tq_deps) (parent, child)
      VALUES ($z, $x)" 2>"$T/err" && fail "the store took a parent newer than its child"
