@@ -698,9 +698,9 @@ static void upgrade_from_version_12(void **state)
                               "SELECT count(*) FROM sqlite_schema WHERE name IN"
                               " ('tq_jobs_ready_fifo', 'tq_jobs_ready_lifo',"
                               " 'tq_jobs_running', 'tq_jobs_finished', 'tq_jobs_dedup',"
-                              " 'tq_jobs_unique', 'tq_jobs_new_queue', 'tq_jobs_waiting',"
-                              " 'tq_deps', 'tq_deps_child', 'tq_deps_new')"),
-                     11);
+                              " 'tq_jobs_unique', 'tq_jobs_new_queue', 'tq_deps',"
+                              " 'tq_deps_child', 'tq_deps_new')"),
+                     10);
     assert_int_equal(count_of(h, "SELECT count(*) FROM sqlite_schema"
                                  " WHERE name LIKE '%v13%'"),
                      0);

@@ -433,8 +433,6 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  PRIMARY KEY (parent, child)"
     ") WITHOUT ROWID;"
     "CREATE INDEX tq_deps_child ON tq_deps (child, parent);"
-    /* What a draining worker asks of a queue (S_PENDING). */
-    "CREATE INDEX tq_jobs_waiting ON tq_jobs (queue) WHERE state = 'waiting';"
     "CREATE TRIGGER tq_deps_new AFTER INSERT ON tq_deps BEGIN"
     "  SELECT RAISE(ABORT, 'tq: a job''s parents are older jobs (smaller ids)')"
     "   WHERE NEW.parent >= NEW.child;"
@@ -882,10 +880,17 @@ static const char *const sql[S_COUNT] = {
                    " WHERE name = ?1",
     [S_QUEUE_GET] = "SELECT " QUEUE_COLS " FROM tq_queues WHERE name = ?1",
     [S_QUEUE_LIST] = "SELECT " QUEUE_COLS " FROM tq_queues ORDER BY name",
-    [S_PENDING] = "SELECT EXISTS (SELECT 1 FROM tq_jobs WHERE queue = ?1 AND"
-                  " state = 'ready') OR EXISTS (SELECT 1 FROM tq_jobs WHERE"
-                  " queue = ?1 AND state = 'running') OR EXISTS (SELECT 1 FROM tq_jobs"
-                  " WHERE queue = ?1 AND state = 'waiting')",
+    /* Waiting jobs through their dependencies, newest first (where waiting
+     * ones are): an index of waiting rows cost every job's enqueue 1.2 %
+     * more instructions and its worker 1.7 %, for draining workers alone.
+     * CROSS JOIN keeps the dependencies outside: the planner read every
+     * job. */
+    [S_PENDING] =
+        "SELECT EXISTS (SELECT 1 FROM tq_jobs WHERE queue = ?1 AND"
+        " state = 'ready') OR EXISTS (SELECT 1 FROM tq_jobs WHERE"
+        " queue = ?1 AND state = 'running') OR EXISTS (SELECT 1 FROM tq_deps d CROSS"
+        " JOIN tq_jobs c ON c.id = d.child WHERE c.state = 'waiting'"
+        " AND c.queue = ?1 ORDER BY d.child DESC)",
     [S_JOB_GET] = "SELECT " JOB_COLS " FROM tq_jobs WHERE id = ?1",
     [S_JOB_LIST] = "SELECT " JOB_COLS " FROM tq_jobs"
                    " WHERE (?1 IS NULL OR queue = ?1) AND (?2 IS NULL OR state = ?2)"
