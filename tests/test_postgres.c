@@ -621,7 +621,7 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
     "DROP TRIGGER jobs_moved ON TQ.jobs; DROP TRIGGER jobs_deleted ON TQ.jobs;"          \
     "DROP FUNCTION TQ.deps_added(); DROP FUNCTION TQ.job_moved();"                       \
     "DROP FUNCTION TQ.job_deleted(); DROP FUNCTION TQ.release_children(int8, text);"     \
-    "DROP FUNCTION TQ.dep_blocker(int8, int8);"                                          \
+    "DROP FUNCTION TQ.dep_blocker(int8, int8); DROP FUNCTION TQ.deps_fixed();"           \
     "DROP INDEX TQ.jobs_waiting;"                                                        \
     "ALTER TABLE TQ.jobs DROP COLUMN nparents, DROP COLUMN waiting_for,"                 \
     "  DROP COLUMN cancelled_by, DROP COLUMN has_children,"                              \

@@ -699,8 +699,9 @@ static void upgrade_from_version_12(void **state)
                               " ('tq_jobs_ready_fifo', 'tq_jobs_ready_lifo',"
                               " 'tq_jobs_running', 'tq_jobs_finished', 'tq_jobs_dedup',"
                               " 'tq_jobs_unique', 'tq_jobs_new_queue', 'tq_deps',"
-                              " 'tq_deps_child', 'tq_deps_new')"),
-                     10);
+                              " 'tq_deps_child', 'tq_deps_new', 'tq_deps_once',"
+                              " 'tq_deps_fixed', 'tq_deps_kept')"),
+                     13);
     assert_int_equal(count_of(h, "SELECT count(*) FROM sqlite_schema"
                                  " WHERE name LIKE '%v13%'"),
                      0);

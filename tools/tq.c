@@ -833,11 +833,18 @@ static int cmd_enqueue(int argc, char **argv)
                 goto out;
             }
             break;
-        case 'F':
+        case 'F': {
+            const size_t had = after.n;
             after_stdin |= strcmp(optarg, "-") == 0;
             if ((ex = add_ids_file(&after, optarg)))
                 goto out;
+            if (after.n == had) {
+                cli_error("enqueue", "--after-file %s holds no job id", optarg);
+                ex = EXIT_USAGE;
+                goto out;
+            }
             break;
+        }
         case 'c':
             key_opts = 1;
             if (strcmp(optarg, "ignore") && strcmp(optarg, "replace")) {
@@ -1098,8 +1105,8 @@ static int cmd_list(int argc, char **argv)
             tq_state st;
             if (tq_state_parse(&st, optarg)) {
                 cli_error("list",
-                          "unknown state '%s': use ready, running, done, dead "
-                          "or cancelled",
+                          "unknown state '%s': use ready, running, done, dead, "
+                          "cancelled or waiting",
                           optarg);
                 return EXIT_USAGE;
             }
@@ -1342,6 +1349,24 @@ static int cmd_result(int argc, char **argv)
     return ex;
 }
 
+/* After a retry or cancel: the job's id and the state it is in now (a
+ * retried job with parents not done waits; one that a dead parent holds
+ * is cancelled again, and says by what). */
+static void print_moved(tq *db, int64_t id, int cancel)
+{
+    tq_job *j = NULL;
+    if (cancel || tq_job_get(&j, db, id) != 0) {
+        printf("%lld %s\n", (long long)id, cancel ? "cancelled" : "ready");
+    } else if (j->state == TQ_CANCELLED && j->last_error) {
+        printf("%lld cancelled again: ", (long long)id);
+        put_text(j->last_error);
+        putchar('\n');
+    } else {
+        printf("%lld %s\n", (long long)id, tq_state_name(j->state));
+    }
+    tq_job_free(j);
+}
+
 /* ---- tq retry / cancel / prune ------------------------------------------ */
 
 static int cmd_retry_cancel(int argc, char **argv, int cancel)
@@ -1357,8 +1382,10 @@ static int cmd_retry_cancel(int argc, char **argv, int cancel)
     int c, ex = 0, dead = 0;
     const cli_cmd me = {.name = cmd,
                         .usage = usage,
-                        .help = cancel ? "Cancels ready or running jobs: all of them, or "
-                                         "none when one is\nunknown or finished.\n"
+                        .help = cancel ? "Cancels ready, running or waiting jobs, and "
+                                         "the waiting jobs enqueued\nafter them: all of "
+                                         "them, or none when one is unknown or "
+                                         "finished.\n"
                                        : "Puts dead or cancelled jobs back to ready "
                                          "with their attempts reset:\nall of them, or "
                                          "none when one is unknown or in another "
@@ -1405,7 +1432,7 @@ static int cmd_retry_cancel(int argc, char **argv, int cancel)
         if (rc)
             ex = cli_fail(cmd, db, rc);
         for (int i = 0; !rc && i < nids; i++)
-            printf("%lld %s\n", (long long)ids[i], cancel ? "cancelled" : "ready");
+            print_moved(db, ids[i], cancel);
     }
     tq_close(db);
     return ex;

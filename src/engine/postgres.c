@@ -417,6 +417,18 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "CREATE TRIGGER deps_added AFTER INSERT ON TQ.deps"
     "  REFERENCING NEW TABLE AS new_deps FOR EACH STATEMENT"
     "  EXECUTE FUNCTION TQ.deps_added();"
+    /* A dependency is never changed, and deleted only with its child. */
+    "CREATE FUNCTION TQ.deps_fixed() RETURNS trigger LANGUAGE plpgsql"
+    " SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$"
+    " BEGIN"
+    "  IF TG_OP = 'UPDATE' OR EXISTS (SELECT 1 FROM TQ.jobs WHERE id = OLD.child) THEN"
+    "   RAISE EXCEPTION 'dependencies do not change; they go with their child'"
+    "    USING ERRCODE = 'check_violation';"
+    "  END IF;"
+    "  RETURN OLD;"
+    " END $f$;"
+    "CREATE TRIGGER deps_fixed BEFORE UPDATE OR DELETE ON TQ.deps FOR EACH ROW"
+    "  EXECUTE FUNCTION TQ.deps_fixed();"
     /* Parent done: its children count it off; those it was the last for
      * are ready, and the workers of their queues are woken. */
     "CREATE FUNCTION TQ.release_children(parent_id int8, channel text) RETURNS void"

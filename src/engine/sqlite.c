@@ -464,6 +464,20 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "                       ELSE tq_jobs.finished_at END"
     "   FROM (SELECT id, state FROM tq_jobs WHERE id = NEW.parent) AS p"
     "   WHERE tq_jobs.id = NEW.child;"
+    "END;"
+    /* A dependency is counted once (INSERT OR REPLACE would count it
+     * again), never changed, and deleted only with its child. */
+    "CREATE TRIGGER tq_deps_once BEFORE INSERT ON tq_deps BEGIN"
+    "  SELECT RAISE(ABORT, 'tq: that parent is counted already')"
+    "   WHERE EXISTS (SELECT 1 FROM tq_deps WHERE parent = NEW.parent"
+    "                 AND child = NEW.child);"
+    "END;"
+    "CREATE TRIGGER tq_deps_fixed BEFORE UPDATE ON tq_deps BEGIN"
+    "  SELECT RAISE(ABORT, 'tq: dependencies do not change; they go with their child');"
+    "END;"
+    "CREATE TRIGGER tq_deps_kept BEFORE DELETE ON tq_deps BEGIN"
+    "  SELECT RAISE(ABORT, 'tq: dependencies do not change; they go with their child')"
+    "   WHERE EXISTS (SELECT 1 FROM tq_jobs WHERE id = OLD.child);"
     "END;",
 };
 

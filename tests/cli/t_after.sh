@@ -72,6 +72,7 @@ expect_eq "$(job "$k3" state) $(job "$other" state)" "cancelled done" "a child o
 k4=$("$TQ" enqueue --queue cas --after "$p" K4 2>"$T/err")
 expect_eq "$(job "$k4" state)" cancelled "a child of a dead parent"
 grep -q "job $k4 is cancelled at once: parent job $p is dead" "$T/err" || fail "enqueue: $(cat "$T/err")"
+expect_eq "$("$TQ" retry "$k1")" "$k1 cancelled again: parent job $p is dead" "retry of a held child"
 "$TQ" retry "$p" >/dev/null
 for j in "$k1" "$k2" "$k3" "$k4"; do
     expect_eq "$(job "$j" state) $(job "$j" last_error)" "waiting null" "job $j after its parent's retry"
@@ -141,6 +142,18 @@ else
 fi
 grep -q "add a job's parents before its children" "$T/err" || fail "parents after children: $(cat "$T/err")"
 expect_eq "$(sql "SELECT count(*) FROM $JOBS")" "$before" "jobs after a refused plain-SQL insert"
+# A dependency is counted once, and kept while its child is.
+for q in "INSERT OR REPLACE INTO tq_deps (parent, child) VALUES ($x, $z)" \
+    "UPDATE tq_deps SET parent = $y WHERE child = $z" "DELETE FROM tq_deps WHERE child = $z"; do
+    [ "$ENGINE" = postgres ] && q=$(sed "s/INSERT OR REPLACE INTO tq_deps/INSERT INTO $SCHEMA.deps/;
+        s/tq_deps/$SCHEMA.deps/" <<<"$q")
+    sql "$q" 2>"$T/err" && fail "the store took: $q"
+    grep -q "counted already\|do not change\|duplicate key" "$T/err" || fail "$q: $(cat "$T/err")"
+done
+expect_eq "$(job "$z" parents)" 2 "the plain-SQL child's parents after refused changes"
+: >"$T/empty"
+expect_exit 2 "$TQ" enqueue --queue sql --after-file "$T/empty" X
+grep -q "holds no job id" "$T/err" || fail "empty --after-file: $(cat "$T/err")"
 # A parent newer than its child would allow a cycle.
 sql "INSERT INTO $([ "$ENGINE" = postgres ] && echo "$SCHEMA.deps" || echo tq_deps) (parent, child)
      VALUES ($z, $x)" 2>"$T/err" && fail "the store took a parent newer than its child"
