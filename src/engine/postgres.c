@@ -2716,19 +2716,22 @@ static int pg_job_result(tq *db, int64_t id, void **out, size_t *len, int *state
 
 static int state_of(tq *db, int64_t id, int *state);
 
+/* As SQLite's: the parents first, the job's existence only without any. */
 static int pg_job_parents(tq *db, int64_t id, int64_t **out, size_t *out_n)
 {
-    int rc, state;
-    if ((rc = state_of(db, id, &state)))
-        return rc;
-    if (state < 0)
-        return TQ_ENOTFOUND;
+    int rc, state = 0;
     params p = {0};
     p_i64(&p, id);
     PGresult *r = run(db, S_JOB_PARENTS, &p, &rc, "reading the parents of a job");
     if (!r)
         return rc;
     size_t n = (size_t)PQntuples(r);
+    if (!n) {
+        PQclear(r);
+        if ((rc = state_of(db, id, &state)))
+            return rc;
+        return state < 0 ? TQ_ENOTFOUND : 0;
+    }
     if (n && !(*out = malloc(n * sizeof **out))) {
         PQclear(r);
         return tq__seterr(db, TQ_ENOMEM, "out of memory");

@@ -2244,19 +2244,21 @@ static int sqlite_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *
     return collect_jobs(db, s, &tq__all_cols, NULL, NULL, "listing jobs", out, out_n);
 }
 
+/* The parents first: whether the job exists is a question only when it
+ * has none (a worker asks this of jobs that have some). */
 static int sqlite_job_parents(tq *db, int64_t id, int64_t **out, size_t *out_n)
 {
-    int rc, state;
-    if ((rc = state_of(db, id, &state)))
-        return rc;
-    if (state < 0)
-        return TQ_ENOTFOUND;
+    int rc, state = 0;
     sqlite3_stmt *s = stmt(db, S_JOB_PARENTS, &rc);
     if (!s)
         return rc;
     sqlite3_bind_int64(s, 1, id);
     idstack st = {0};
-    if ((rc = push_returned(db, s, &st, "reading the parents of a job"))) {
+    if (!(rc = push_returned(db, s, &st, "reading the parents of a job")) && !st.n)
+        rc = state_of(db, id, &state);
+    if (!rc && state < 0)
+        rc = TQ_ENOTFOUND;
+    if (rc) {
         free(st.v);
         return rc;
     }
