@@ -14,7 +14,7 @@ DESTDIR ?=
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps build demo install bench bench-quick test test-plain test-asan test-tsan test-model fuzz format format-check clean
+.PHONY: all deps test-deps build demo install bench bench-quick test test-plain test-asan test-tsan test-model fuzz format format-check clean
 
 all: build
 
@@ -51,10 +51,14 @@ bench-quick: build
 
 test: format-check test-plain test-asan test-tsan
 
-test-plain: build
+# What only the tests need: a browser for the dashboard's tests (tq serve).
+test-deps:
+	@scripts/deps.sh chromium fonts-dejavu-core
+
+test-plain: build test-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-test-asan: deps
+test-asan: deps test-deps
 	@cmake -S . -B $(ASAN_BUILD) -DTQ_WERROR=ON -DTQ_SANITIZE=ON \
 	      -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	$(call quiet_build,$(ASAN_BUILD))

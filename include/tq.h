@@ -496,16 +496,19 @@ int tq_job_cancel_ids(tq *db, const int64_t *ids, size_t n);
 /* All dead jobs (of queue, or of every queue if NULL) -> ready. */
 int tq_job_retry_dead(int64_t *out_count, tq *db, const char *queue);
 
-#define TQ_LIST_OPTS_VERSION 1
+#define TQ_LIST_OPTS_VERSION 2
 typedef struct tq_list_opts {
     int version;
     const char *queue; /* NULL: all */
     int state;         /* a tq_state, or -1 for all */
     size_t limit;      /* 0: 100 */
+    /* Version 2: only jobs with a smaller id (0: no bound), for paging:
+     * the next page starts before the last id of this one. */
+    int64_t before_id;
 } tq_list_opts;
 #define TQ_LIST_OPTS_INIT                                                                \
     {                                                                                    \
-        TQ_LIST_OPTS_VERSION, NULL, -1, 0                                                \
+        TQ_LIST_OPTS_VERSION, NULL, -1, 0, 0                                             \
     }
 
 /* Newest first. Payloads are included. */
@@ -626,6 +629,49 @@ int tq_job_durations(int64_t **out, size_t *out_n, tq *db, const char *queue,
 
 /* The value at fraction q (0..1) of n values; sorts v in place. 0 if n = 0. */
 int64_t tq_percentile(int64_t *v, size_t n, double q);
+
+/* ---- Monitoring (what tq serve reads) ------------------------------------ */
+
+/* Jobs of one state, by queue (or, for running jobs, by worker). */
+typedef struct tq_count {
+    char name[129]; /* the queue, or the worker */
+    int64_t n;
+    /* TQ_READY only: how many of the n are not due yet, and how long the
+     * oldest that is due has been due, by the store's clock (0: none). */
+    int64_t delayed, oldest_due_us;
+} tq_count;
+
+/*
+ * Jobs in state by queue, in one query along the state's index: the
+ * unfinished states (ready, running, waiting) cost what those jobs are;
+ * the finished ones (done, dead, cancelled) walk every job kept in that
+ * state, so a monitor counts them less often. by_worker (TQ_RUNNING only):
+ * by the worker holding them instead. Queues without such jobs are left
+ * out. *out is freed with tq_free().
+ */
+int tq_count_jobs(tq_count **out, size_t *out_n, tq *db, tq_state state, int by_worker);
+
+/* A job that finished, as tq_finished_since gives it. */
+typedef struct tq_finished {
+    int64_t id;
+    char queue[65];
+    tq_state state;      /* done, dead or cancelled */
+    int64_t finished_at; /* the store's clock */
+    int64_t duration_us; /* finished_at - started_at; -1 when it never started */
+} tq_finished;
+
+/*
+ * Jobs that finished after the position (*at_us, *after_id) and at least
+ * settle_us before the store's clock now, in (finished_at, id) order, at
+ * most limit of them (0: 10,000). The position moves to the last one
+ * given, or past every job that finished by now - settle_us when fewer
+ * than limit came: call again with it to read what finished since. Start
+ * at (when, 0) for what finished after when. settle_us gives transactions that
+ * stamped finished_at before they committed time to commit (a second is
+ * plenty). Jobs deleted when done (a queue that keeps none) are not seen.
+ */
+int tq_finished_since(tq_finished **out, size_t *out_n, tq *db, int64_t *at_us,
+                      int64_t *after_id, int64_t settle_us, size_t limit);
 
 /* ---- Workers ----------------------------------------------------------- */
 

@@ -3,7 +3,8 @@
 # is missing. Safe to run again; does nothing when all is there.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libsqlite3-dev sqlite3 libjansson-dev
-      libcmocka-dev jq libpq-dev postgresql faketime fiu-utils clang-format tzdata)
+      libcmocka-dev jq libpq-dev postgresql faketime fiu-utils clang-format tzdata
+      libmicrohttpd-dev curl)
 # Extra packages a target needs (make fuzz: clang), given as arguments.
 pkgs+=("$@")
 missing=()

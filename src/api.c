@@ -804,8 +804,15 @@ int tq_job_list(tq_job **out, size_t *out_n, tq *db, const tq_list_opts *opts)
     *out = NULL;
     *out_n = 0;
     tq__clearerr(db);
-    if (opts)
+    if (opts && opts->version >= 2)
         o = *opts;
+    else if (opts) /* version 1 ends at limit */
+        memcpy(&o, opts, offsetof(tq_list_opts, limit) + sizeof o.limit);
+    o.version = TQ_LIST_OPTS_VERSION;
+    if (o.before_id < 0)
+        return tq__seterr(db, TQ_EINVAL, "before_id must not be negative");
+    if (o.before_id == 0)
+        o.before_id = INT64_MAX;
     if (o.queue) {
         int rc = check_queue_name(db, o.queue);
         if (rc)
@@ -890,6 +897,79 @@ int tq_job_durations(int64_t **out, size_t *out_n, tq *db, const char *queue,
             return rc;
     }
     return db->engine->durations(db, queue, limit, out, out_n);
+}
+
+int tq_count_jobs(tq_count **out, size_t *out_n, tq *db, tq_state state, int by_worker)
+{
+    *out = NULL;
+    *out_n = 0;
+    tq__clearerr(db);
+    if (!tq_state_name(state))
+        return tq__seterr(db, TQ_EINVAL, "no such state: %d", (int)state);
+    if (by_worker && state != TQ_RUNNING)
+        return tq__seterr(db, TQ_EINVAL, "only running jobs are counted by worker");
+    return db->engine->count_jobs(db, state, by_worker, out, out_n);
+}
+
+static int finished_cmp(const void *a, const void *b)
+{
+    const tq_finished *x = a, *y = b;
+    if (x->finished_at != y->finished_at)
+        return x->finished_at < y->finished_at ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Each finished state along its own index, merged: a read of what
+ * finished in a window costs what is in the window. */
+int tq_finished_since(tq_finished **out, size_t *out_n, tq *db, int64_t *at_us,
+                      int64_t *after_id, int64_t settle_us, size_t limit)
+{
+    static const tq_state fin[] = {TQ_DONE, TQ_DEAD, TQ_CANCELLED};
+    enum { NFIN = sizeof fin / sizeof fin[0] };
+    *out = NULL;
+    *out_n = 0;
+    tq__clearerr(db);
+    if (settle_us < 0 || settle_us > MAX_DURATION_US)
+        return tq__seterr(db, TQ_EINVAL, "settle time must be between 0 and 3650d");
+    if (!limit)
+        limit = 10000;
+    if (limit > SIZE_MAX / sizeof(tq_finished) / NFIN)
+        return tq__seterr(db, TQ_EINVAL, "limit too large");
+    int64_t now;
+    int rc = db->engine->clock(db, &now);
+    if (rc)
+        return rc;
+    const int64_t upto = now - settle_us;
+    if (*at_us > upto || (*at_us == upto && *after_id == INT64_MAX))
+        return 0; /* nothing can have settled since */
+    tq_finished *v = malloc(NFIN * limit * sizeof *v);
+    if (!v)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    size_t n = 0;
+    int full = 0;
+    for (size_t i = 0; i < NFIN && !rc; i++) {
+        size_t got = 0;
+        rc = db->engine->finished_since(db, fin[i], *at_us, *after_id, upto, limit, v + n,
+                                        &got);
+        n += got;
+        full |= got == limit;
+    }
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    qsort(v, n, sizeof *v, finished_cmp);
+    if (full) { /* a state may have more after its last: stop at the limit */
+        n = limit;
+        *at_us = v[n - 1].finished_at;
+        *after_id = v[n - 1].id;
+    } else {
+        *at_us = upto;
+        *after_id = INT64_MAX;
+    }
+    *out = v;
+    *out_n = n;
+    return 0;
 }
 
 int tq_worker_prune(int64_t *out_count, tq *db, int64_t older_than_us)

@@ -1255,6 +1255,142 @@ static void stats_and_list(void **state)
     tq_job_free(running);
 }
 
+/* ---- monitoring (what tq serve reads) ------------------------------------------ */
+
+static int64_t count_of(void **state, tq_state st, int by_worker, const char *name,
+                        tq_count *out)
+{
+    tq_count *v;
+    size_t n;
+    int64_t found = 0;
+    OK(tq_count_jobs(&v, &n, DB, st, by_worker));
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(v[i].name, name) == 0) {
+            found = v[i].n;
+            if (out)
+                *out = v[i];
+        }
+    tq_free(v);
+    return found;
+}
+
+/* Every finished job from position (*at, *id) on, limit at a time, into ids. */
+static size_t read_all_finished(void **state, int64_t *at, int64_t *id, int64_t settle_us,
+                                size_t limit, int64_t *ids, tq_state *states, size_t cap)
+{
+    size_t got = 0;
+    for (;;) {
+        tq_finished *v;
+        size_t n;
+        OK(tq_finished_since(&v, &n, DB, at, id, settle_us, limit));
+        for (size_t i = 0; i < n; i++) {
+            assert_true(got < cap);
+            if (got) /* in (finished_at, id) order, each once */
+                assert_true(ids[got - 1] != v[i].id);
+            ids[got] = v[i].id;
+            states[got++] = v[i].state;
+            assert_string_equal(v[i].queue, "m");
+            if (v[i].state == TQ_DONE)
+                assert_true(v[i].duration_us >= 2000);
+        }
+        tq_free(v);
+        if (n < limit)
+            return got;
+    }
+}
+
+static void monitoring(void **state)
+{
+    set_queue(state, "m", TQ_SET_MAX_ATTEMPTS, TQ_FIFO, 0, 1, 0, 0);
+    int64_t ids[6];
+    for (int i = 0; i < 6; i++)
+        ids[i] = enq(state, "m", "x");
+    tq_job *running = claim1(state, "m", "w1");
+    for (int i = 0; i < 2; i++) {
+        tq_job *j = claim1(state, "m", "w2");
+        sleep_ms(2);
+        OK(tq_job_complete(DB, j));
+        tq_job_free(j);
+    }
+    tq_job *j = claim1(state, "m", "w2");
+    OK(tq_job_fail(DB, j, "boom"));
+    tq_job_free(j);
+    OK(tq_job_cancel(DB, ids[4]));
+    tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
+    o.delay_us = 3600000000LL;
+    int64_t later;
+    OK(tq_job_enqueue(&later, DB, "m", "l", 1, &o));
+    tq_enqueue_opts c = TQ_ENQUEUE_OPTS_INIT;
+    c.after = &ids[5];
+    c.nafter = 1;
+    int64_t child;
+    OK(tq_job_enqueue(&child, DB, "n", "c", 1, &c));
+
+    tq_count rd;
+    assert_int_equal(count_of(state, TQ_READY, 0, "m", &rd), 2);
+    assert_int_equal(rd.delayed, 1);
+    assert_true(rd.oldest_due_us >= 0 && rd.oldest_due_us < 60000000);
+    assert_int_equal(count_of(state, TQ_RUNNING, 0, "m", NULL), 1);
+    assert_int_equal(count_of(state, TQ_RUNNING, 1, "w1", NULL), 1);
+    assert_int_equal(count_of(state, TQ_RUNNING, 1, "w2", NULL), 0);
+    assert_int_equal(count_of(state, TQ_WAITING, 0, "n", NULL), 1);
+    assert_int_equal(count_of(state, TQ_WAITING, 0, "m", NULL), 0);
+    assert_int_equal(count_of(state, TQ_DONE, 0, "m", NULL), 2);
+    assert_int_equal(count_of(state, TQ_DEAD, 0, "m", NULL), 1);
+    assert_int_equal(count_of(state, TQ_CANCELLED, 0, "m", NULL), 1);
+    tq_count *v;
+    size_t n;
+    assert_int_equal(tq_count_jobs(&v, &n, DB, TQ_DONE, 1), TQ_EINVAL);
+    assert_int_equal(tq_count_jobs(&v, &n, DB, (tq_state)99, 0), TQ_EINVAL);
+
+    /* What finished: all four, in order, then nothing more until another. */
+    int64_t at = 0, after = 0, got[16];
+    tq_state sts[16];
+    size_t k = read_all_finished(state, &at, &after, 0, 100, got, sts, 16);
+    assert_int_equal(k, 4);
+    size_t by[TQ_STATE_COUNT] = {0};
+    for (size_t i = 0; i < k; i++)
+        by[sts[i]]++;
+    assert_int_equal(by[TQ_DONE], 2);
+    assert_int_equal(by[TQ_DEAD], 1);
+    assert_int_equal(by[TQ_CANCELLED], 1);
+    assert_int_equal(read_all_finished(state, &at, &after, 0, 100, got, sts, 16), 0);
+    sleep_ms(2);
+    OK(tq_job_complete(DB, running));
+    assert_int_equal(read_all_finished(state, &at, &after, 0, 100, got, sts, 16), 1);
+    assert_int_equal(got[0], running->id);
+    tq_job_free(running);
+    /* One at a time: the same five, in the same order as all at once. */
+    int64_t all[16], one[16];
+    at = after = 0;
+    assert_int_equal(read_all_finished(state, &at, &after, 0, 100, all, sts, 16), 5);
+    at = after = 0;
+    assert_int_equal(read_all_finished(state, &at, &after, 0, 1, one, sts, 16), 5);
+    assert_memory_equal(all, one, 5 * sizeof all[0]);
+    /* Not settled yet: nothing, and the next read still finds them. */
+    at = after = 0;
+    assert_int_equal(
+        read_all_finished(state, &at, &after, 3600000000LL, 100, got, sts, 16), 0);
+    assert_int_equal(read_all_finished(state, &at, &after, 0, 100, got, sts, 16), 5);
+    tq_finished *f;
+    assert_int_equal(tq_finished_since(&f, &n, DB, &at, &after, -1, 1), TQ_EINVAL);
+
+    /* A list pages by id. */
+    tq_list_opts lo = TQ_LIST_OPTS_INIT;
+    tq_job *jobs;
+    lo.queue = "m";
+    lo.limit = 4;
+    OK(tq_job_list(&jobs, &n, DB, &lo));
+    assert_int_equal(n, 4);
+    lo.before_id = jobs[3].id;
+    tq_job_array_free(jobs, n);
+    OK(tq_job_list(&jobs, &n, DB, &lo));
+    assert_int_equal(n, 3);
+    assert_int_equal(jobs[0].id, ids[2]);
+    assert_int_equal(jobs[2].id, ids[0]);
+    tq_job_array_free(jobs, n);
+}
+
 /* ---- bad input changes nothing ---------------------------------------------- */
 
 static void bad_input_rejected(void **state)
@@ -2336,6 +2472,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
         T(enqueue_claim_complete),
+        T(monitoring),
         T(fencing),
         T(fence_survives_cancel_and_retry),
         T(fail_retry_then_dead),

@@ -350,3 +350,63 @@ int cli_queue_name(const char *cmd, const char *name)
               name);
     return EXIT_USAGE;
 }
+
+json_t *cli_queue_json(const tq_queue_info *q)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", cli_json_text(q->name));
+    json_object_set_new(o, "order", json_string(tq_order_name(q->order)));
+    json_object_set_new(o, "lease_us", json_integer(q->lease_us));
+    json_object_set_new(o, "max_attempts", json_integer(q->max_attempts));
+    json_object_set_new(o, "backoff_base_us", json_integer(q->backoff_base_us));
+    json_object_set_new(o, "backoff_cap_us", json_integer(q->backoff_cap_us));
+    json_object_set_new(o, "keep_done", json_boolean(q->keep_done));
+    json_object_set_new(o, "paused", json_boolean(q->paused));
+    json_object_set_new(o, "max_running", json_integer(q->max_running));
+    json_object_set_new(o, "max_running_per_group",
+                        json_integer(q->max_running_per_group));
+    json_object_set_new(o, "rate_limit", json_integer(q->rate_limit));
+    json_object_set_new(o, "rate_period_us", json_integer(q->rate_period_us));
+    json_object_set_new(o, "rate_burst", json_integer(q->rate_burst));
+    json_object_set_new(o, "max_snoozes", json_integer(q->max_snoozes));
+    json_object_set_new(o, "results", json_boolean(q->results));
+    return o;
+}
+
+json_t *cli_worker_json(const tq_worker_info *w)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", cli_json_text(w->name));
+    json_object_set_new(o, "host", cli_json_text(w->host));
+    json_object_set_new(o, "pid", json_integer(w->pid));
+    json_object_set_new(o, "status", json_string(cli_worker_status(w)));
+    json_object_set_new(o, "started_at", cli_json_time(w->started_at));
+    json_object_set_new(o, "heartbeat_at", cli_json_time(w->heartbeat_at));
+    json_object_set_new(o, "stopped_at", cli_json_time(w->stopped_at));
+    return o;
+}
+
+const char *cli_worker_status(const tq_worker_info *w)
+{
+    return w->alive ? "alive" : w->stopped_at ? "stopped" : "gone";
+}
+
+json_t *cli_job_show_json(tq *db, const tq_job *j)
+{
+    json_t *o = cli_job_json(j, 1);
+    void *res = NULL;
+    size_t len = 0;
+    if (j->result_len >= 0 && tq_job_result(&res, &len, db, j->id) == 0)
+        cli_json_bytes(o, "result", res, len);
+    tq_free(res);
+    int64_t *parents = NULL;
+    size_t np = 0;
+    if (j->nparents && tq_job_parents(&parents, &np, db, j->id) == 0) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < np; i++)
+            json_array_append_new(a, json_integer(parents[i]));
+        json_object_set_new(o, "parent_ids", a);
+    }
+    tq_free(parents);
+    return o;
+}

@@ -88,6 +88,14 @@ json_t *cli_json_time(int64_t us);
 json_t *cli_job_json(const tq_job *j, int with_payload);
 /* Bytes as o's key: text when valid UTF-8, else base64 under KEY_base64. */
 void cli_json_bytes(json_t *o, const char *key, const void *p, size_t n);
+/* tq show --json: the job with its payload, its result and its parents'
+ * ids (read from db). */
+json_t *cli_job_show_json(tq *db, const tq_job *j);
+/* tq queue --json's object for one queue, and tq workers --json's for one
+ * worker, whose status is "alive", "stopped" or "gone". */
+json_t *cli_queue_json(const tq_queue_info *q);
+json_t *cli_worker_json(const tq_worker_info *w);
+const char *cli_worker_status(const tq_worker_info *w);
 
 /* The input of --lines (lines.c): one payload per line, "\n" or "\r\n"
  * ending each, empty lines skipped. Start with {.in = stream}. */
@@ -120,5 +128,6 @@ void cli_progress_end(cli_progress *p);
 int cmd_work(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_cron(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

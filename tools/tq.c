@@ -137,28 +137,6 @@ static void print_queue(const tq_queue_info *q)
            q->keep_done ? "kept" : "deleted", limits, rate, status);
 }
 
-static json_t *queue_json(const tq_queue_info *q)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "name", cli_json_text(q->name));
-    json_object_set_new(o, "order", json_string(tq_order_name(q->order)));
-    json_object_set_new(o, "lease_us", json_integer(q->lease_us));
-    json_object_set_new(o, "max_attempts", json_integer(q->max_attempts));
-    json_object_set_new(o, "backoff_base_us", json_integer(q->backoff_base_us));
-    json_object_set_new(o, "backoff_cap_us", json_integer(q->backoff_cap_us));
-    json_object_set_new(o, "keep_done", json_boolean(q->keep_done));
-    json_object_set_new(o, "paused", json_boolean(q->paused));
-    json_object_set_new(o, "max_running", json_integer(q->max_running));
-    json_object_set_new(o, "max_running_per_group",
-                        json_integer(q->max_running_per_group));
-    json_object_set_new(o, "rate_limit", json_integer(q->rate_limit));
-    json_object_set_new(o, "rate_period_us", json_integer(q->rate_period_us));
-    json_object_set_new(o, "rate_burst", json_integer(q->rate_burst));
-    json_object_set_new(o, "max_snoozes", json_integer(q->max_snoozes));
-    json_object_set_new(o, "results", json_boolean(q->results));
-    return o;
-}
-
 /* --backoff BASE[:CAP] into qo (a cap of 1h, or BASE if that is more, when
  * none is given); -1 after saying what is wrong. */
 static int parse_backoff(const char *arg, tq_queue_opts *qo)
@@ -197,7 +175,7 @@ static int queue_apply(tq *db, const char *name, const tq_queue_opts *qo, int js
         if ((rc = tq_queue_set(db, name, qo)) || (rc = tq_queue_get(&q, db, name))) {
             ex = cli_fail("queue", db, rc);
         } else if (json) {
-            json_t *o = queue_json(&q);
+            json_t *o = cli_queue_json(&q);
             json_object_set_new(o, "created", json_boolean(!existed));
             ex = cli_print_json(o);
         } else {
@@ -214,7 +192,7 @@ static int queue_apply(tq *db, const char *name, const tq_queue_opts *qo, int js
         } else if (json) {
             json_t *a = json_array();
             for (size_t i = 0; i < nq; i++)
-                json_array_append_new(a, queue_json(&v[i]));
+                json_array_append_new(a, cli_queue_json(&v[i]));
             ex = cli_print_json(a);
         } else {
             if (nq)
@@ -1223,22 +1201,7 @@ static int cmd_show(int argc, char **argv)
     if (rc) {
         ex = cli_fail("show", db, rc);
     } else if (json) {
-        json_t *o = cli_job_json(j, 1);
-        void *res = NULL;
-        size_t len = 0;
-        if (j->result_len >= 0 && tq_job_result(&res, &len, db, id) == 0)
-            cli_json_bytes(o, "result", res, len);
-        tq_free(res);
-        int64_t *parents = NULL;
-        size_t np = 0;
-        if (j->nparents && tq_job_parents(&parents, &np, db, id) == 0) {
-            json_t *a = json_array();
-            for (size_t i = 0; i < np; i++)
-                json_array_append_new(a, json_integer(parents[i]));
-            json_object_set_new(o, "parent_ids", a);
-        }
-        tq_free(parents);
-        ex = cli_print_json(o);
+        ex = cli_print_json(cli_job_show_json(db, j));
         tq_job_free(j);
     } else {
         char t[40], d[24];
@@ -1531,18 +1494,10 @@ static int print_workers(tq *db, int json)
     else if (!json)
         printf("no workers\n");
     for (size_t i = 0; i < n; i++) {
-        const char *status = v[i].alive ? "alive" : v[i].stopped_at ? "stopped" : "gone";
+        const char *status = cli_worker_status(&v[i]);
         char t1[40], t2[40], pid[24];
         if (json) {
-            json_t *o = json_object();
-            json_object_set_new(o, "name", cli_json_text(v[i].name));
-            json_object_set_new(o, "host", cli_json_text(v[i].host));
-            json_object_set_new(o, "pid", json_integer(v[i].pid));
-            json_object_set_new(o, "status", json_string(status));
-            json_object_set_new(o, "started_at", cli_json_time(v[i].started_at));
-            json_object_set_new(o, "heartbeat_at", cli_json_time(v[i].heartbeat_at));
-            json_object_set_new(o, "stopped_at", cli_json_time(v[i].stopped_at));
-            json_array_append_new(a, o);
+            json_array_append_new(a, cli_worker_json(&v[i]));
         } else {
             snprintf(pid, sizeof pid, "%lld", (long long)v[i].pid);
             printf(WORKER_ROW, v[i].name, status, pid,
@@ -1627,6 +1582,7 @@ static const struct {
     {"prune", cmd_prune, "delete old finished jobs"},
     {"workers", cmd_workers, "list registered workers, or prune old ones"},
     {"cron", cmd_cron, "periodic jobs: set, list or remove a schedule"},
+    {"serve", cmd_serve, "an HTTP server: metrics, a dashboard, JSON and actions"},
     {"bench", cmd_bench, "enqueue and process N jobs, check each ran once"},
 };
 

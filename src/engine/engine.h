@@ -250,6 +250,13 @@ struct tq__engine {
     int (*active)(tq *db, tq__active **out, size_t *out_n);
     int (*durations)(tq *db, const char *queue, size_t limit, int64_t **out,
                      size_t *out_n);
+    /* tq_count_jobs (*out malloc'd), and one state's part of
+     * tq_finished_since: up to limit jobs in state st that finished after
+     * (at, after_id) and no later than upto, in (finished_at, id) order,
+     * into out (room for limit). */
+    int (*count_jobs)(tq *db, tq_state st, int by_worker, tq_count **out, size_t *out_n);
+    int (*finished_since)(tq *db, tq_state st, int64_t at, int64_t after_id, int64_t upto,
+                          size_t limit, tq_finished *out, size_t *out_n);
 
     /*
      * Register w->name. *holder gets the row the name had before (name ""

@@ -792,6 +792,12 @@ enum stmt_id {
     S_DONE_SINCE,
     S_LONGEST,
     S_DURATIONS,
+    S_COUNT_READY,
+    S_COUNT_RUNNING,
+    S_COUNT_RUNNING_BY_WORKER,
+    S_COUNT_WAITING,
+    S_COUNT_FINISHED,
+    S_FINISHED_SINCE,
     S_WORKER_NEW,
     S_WORKER_GET,
     S_WORKER_PUT,
@@ -1047,7 +1053,7 @@ static const char *const sql[S_COUNT] = {
     [S_JOB_LIST] = "SELECT " JOB_COLS " FROM TQ.jobs j"
                    " WHERE ($1::text IS NULL OR j.queue = $1)"
                    " AND ($2::text IS NULL OR j.state = $2)"
-                   " ORDER BY j.id DESC LIMIT $3",
+                   " AND j.id < $4 ORDER BY j.id DESC LIMIT $3",
     [S_JOB_STATE] = "SELECT state FROM TQ.jobs WHERE id = $1",
     [S_JOB_RESULT] = "SELECT state, result FROM TQ.jobs WHERE id = $1",
     /* Dependencies (engine.h, DEPENDENCIES; migration 13's triggers). */
@@ -1119,6 +1125,28 @@ static const char *const sql[S_COUNT] = {
         " FROM TQ.jobs WHERE state = 'done' AND finished_at IS NOT NULL"
         " AND started_at IS NOT NULL AND ($1::text IS NULL OR queue = $1)"
         " ORDER BY finished_at DESC LIMIT $2",
+    /* Monitoring (tq_count_jobs), each along its state's partial index
+     * (a running job always has a lease). */
+    [S_COUNT_READY] =
+        "SELECT queue, count(*), count(*) FILTER (WHERE run_at > now()),"
+        " coalesce(" US("now() - min(run_at) FILTER (WHERE run_at <= now())") ", 0)"
+        " FROM TQ.jobs WHERE state = 'ready' GROUP BY queue",
+    [S_COUNT_RUNNING] = "SELECT queue, count(*), 0, 0 FROM TQ.jobs"
+                        " WHERE state = 'running' AND lease_until IS NOT NULL GROUP BY queue",
+    [S_COUNT_RUNNING_BY_WORKER] =
+        "SELECT coalesce(worker, ''), count(*), 0, 0 FROM TQ.jobs"
+        " WHERE state = 'running' AND lease_until IS NOT NULL GROUP BY 1",
+    [S_COUNT_WAITING] = "SELECT queue, count(*), 0, 0 FROM TQ.jobs"
+                        " WHERE state = 'waiting' GROUP BY queue",
+    [S_COUNT_FINISHED] = "SELECT queue, count(*), 0, 0 FROM TQ.jobs"
+                         " WHERE state = $1 AND finished_at IS NOT NULL GROUP BY queue",
+    /* tq_finished_since, one state at a time, in the index's order. */
+    [S_FINISHED_SINCE] =
+        "SELECT id, queue, " US("finished_at") ","
+        " coalesce(" US("finished_at - started_at") ", -1) FROM TQ.jobs"
+        " WHERE state = $1 AND finished_at IS NOT NULL"
+        " AND (finished_at, id) > (" TS("$2") ", $3) AND finished_at <= " TS("$4")
+        " ORDER BY finished_at, id LIMIT $5",
     /* Registration: a new name is inserted, else its row is locked and
      * read, then taken over (pg_worker_register). */
     [S_WORKER_NEW] =
@@ -2750,6 +2778,7 @@ static int pg_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_
     p_text(&p, o->queue);
     p_text(&p, o->state >= 0 ? tq_state_name((tq_state)o->state) : NULL);
     p_i64(&p, (int64_t)o->limit);
+    p_i64(&p, o->before_id);
     PGresult *r = run(db, S_JOB_LIST, &p, &rc, "listing jobs");
     return r ? read_jobs(db, r, &tq__all_cols, NULL, NULL, out, out_n) : rc;
 }
@@ -2953,6 +2982,65 @@ static int pg_durations(tq *db, const char *queue, size_t limit, int64_t **out,
     PQclear(r);
     *out = v;
     *out_n = (size_t)n;
+    return 0;
+}
+
+static int pg_count_jobs(tq *db, tq_state st, int by_worker, tq_count **out,
+                         size_t *out_n)
+{
+    int rc;
+    params p = {0};
+    enum stmt_id id = st == TQ_READY     ? S_COUNT_READY
+                      : st == TQ_WAITING ? S_COUNT_WAITING
+                      : st != TQ_RUNNING ? S_COUNT_FINISHED
+                      : by_worker        ? S_COUNT_RUNNING_BY_WORKER
+                                         : S_COUNT_RUNNING;
+    if (id == S_COUNT_FINISHED)
+        p_text(&p, tq_state_name(st));
+    PGresult *r = run(db, id, &p, &rc, "counting jobs");
+    if (!r)
+        return rc;
+    int n = PQntuples(r);
+    tq_count *v = calloc((size_t)n + 1, sizeof *v);
+    if (!v) {
+        PQclear(r);
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        g_strbuf(r, i, 0, v[i].name, sizeof v[i].name);
+        v[i].n = g_i64(r, i, 1);
+        v[i].delayed = g_i64(r, i, 2);
+        v[i].oldest_due_us = g_i64(r, i, 3);
+    }
+    PQclear(r);
+    *out = v;
+    *out_n = (size_t)n;
+    return 0;
+}
+
+static int pg_finished_since(tq *db, tq_state st, int64_t at, int64_t after_id,
+                             int64_t upto, size_t limit, tq_finished *out, size_t *out_n)
+{
+    int rc;
+    params p = {0};
+    p_text(&p, tq_state_name(st));
+    p_i64(&p, at);
+    p_i64(&p, after_id);
+    p_i64(&p, upto);
+    p_i64(&p, (int64_t)limit);
+    PGresult *r = run(db, S_FINISHED_SINCE, &p, &rc, "reading finished jobs");
+    if (!r)
+        return rc;
+    size_t n = (size_t)PQntuples(r);
+    for (size_t i = 0; i < n && i < limit; i++) {
+        out[i].id = g_i64(r, (int)i, 0);
+        g_strbuf(r, (int)i, 1, out[i].queue, sizeof out[i].queue);
+        out[i].state = st;
+        out[i].finished_at = g_i64(r, (int)i, 2);
+        out[i].duration_us = g_i64(r, (int)i, 3);
+    }
+    PQclear(r);
+    *out_n = n < limit ? n : limit;
     return 0;
 }
 
@@ -3343,6 +3431,8 @@ const struct tq__engine tq__engine_postgres = {
     .stats = pg_stats,
     .active = pg_active,
     .durations = pg_durations,
+    .count_jobs = pg_count_jobs,
+    .finished_since = pg_finished_since,
     .worker_register = pg_worker_register,
     .worker_beat = pg_worker_beat,
     .worker_stop = pg_worker_stop,

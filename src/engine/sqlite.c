@@ -700,6 +700,12 @@ enum stmt_id {
     S_DONE_SINCE,
     S_LONGEST,
     S_DURATIONS,
+    S_COUNT_READY,
+    S_COUNT_RUNNING,
+    S_COUNT_RUNNING_BY_WORKER,
+    S_COUNT_WAITING,
+    S_COUNT_FINISHED,
+    S_FINISHED_SINCE,
     S_WORKER_GET,
     S_WORKER_PUT,
     S_WORKER_BEAT,
@@ -908,7 +914,7 @@ static const char *const sql[S_COUNT] = {
     [S_JOB_GET] = "SELECT " JOB_COLS " FROM tq_jobs WHERE id = ?1",
     [S_JOB_LIST] = "SELECT " JOB_COLS " FROM tq_jobs"
                    " WHERE (?1 IS NULL OR queue = ?1) AND (?2 IS NULL OR state = ?2)"
-                   " ORDER BY id DESC LIMIT ?3",
+                   " AND id < ?4 ORDER BY id DESC LIMIT ?3",
     [S_JOB_STATE] = "SELECT state FROM tq_jobs WHERE id = ?1",
     [S_JOB_RESULT] = "SELECT state, result FROM tq_jobs WHERE id = ?1",
     /* A job retried by hand does not take a scoped key back (migration 7):
@@ -953,6 +959,26 @@ static const char *const sql[S_COUNT] = {
                     " WHERE state = 'done' AND finished_at IS NOT NULL"
                     " AND started_at IS NOT NULL AND (?1 IS NULL OR queue = ?1)"
                     " ORDER BY finished_at DESC LIMIT ?2",
+    /* Monitoring (tq_count_jobs): each along its state's index. SQLite
+     * has no index of waiting jobs; the dependency table names them. */
+    [S_COUNT_READY] = "SELECT queue, count(*), sum(run_at > ?1),"
+                      " coalesce(?1 - min(CASE WHEN run_at <= ?1 THEN run_at END), 0)"
+                      " FROM tq_jobs WHERE state = 'ready' GROUP BY queue",
+    [S_COUNT_RUNNING] = "SELECT queue, count(*) FROM tq_jobs WHERE state = 'running'"
+                        " GROUP BY queue",
+    [S_COUNT_RUNNING_BY_WORKER] = "SELECT coalesce(worker, ''), count(*) FROM tq_jobs"
+                                  " WHERE state = 'running' GROUP BY 1",
+    [S_COUNT_WAITING] = "SELECT queue, count(*) FROM tq_jobs"
+                        " WHERE id IN (SELECT child FROM tq_deps) AND state = 'waiting'"
+                        " GROUP BY queue",
+    [S_COUNT_FINISHED] = "SELECT queue, count(*) FROM tq_jobs"
+                         " WHERE state = ?1 AND finished_at IS NOT NULL GROUP BY queue",
+    /* tq_finished_since, one state at a time, in the index's order. */
+    [S_FINISHED_SINCE] =
+        "SELECT id, queue, finished_at, coalesce(finished_at - started_at, -1)"
+        " FROM tq_jobs WHERE state = ?1 AND finished_at IS NOT NULL"
+        " AND finished_at >= ?2 AND (finished_at > ?2 OR id > ?3)"
+        " AND finished_at <= ?4 ORDER BY finished_at, id LIMIT ?5",
     [S_WORKER_GET] = "SELECT heartbeat_at, lease_us, coalesce(stopped_at, 0), host, pid,"
                      " coalesce(host_id, ''), started_at FROM tq_workers WHERE name = ?1",
     [S_WORKER_PUT] = "INSERT INTO tq_workers (name, host, pid, started_at, heartbeat_at,"
@@ -2241,6 +2267,7 @@ static int sqlite_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *
     bind_text(s, 1, o->queue);
     bind_text(s, 2, o->state >= 0 ? tq_state_name((tq_state)o->state) : NULL);
     sqlite3_bind_int64(s, 3, (sqlite3_int64)o->limit);
+    sqlite3_bind_int64(s, 4, o->before_id);
     return collect_jobs(db, s, &tq__all_cols, NULL, NULL, "listing jobs", out, out_n);
 }
 
@@ -2456,6 +2483,85 @@ static int sqlite_stats(tq *db, const char *queue, tq_stats *out)
 done:
     sqlite3_exec(C(db)->h, "COMMIT", NULL, NULL, NULL);
     return rc;
+}
+
+static int sqlite_count_jobs(tq *db, tq_state st, int by_worker, tq_count **out,
+                             size_t *out_n)
+{
+    int rc, src;
+    enum stmt_id id = st == TQ_READY     ? S_COUNT_READY
+                      : st == TQ_WAITING ? S_COUNT_WAITING
+                      : st != TQ_RUNNING ? S_COUNT_FINISHED
+                      : by_worker        ? S_COUNT_RUNNING_BY_WORKER
+                                         : S_COUNT_RUNNING;
+    sqlite3_stmt *s = stmt(db, id, &rc);
+    if (!s)
+        return rc;
+    if (id == S_COUNT_READY)
+        sqlite3_bind_int64(s, 1, tq__now_us());
+    else if (id == S_COUNT_FINISHED)
+        sqlite3_bind_text(s, 1, tq_state_name(st), -1, SQLITE_STATIC);
+    size_t n = 0, cap = 0;
+    tq_count *v = NULL;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            tq_count *nv = realloc(v, cap * sizeof *v);
+            if (!nv) {
+                src = SQLITE_NOMEM;
+                break;
+            }
+            v = nv;
+        }
+        tq_count *c = &v[n++];
+        memset(c, 0, sizeof *c);
+        snprintf(c->name, sizeof c->name, "%s", (const char *)sqlite3_column_text(s, 0));
+        c->n = sqlite3_column_int64(s, 1);
+        if (id == S_COUNT_READY) {
+            c->delayed = sqlite3_column_int64(s, 2);
+            c->oldest_due_us = sqlite3_column_int64(s, 3);
+        }
+    }
+    done_with(s);
+    if (src != SQLITE_DONE) {
+        free(v);
+        return fail_rc(db, src, "counting jobs");
+    }
+    *out = v;
+    *out_n = n;
+    return 0;
+}
+
+static int sqlite_finished_since(tq *db, tq_state st, int64_t at, int64_t after_id,
+                                 int64_t upto, size_t limit, tq_finished *out,
+                                 size_t *out_n)
+{
+    int rc, src;
+    sqlite3_stmt *s = stmt(db, S_FINISHED_SINCE, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_text(s, 1, tq_state_name(st), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, at);
+    sqlite3_bind_int64(s, 3, after_id);
+    sqlite3_bind_int64(s, 4, upto);
+    sqlite3_bind_int64(s, 5, (sqlite3_int64)limit);
+    size_t n = 0;
+    while (n < limit && (src = sqlite3_step(s)) == SQLITE_ROW) {
+        tq_finished *f = &out[n++];
+        f->id = sqlite3_column_int64(s, 0);
+        snprintf(f->queue, sizeof f->queue, "%s",
+                 (const char *)sqlite3_column_text(s, 1));
+        f->state = st;
+        f->finished_at = sqlite3_column_int64(s, 2);
+        f->duration_us = sqlite3_column_int64(s, 3);
+    }
+    if (n == limit)
+        src = SQLITE_DONE;
+    done_with(s);
+    if (src != SQLITE_DONE)
+        return fail_rc(db, src, "reading finished jobs");
+    *out_n = n;
+    return 0;
 }
 
 static int sqlite_active(tq *db, tq__active **out, size_t *out_n)
@@ -2976,6 +3082,8 @@ const struct tq__engine tq__engine_sqlite = {
     .stats = sqlite_stats,
     .active = sqlite_active,
     .durations = sqlite_durations,
+    .count_jobs = sqlite_count_jobs,
+    .finished_since = sqlite_finished_since,
     .worker_register = sqlite_worker_register,
     .worker_beat = sqlite_worker_beat,
     .worker_stop = sqlite_worker_stop,

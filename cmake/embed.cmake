@@ -1,0 +1,15 @@
+# Writes OUT, a C file holding each file of the dashboard (DIR/dashboard.*)
+# as a byte array asset_<name> and its length asset_<name>_len, so that
+# tq serve needs no file at run time. Run by the build (CMakeLists.txt).
+set(names dashboard.html dashboard.css dashboard.js)
+set(text "/* Made by cmake/embed.cmake from tools/serve/: do not edit. */\n#include <stddef.h>\n")
+foreach(name IN LISTS names)
+  string(MAKE_C_IDENTIFIER ${name} id)
+  file(READ ${DIR}/${name} hex HEX)
+  string(LENGTH "${hex}" n)
+  math(EXPR n "${n} / 2")
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," bytes "${hex}")
+  string(APPEND text "const unsigned char asset_${id}[] = {${bytes}0};\n")
+  string(APPEND text "const size_t asset_${id}_len = ${n};\n")
+endforeach()
+file(WRITE ${OUT} "${text}")

@@ -1,0 +1,254 @@
+# tq serve over a store holding jobs in every state: /metrics checked by
+# promtool and against the store; the JSON API against the CLI's --json;
+# actions refused without a token, with a wrong one and by GET, done with
+# the right one (header or form field); bad requests, oversized ones and
+# slow clients; a password in --db shown nowhere; and the dashboard in
+# headless Chromium: its counts, XSS payloads rendered as text, a job's
+# detail (text and hex), and a screenshot kept as a test artefact.
+. "$(dirname "$0")/lib.sh"
+"$TQ" init >/dev/null
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+ART=${TQ_TEST_ARTIFACTS:-$TQ_TEST_TMP/artifacts}
+mkdir -p "$ART"
+PROMTOOL=$("$SRC/scripts/promtool.sh" "$TQ_TEST_TMP/promtool")
+command -v chromium >/dev/null || fail "chromium is not installed (make test installs it)"
+
+# ---- bad input: one line, exit 2, nothing stored ---------------------------
+before=$(fingerprint)
+expect_exit 2 "$TQ" serve --listen nonsense
+grep -q "expected ADDRESS:PORT" "$T/err" || fail "bad --listen: $(cat "$T/err")"
+expect_exit 2 "$TQ" serve --listen 127.0.0.1:70000
+expect_exit 2 "$TQ" serve --listen no.such.host.invalid:80
+expect_exit 2 "$TQ" serve --token-file "$T/none"
+printf 'short\n' >"$T/short"
+expect_exit 2 "$TQ" serve --token-file "$T/short"
+grep -q "at least 16" "$T/err" || fail "short token: $(cat "$T/err")"
+expect_exit 2 "$TQ" serve extra
+expect_exit 2 "$TQ" serve --bogus
+expect_eq "$(fingerprint)" "$before" "the store after refused serves"
+
+# ---- a store with jobs in every state --------------------------------------
+XSS='<script>document.body.setAttribute("data-pwned","1")</script><img src=x onerror="document.body.setAttribute(&quot;data-pwned&quot;,&quot;2&quot;)">'
+printf '%s' "$XSS" >"$T/xss"
+handler h.sh '
+p=$(cat)
+case "$p" in
+hold) while [ ! -f "'"$T"'/release" ]; do sleep 0.05; done ;;
+fail*) printf "%s\n" "$(cat "'"$T"'/xss")" >&2; exit 1 ;;
+*) ;;
+esac'
+"$TQ" queue alpha --max-attempts 1 >/dev/null
+"$TQ" queue beta >/dev/null
+id_of() { "$TQ" enqueue --json "$@" | jq -r .id; }
+for i in 1 2 3 4; do id_of --queue alpha "ok $i" >/dev/null; done
+dead1=$(id_of --queue alpha fail-one)
+dead2=$(id_of --queue alpha "fail$XSS")
+printf 'fail\000\001\002binary\377' >"$T/bin"
+deadbin=$(id_of --queue alpha - <"$T/bin")
+hold=$(id_of --queue alpha hold)
+"$TQ" work --queue alpha --concurrency 2 --name serve-w1 -- "$T/h.sh" 2>"$T/work.log" &
+BG=$!
+BG_PIDS+=("$BG")
+WORKER=$BG
+counts() { [ "$(sql "SELECT count(*) FROM $JOBS WHERE queue = 'alpha' AND state = '$1'")" = "$2" ]; }
+wait_for 30 counts done 4
+wait_for 30 counts dead 3
+wait_for 30 counts running 1
+"$TQ" queue alpha --pause >/dev/null
+parent=$(id_of --queue alpha "parent")
+child=$(id_of --queue alpha --after "$parent" "child")
+cancelled=$(id_of --queue alpha "to cancel")
+"$TQ" cancel "$cancelled" >/dev/null
+id_of --queue alpha --delay 1h later >/dev/null
+"$TQ" queue beta --pause >/dev/null
+for i in 1 2; do id_of --queue beta "b $i" >/dev/null; done
+# alpha: ready 2 (1 not due), running 1, waiting 1, done 4, dead 3, cancelled 1
+
+# ---- the server ------------------------------------------------------------
+PWURL=$TQ_DB
+SECRET=""
+if [ "$ENGINE" = postgres ]; then
+    # A password in the URL (the cluster trusts local connections, so it
+    # is accepted and unused): it must appear nowhere.
+    SECRET=Sekr3tPassw0rdXYZ
+    PWURL=${TQ_DB/postgresql:\/\/\//postgresql://tq:$SECRET@/}
+    [ "$PWURL" != "$TQ_DB" ] || fail "could not put a password in $TQ_DB"
+fi
+start_serve() { # LOGNAME [ARGS...]: starts tq serve, sets $URL
+    local log=$1
+    shift
+    "$TQ" serve --db "$PWURL" --listen 127.0.0.1:0 "$@" >"$T/$log.out" 2>"$T/$log.log" &
+    BG=$!
+    BG_PIDS+=("$BG")
+    SERVE=$BG
+    wait_for 30 grep -q "listening on" "$T/$log.out"
+    URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$T/$log.out")
+}
+stop_serve() {
+    kill -TERM "$SERVE"
+    wait_rc "$SERVE"
+    expect_eq "$RC" 0 "tq serve's exit on SIGTERM"
+}
+start_serve serve1
+grep -q "actions off" "$T/serve1.out" || fail "serve does not say actions are off"
+
+# ---- /metrics ----------------------------------------------------------------
+metric() { # NAME{LABELS}: its value in $T/metrics
+    awk -v k="$1" '$1 == k { print $2 }' "$T/metrics"
+}
+curl -fsS "$URL/metrics" -o "$T/metrics" -D "$T/headers"
+grep -qi '^content-type: text/plain; version=0.0.4' "$T/headers" || fail "metrics content type"
+"$PROMTOOL" check metrics <"$T/metrics" >"$T/promtool.log" 2>&1 ||
+    fail "promtool check metrics: $(cat "$T/promtool.log")"
+for st in ready:2 running:1 waiting:1 done:4 dead:3 cancelled:1; do
+    expect_eq "$(metric "tq_jobs{queue=\"alpha\",state=\"${st%:*}\"}")" "${st#*:}" "tq_jobs alpha ${st%:*}"
+done
+expect_eq "$(metric 'tq_jobs{queue="beta",state="ready"}')" 2 "tq_jobs beta ready"
+expect_eq "$(metric 'tq_jobs_delayed{queue="alpha"}')" 1 "delayed"
+expect_eq "$(metric 'tq_queue_paused{queue="beta"}')" 1 "beta paused"
+expect_eq "$(metric 'tq_workers{status="alive"}')" 1 "alive workers"
+age=$(metric 'tq_oldest_ready_age_seconds{queue="beta"}')
+awk -v a="$age" 'BEGIN { exit !(a > 0 && a < 600) }' || fail "oldest ready age of beta: $age"
+# The counters read what finished (settled a second after): done 4, dead 3, cancelled 1.
+finished_ok() {
+    curl -fsS "$URL/metrics" -o "$T/metrics" &&
+        [ "$(metric 'tq_jobs_finished_total{queue="alpha",state="done"}')" = 4 ] &&
+        [ "$(metric 'tq_jobs_finished_total{queue="alpha",state="dead"}')" = 3 ] &&
+        [ "$(metric 'tq_jobs_finished_total{queue="alpha",state="cancelled"}')" = 1 ]
+}
+wait_for 10 finished_ok
+expect_eq "$(metric 'tq_job_duration_seconds_count{queue="alpha"}')" 4 "durations counted"
+expect_eq "$(metric 'tq_job_duration_seconds_bucket{queue="alpha",le="+Inf"}')" 4 "+Inf bucket"
+grep -q '^tq_scrape_duration_seconds [0-9.]*$' "$T/metrics" || fail "no scrape duration"
+"$PROMTOOL" check metrics <"$T/metrics" >"$T/promtool.log" 2>&1 ||
+    fail "promtool check metrics: $(cat "$T/promtool.log")"
+
+# ---- the JSON API --------------------------------------------------------------
+api() { curl -sS -o "$T/body" -w '%{http_code}' "$@"; }
+expect_eq "$(api "$URL/api/overview")" 200 "overview"
+expect_eq "$(jq -c '.queues[] | select(.name == "alpha") | .counts' "$T/body")" \
+    '{"ready":2,"running":1,"done":4,"dead":3,"cancelled":1,"waiting":1}' "overview counts"
+expect_eq "$(jq -r '.workers[0].name + " " + .workers[0].status + " " + (.workers[0].running|tostring)' "$T/body")" \
+    "serve-w1 alive 1" "overview workers"
+expect_eq "$(jq '.queues[] | select(.name == "alpha") | .done_per_minute | add' "$T/body")" 4 "chart"
+expect_eq "$(jq .actions "$T/body")" false "actions in the overview"
+expect_eq "$(api "$URL/api/jobs?state=dead&queue=alpha&limit=2")" 200 "jobs"
+expect_eq "$(jq -r 'map(.id) | join(" ")' "$T/body")" "$deadbin $dead2" "dead jobs, newest first"
+expect_eq "$(jq -r '.[1].last_error' "$T/body")" "exit status 1: $XSS" "a last error, as it is"
+expect_eq "$(api "$URL/api/jobs?state=dead&queue=alpha&limit=2&before=$dead2")" 200 "page 2"
+expect_eq "$(jq -r 'map(.id) | join(" ")' "$T/body")" "$dead1" "the next page"
+expect_eq "$(api "$URL/api/jobs/$dead2")" 200 "one job"
+"$TQ" show "$dead2" --json | jq -S . >"$T/show.json"
+jq -S . "$T/body" | diff - "$T/show.json" >/dev/null || fail "/api/jobs/ID differs from tq show --json"
+expect_eq "$(api "$URL/api/queues")" 200 "queues"
+"$TQ" queue --json | jq -S . >"$T/queues.json"
+jq -S . "$T/body" | diff - "$T/queues.json" >/dev/null || fail "/api/queues differs from tq queue --json"
+expect_eq "$(api "$URL/api/workers")" 200 "workers"
+expect_eq "$(jq -r '.[0].name' "$T/body")" serve-w1 "workers"
+# Bad requests.
+expect_eq "$(api "$URL/api/jobs?state=bogus")" 400 "unknown state"
+expect_eq "$(api "$URL/api/jobs?limit=100000")" 400 "limit too large"
+expect_eq "$(api "$URL/api/jobs?before=-3")" 400 "negative before"
+expect_eq "$(api "$URL/api/jobs?queue=no%20way")" 400 "bad queue name"
+expect_eq "$(api "$URL/api/jobs/abc")" 404 "a job id that is not a number"
+expect_eq "$(api "$URL/api/jobs/999999")" 404 "no such job"
+expect_eq "$(api "$URL/nope")" 404 "unknown path"
+expect_eq "$(api -X PUT "$URL/")" 405 "PUT"
+code=$(curl -sS -o /dev/null -w '%{http_code}' -H "X-Big: $(head -c 40000 /dev/zero | tr '\0' a)" "$URL/metrics" || true)
+[ "$code" != 200 ] || fail "a 40 KB header was served"
+
+# ---- actions without a token: refused, nothing changes ---------------------------
+st_before=$(job "$dead1" state)
+expect_eq "$(api -X POST "$URL/api/jobs/$dead1/retry")" 403 "retry without a token configured"
+grep -q "actions are off" "$T/body" || fail "the 403 does not say why: $(cat "$T/body")"
+expect_eq "$(api -X POST -H 'Authorization: Bearer whatever-it-is-here' "$URL/api/queues/beta/resume")" 403 "resume without a token configured"
+expect_eq "$(api "$URL/api/jobs/$dead1/retry")" 404 "an action by GET"
+expect_eq "$(job "$dead1" state)" "$st_before" "the job after refused actions"
+expect_eq "$("$TQ" queue beta --json | jq .paused)" true "beta after a refused resume"
+
+# ---- slow clients do not stop the server ------------------------------------------
+port=${URL##*:}
+slow=()
+for i in $(seq 1 20); do
+    exec {fd}<>"/dev/tcp/127.0.0.1/$port"
+    printf 'GET /metrics HTTP/1.1\r\nHost: x\r\n' >&$fd # never finished
+    slow+=("$fd")
+done
+curl -fsS --max-time 5 "$URL/metrics" -o /dev/null || fail "the server stopped answering beside slow clients"
+for fd in "${slow[@]}"; do exec {fd}>&-; done
+
+# ---- the dashboard in Chromium ----------------------------------------------------------
+browse() { # OUT URL [ARGS...]: the DOM after the page's scripts ran
+    local out=$1 url=$2
+    shift 2
+    timeout 60 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
+        --user-data-dir="$T/chromium" --window-size=1400,1100 \
+        --virtual-time-budget=5000 "$@" --dump-dom "$url" >"$out" 2>>"$T/chromium.log" ||
+        fail "chromium failed on $url"
+}
+browse "$T/dom" "$URL/"
+grep -q 'data-ready="1"' "$T/dom" || fail "the dashboard did not render (no data-ready)"
+cell() { grep -o "data-q=\"$1\" data-s=\"$2\">[^<]*<" "$T/dom" | sed 's/.*>\(.*\)</\1/'; }
+for st in ready:1 delayed:1 running:1 waiting:1 done:4 dead:3 cancelled:1; do
+    expect_eq "$(cell alpha "${st%:*}")" "${st#*:}" "the page's alpha ${st%:*}"
+done
+expect_eq "$(cell beta ready)" 2 "the page's beta ready"
+grep -q 'data-queue="beta"><td>beta <span class="badge paused">paused' "$T/dom" || fail "beta not shown paused"
+grep -q 'data-worker="serve-w1"' "$T/dom" || fail "the worker is not shown"
+grep -q "data-job=\"$dead2\"" "$T/dom" || fail "the dead job is not listed"
+grep -qE 'data-pwned="[12]"' "$T/dom" && fail "a payload's script ran in the page"
+grep -qF '&lt;script&gt;document.body.setAttribute' "$T/dom" || fail "the error is not shown as text"
+browse "$T/dom2" "$URL/#job=$dead2"
+grep -q "data-job=\"$dead2\"" "$T/dom2" || fail "the job's detail did not open"
+grep -qE 'data-pwned="[12]"' "$T/dom2" && fail "a payload's script ran in the detail"
+grep -qF 'id="detail-payload">fail&lt;script&gt;' "$T/dom2" || fail "the payload is not shown as text"
+browse "$T/dom3" "$URL/#job=$deadbin"
+grep -qF '66 61 69 6c 00 01 02 62' "$T/dom3" || fail "the binary payload is not shown in hex"
+browse "$T/shot.log" "$URL/" --screenshot="$ART/dashboard-$ENGINE.png"
+[ -s "$ART/dashboard-$ENGINE.png" ] || fail "no screenshot"
+
+# ---- a password in --db is nowhere ----------------------------------------------
+if [ -n "$SECRET" ]; then
+    for f in "$T"/serve1.out "$T"/serve1.log "$T"/metrics "$T"/headers "$T"/dom "$T"/dom2; do
+        grep -q "$SECRET" "$f" && fail "the password appears in $(basename "$f")"
+    done
+    curl -sS -D - "$URL/api/overview" | grep -q "$SECRET" && fail "the password appears in the overview"
+fi
+stop_serve
+
+# ---- actions with a token ------------------------------------------------------------------
+TOKEN=t0ken-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')
+printf '%s\n' "$TOKEN" >"$T/token"
+start_serve serve2 --token-file "$T/token"
+grep -q "actions on" "$T/serve2.out" || fail "serve does not say actions are on"
+grep -q "$TOKEN" "$T/serve2.out" "$T/serve2.log" && fail "the token is printed"
+expect_eq "$(api -X POST "$URL/api/jobs/$dead1/retry")" 403 "retry without the token"
+expect_eq "$(api -X POST -H "Authorization: Bearer ${TOKEN}x" "$URL/api/jobs/$dead1/retry")" 403 "a longer token"
+wrong=${TOKEN%?}Z
+expect_eq "$(api -X POST -H "Authorization: Bearer $wrong" "$URL/api/jobs/$dead1/retry")" 403 "a wrong token of the same length"
+expect_eq "$(api -X POST -H "X-TQ-Token: ${TOKEN:0:10}" "$URL/api/jobs/$dead1/retry")" 403 "a prefix of the token"
+expect_eq "$(job "$dead1" state)" dead "the job after refused retries"
+expect_eq "$(api -X POST -H "Authorization: Bearer $TOKEN" "$URL/api/jobs/$dead1/retry")" 200 "retry with the token"
+expect_eq "$(job "$dead1" state)" ready "the job after its retry (alpha is paused)"
+expect_eq "$(api -X POST -H "X-TQ-Token: $TOKEN" "$URL/api/jobs/$dead1/cancel")" 200 "cancel with the token"
+expect_eq "$(job "$dead1" state)" cancelled "the job after its cancel"
+expect_eq "$(api -X POST -d "token=$TOKEN" "$URL/api/queues/beta/resume")" 200 "resume with the token as a form field"
+expect_eq "$("$TQ" queue beta --json | jq .paused)" false "beta after resume"
+expect_eq "$(api -X POST -d "token=$TOKEN" "$URL/api/queues/beta/pause")" 200 "pause"
+expect_eq "$("$TQ" queue beta --json | jq .paused)" true "beta after pause"
+expect_eq "$(api -X POST -H "X-TQ-Token: $TOKEN" "$URL/api/queues/alpha/retry-dead")" 200 "retry the dead jobs of alpha"
+expect_eq "$(jq .retried "$T/body")" 2 "jobs retried"
+expect_eq "$(api -X POST -H "X-TQ-Token: $TOKEN" "$URL/api/queues/nosuch/pause")" 404 "pause of an unknown queue"
+"$TQ" queue --json | jq -e 'map(.name) | index("nosuch")' >/dev/null && fail "a refused pause created a queue"
+expect_eq "$(api -X POST -H "X-TQ-Token: $TOKEN" "$URL/api/jobs/$dead2/cancel")" 200 "cancel a ready job"
+expect_eq "$(api -X POST -H "X-TQ-Token: $TOKEN" "$URL/api/jobs/$dead2/cancel")" 409 "cancel a cancelled job"
+expect_eq "$(api -X POST -H "X-TQ-Token: $TOKEN" "$URL/api/jobs/$dead2/explode")" 404 "an unknown action"
+head -c 5000 /dev/zero | tr '\0' a >"$T/bigbody"
+expect_eq "$(api -X POST -H "X-TQ-Token: $TOKEN" --data-binary @"$T/bigbody" "$URL/api/jobs/$dead2/retry")" 413 "a body over 4 KiB"
+expect_eq "$(job "$dead2" state)" cancelled "the job after a refused oversized request"
+stop_serve
+
+touch "$T/release"
+kill -TERM "$WORKER"
+wait_rc "$WORKER"
+echo "ok: tq serve ($ENGINE)"

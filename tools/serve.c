@@ -1,0 +1,1172 @@
+/*
+ * serve.c - `tq serve`: an HTTP server over the store, on libmicrohttpd.
+ *
+ *   GET  /metrics              Prometheus text exposition format
+ *   GET  /                     the dashboard (tools/serve/, compiled in)
+ *   GET  /api/overview         what the dashboard shows: queues with their
+ *                              counts, chart and durations; workers
+ *   GET  /api/queues           tq queue --json
+ *   GET  /api/workers          tq workers --json
+ *   GET  /api/jobs             tq list --json (payloads cut), paged by
+ *                              ?state= &queue= &before=ID &limit=
+ *   GET  /api/jobs/ID          tq show --json
+ *   POST /api/jobs/ID/retry    /api/jobs/ID/cancel
+ *   POST /api/queues/Q/pause   /api/queues/Q/resume   /api/queues/Q/retry-dead
+ *                              only with the token (--token-file), which
+ *                              comes as "Authorization: Bearer T", as
+ *                              "X-TQ-Token: T" or as a form field "token"
+ *
+ * What a request counts. The unfinished states (ready, running, waiting)
+ * are counted by each request, each along its own index: they cost what is
+ * in flight. Finished jobs are kept by the million, so no request walks
+ * them: each reads only what finished since the one before
+ * (tq_finished_since: the counters, the duration histogram, the chart of
+ * done jobs per minute), and a thread on a connection of its own counts
+ * every kept done, dead and cancelled job now and then (the gauge; an
+ * action asks it for a new count at once).
+ */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <microhttpd.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+/* The dashboard's files (serve_assets.c, made by cmake/embed.cmake). */
+extern const unsigned char asset_dashboard_html[], asset_dashboard_css[],
+    asset_dashboard_js[];
+extern const size_t asset_dashboard_html_len, asset_dashboard_css_len,
+    asset_dashboard_js_len;
+
+enum {
+    BODY_MAX = 4096,       /* the most a POST body may be */
+    TOKEN_MAX = 1024,      /* the longest token */
+    SETTLE_US = 1000000,   /* tq_finished_since's settling time */
+    HISTORY_MIN = 60,      /* minutes of the done-per-minute chart */
+    RECENT = 256,          /* durations kept per queue for the percentiles */
+    PAYLOAD_PREVIEW = 256, /* bytes of a payload a job list shows */
+    LIST_MAX = 500,        /* jobs one page may ask for */
+};
+
+/* The buckets of tq_job_duration_seconds (upper bounds, in seconds). */
+static const double hist_le[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5,
+                                 1,     5,     10,   30,   60,  300};
+#define HIST_N (sizeof hist_le / sizeof hist_le[0])
+
+/* The finished states, in the order of every [3] below. */
+static const tq_state fin[3] = {TQ_DONE, TQ_DEAD, TQ_CANCELLED};
+
+/* What this server has seen of one queue's finished jobs. */
+typedef struct qstat {
+    char name[65];
+    int64_t finished[3];      /* read since the start: the _total counters */
+    int64_t hist[HIST_N + 1]; /* done jobs' durations by bucket; last: +Inf */
+    double dur_sum;           /* seconds */
+    int64_t minute_no[HISTORY_MIN], minute_n[HISTORY_MIN]; /* a ring by minute */
+    int64_t recent[RECENT]; /* the latest done jobs' durations (a ring) */
+    size_t nrecent, recent_at;
+} qstat;
+
+typedef struct server {
+    pthread_mutex_t mu; /* db, q, the reading position, scrape_us */
+    tq *db;
+    qstat *q;
+    size_t nq, capq;
+    int64_t at_us, after_id; /* tq_finished_since's position */
+    int64_t scrape_us;       /* the last scrape's gathering */
+
+    /* The count of kept finished jobs, by the thread counter(). */
+    pthread_mutex_t cmu;
+    pthread_cond_t ccv;
+    int stop, recount;
+    tq *cdb;
+    tq_count *kept[3];
+    size_t nkept[3];
+    int64_t counted_at, count_us; /* wall clock; how long it took */
+    char count_err[256];
+
+    const char *token; /* NULL: no actions */
+    size_t token_len;
+    int64_t started_at;
+} server;
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static int64_t clock_us(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+#define now_us()  clock_us(CLOCK_REALTIME)
+#define mono_us() clock_us(CLOCK_MONOTONIC)
+
+/* Equal in a time that depends only on want's length, not on where they
+ * differ. */
+static int token_equal(const char *given, size_t glen, const char *want, size_t wlen)
+{
+    unsigned char d = glen != wlen;
+    for (size_t i = 0; i < wlen; i++)
+        d |= (unsigned char)(want[i] ^ (i < glen ? given[i] : 0));
+    return d == 0;
+}
+
+static qstat *qstat_get(server *s, const char *name)
+{
+    for (size_t i = 0; i < s->nq; i++)
+        if (strcmp(s->q[i].name, name) == 0)
+            return &s->q[i];
+    if (s->nq == s->capq) {
+        size_t cap = s->capq ? 2 * s->capq : 16;
+        qstat *nq = realloc(s->q, cap * sizeof *nq);
+        if (!nq)
+            return NULL;
+        s->q = nq;
+        s->capq = cap;
+    }
+    qstat *q = &s->q[s->nq++];
+    memset(q, 0, sizeof *q);
+    snprintf(q->name, sizeof q->name, "%s", name);
+    return q;
+}
+
+static void note_finished(server *s, const tq_finished *f)
+{
+    qstat *q = qstat_get(s, f->queue);
+    if (!q)
+        return;
+    int k = f->state == TQ_DONE ? 0 : f->state == TQ_DEAD ? 1 : 2;
+    q->finished[k]++;
+    if (f->state != TQ_DONE)
+        return;
+    int64_t minute = f->finished_at / 60000000;
+    size_t slot = (size_t)(minute % HISTORY_MIN);
+    if (q->minute_no[slot] != minute) {
+        q->minute_no[slot] = minute;
+        q->minute_n[slot] = 0;
+    }
+    q->minute_n[slot]++;
+    if (f->duration_us < 0)
+        return;
+    double sec = (double)f->duration_us / 1e6;
+    size_t b = 0;
+    while (b < HIST_N && sec > hist_le[b])
+        b++;
+    q->hist[b]++;
+    q->dur_sum += sec;
+    q->recent[q->recent_at] = f->duration_us;
+    q->recent_at = (q->recent_at + 1) % RECENT;
+    if (q->nrecent < RECENT)
+        q->nrecent++;
+}
+
+/* Reads what finished since the last read (s->mu held). */
+static int read_finished(server *s)
+{
+    for (;;) {
+        tq_finished *v;
+        size_t n;
+        int rc =
+            tq_finished_since(&v, &n, s->db, &s->at_us, &s->after_id, SETTLE_US, 10000);
+        if (rc)
+            return rc;
+        for (size_t i = 0; i < n; i++)
+            note_finished(s, &v[i]);
+        tq_free(v);
+        if (n < 10000)
+            return 0;
+    }
+}
+
+/* ---- the count of finished jobs ---------------------------------------- */
+
+static void count_finished(server *s)
+{
+    tq_count *v[3] = {NULL, NULL, NULL};
+    size_t n[3] = {0, 0, 0};
+    int64_t t0 = mono_us();
+    int rc = 0;
+    for (int k = 0; k < 3 && !rc; k++)
+        rc = tq_count_jobs(&v[k], &n[k], s->cdb, fin[k], 0);
+    int64_t took = mono_us() - t0;
+    pthread_mutex_lock(&s->cmu);
+    if (rc) {
+        snprintf(s->count_err, sizeof s->count_err, "%s", tq_errmsg(s->cdb));
+        for (int k = 0; k < 3; k++)
+            tq_free(v[k]);
+    } else {
+        s->count_err[0] = '\0';
+        for (int k = 0; k < 3; k++) {
+            tq_free(s->kept[k]);
+            s->kept[k] = v[k];
+            s->nkept[k] = n[k];
+        }
+        s->counted_at = now_us();
+        s->count_us = took;
+    }
+    pthread_mutex_unlock(&s->cmu);
+}
+
+/* Counts again every 5 s, or 20 times as long as a count takes (so it
+ * keeps under 5 % of a core), or at once when an action asks. */
+static void *counter(void *arg)
+{
+    server *s = arg;
+    pthread_mutex_lock(&s->cmu);
+    while (!s->stop) {
+        int64_t wait = s->count_us * 20;
+        if (wait < 5000000)
+            wait = 5000000;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t ns = (int64_t)ts.tv_nsec + wait % 1000000 * 1000;
+        ts.tv_sec += (time_t)(wait / 1000000 + ns / 1000000000);
+        ts.tv_nsec = (long)(ns % 1000000000);
+        while (!s->stop && !s->recount)
+            if (pthread_cond_timedwait(&s->ccv, &s->cmu, &ts) == ETIMEDOUT)
+                break;
+        if (s->stop)
+            break;
+        s->recount = 0;
+        pthread_mutex_unlock(&s->cmu);
+        count_finished(s);
+        pthread_mutex_lock(&s->cmu);
+    }
+    pthread_mutex_unlock(&s->cmu);
+    return NULL;
+}
+
+static void ask_recount(server *s)
+{
+    pthread_mutex_lock(&s->cmu);
+    s->recount = 1;
+    pthread_cond_signal(&s->ccv);
+    pthread_mutex_unlock(&s->cmu);
+}
+
+/* ---- what a request gathers -------------------------------------------- */
+
+/* One queue's row of a gathering. */
+typedef struct qrow {
+    const tq_queue_info *info; /* NULL: a queue with jobs but no row */
+    char name[65];
+    int64_t count[TQ_STATE_COUNT];
+    int64_t delayed, oldest_due_us;
+    qstat *seen;
+} qrow;
+
+typedef struct gathering {
+    tq_queue_info *queues;
+    size_t nqueues;
+    qrow *rows;
+    size_t nrows;
+    tq_worker_info *workers;
+    size_t nworkers;
+    tq_count *by_worker;
+    size_t nby_worker;
+    int64_t counted_at, count_us;
+    int have_count;
+    int64_t took_us;
+} gathering;
+
+static qrow *row_get(gathering *g, const char *name)
+{
+    for (size_t i = 0; i < g->nrows; i++)
+        if (strcmp(g->rows[i].name, name) == 0)
+            return &g->rows[i];
+    qrow *nr = realloc(g->rows, (g->nrows + 1) * sizeof *nr);
+    if (!nr)
+        return NULL;
+    g->rows = nr;
+    qrow *r = &g->rows[g->nrows++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    return r;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+    return strcmp(((const qrow *)a)->name, ((const qrow *)b)->name);
+}
+
+static void gathering_free(gathering *g)
+{
+    tq_free(g->queues);
+    free(g->rows);
+    tq_free(g->workers);
+    tq_free(g->by_worker);
+}
+
+/* Everything /metrics and /api/overview show (s->mu held). */
+static int gather(server *s, gathering *g)
+{
+    static const tq_state live[] = {TQ_READY, TQ_RUNNING, TQ_WAITING};
+    int64_t t0 = mono_us();
+    memset(g, 0, sizeof *g);
+    int rc = tq_queue_list(&g->queues, &g->nqueues, s->db);
+    for (size_t i = 0; !rc && i < g->nqueues; i++) {
+        qrow *r = row_get(g, g->queues[i].name);
+        if (!r)
+            rc = TQ_ENOMEM;
+        else
+            r->info = &g->queues[i];
+    }
+    for (size_t k = 0; !rc && k < sizeof live / sizeof live[0]; k++) {
+        tq_count *v;
+        size_t n;
+        if ((rc = tq_count_jobs(&v, &n, s->db, live[k], 0)))
+            break;
+        for (size_t i = 0; i < n; i++) {
+            qrow *r = row_get(g, v[i].name);
+            if (!r) {
+                rc = TQ_ENOMEM;
+                break;
+            }
+            r->count[live[k]] = v[i].n;
+            if (live[k] == TQ_READY) {
+                r->delayed = v[i].delayed;
+                r->oldest_due_us = v[i].oldest_due_us;
+            }
+        }
+        tq_free(v);
+    }
+    if (!rc)
+        rc = read_finished(s);
+    if (!rc)
+        rc = tq_worker_list(&g->workers, &g->nworkers, s->db);
+    if (!rc)
+        rc = tq_count_jobs(&g->by_worker, &g->nby_worker, s->db, TQ_RUNNING, 1);
+    pthread_mutex_lock(&s->cmu);
+    g->have_count = s->counted_at != 0;
+    g->counted_at = s->counted_at;
+    g->count_us = s->count_us;
+    for (int k = 0; !rc && k < 3; k++)
+        for (size_t i = 0; i < s->nkept[k]; i++) {
+            qrow *r = row_get(g, s->kept[k][i].name);
+            if (r)
+                r->count[fin[k]] = s->kept[k][i].n;
+        }
+    pthread_mutex_unlock(&s->cmu);
+    for (size_t i = 0; !rc && i < s->nq; i++)
+        row_get(g, s->q[i].name);
+    if (rc) {
+        gathering_free(g);
+        return rc;
+    }
+    qsort(g->rows, g->nrows, sizeof *g->rows, row_cmp);
+    for (size_t i = 0; i < g->nrows; i++) { /* info pointed into queues: still valid */
+        g->rows[i].seen = NULL;
+        for (size_t j = 0; j < s->nq; j++)
+            if (strcmp(s->q[j].name, g->rows[i].name) == 0)
+                g->rows[i].seen = &s->q[j];
+    }
+    g->took_us = mono_us() - t0;
+    s->scrape_us = g->took_us;
+    return 0;
+}
+
+/* ---- /metrics ---------------------------------------------------------- */
+
+/* A label value as the exposition format wants it. */
+static void put_label(FILE *f, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            fprintf(f, "\\%c", *v);
+        else if (*v == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*v, f);
+    }
+}
+
+static void head(FILE *f, const char *name, const char *type, const char *help)
+{
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render_metrics(FILE *f, server *s, const gathering *g)
+{
+    head(f, "tq_jobs", "gauge",
+         "Jobs by queue and state: ready, running and waiting as of this scrape; done, "
+         "dead and cancelled as of tq_finished_counted_age_seconds ago.");
+    for (size_t i = 0; i < g->nrows; i++)
+        for (int st = 0; st < TQ_STATE_COUNT; st++) {
+            int finished = st == TQ_DONE || st == TQ_DEAD || st == TQ_CANCELLED;
+            if (finished && !g->have_count)
+                continue;
+            fputs("tq_jobs{queue=\"", f);
+            put_label(f, g->rows[i].name);
+            fprintf(f, "\",state=\"%s\"} %lld\n", tq_state_name((tq_state)st),
+                    (long long)g->rows[i].count[st]);
+        }
+    head(f, "tq_jobs_delayed", "gauge", "Ready jobs not due yet, by queue.");
+    for (size_t i = 0; i < g->nrows; i++) {
+        fputs("tq_jobs_delayed{queue=\"", f);
+        put_label(f, g->rows[i].name);
+        fprintf(f, "\"} %lld\n", (long long)g->rows[i].delayed);
+    }
+    head(f, "tq_oldest_ready_age_seconds", "gauge",
+         "How long the oldest due ready job of the queue has been due (0: none).");
+    for (size_t i = 0; i < g->nrows; i++) {
+        fputs("tq_oldest_ready_age_seconds{queue=\"", f);
+        put_label(f, g->rows[i].name);
+        fprintf(f, "\"} %.6f\n", (double)g->rows[i].oldest_due_us / 1e6);
+    }
+    head(f, "tq_queue_paused", "gauge", "1 when the queue is paused.");
+    for (size_t i = 0; i < g->nrows; i++) {
+        fputs("tq_queue_paused{queue=\"", f);
+        put_label(f, g->rows[i].name);
+        fprintf(f, "\"} %d\n", g->rows[i].info && g->rows[i].info->paused);
+    }
+    head(f, "tq_jobs_finished_total", "counter",
+         "Jobs that finished, by queue and state, as this server read them (from an "
+         "hour before it started; jobs deleted when done are not seen).");
+    for (size_t i = 0; i < g->nrows; i++)
+        for (int k = 0; k < 3; k++) {
+            const qstat *q = g->rows[i].seen;
+            fputs("tq_jobs_finished_total{queue=\"", f);
+            put_label(f, g->rows[i].name);
+            fprintf(f, "\",state=\"%s\"} %lld\n", tq_state_name(fin[k]),
+                    (long long)(q ? q->finished[k] : 0));
+        }
+    head(f, "tq_job_duration_seconds", "histogram",
+         "Run time of done jobs (started to finished), as this server read them.");
+    for (size_t i = 0; i < g->nrows; i++) {
+        const qstat *q = g->rows[i].seen;
+        int64_t cum = 0;
+        for (size_t b = 0; b <= HIST_N; b++) {
+            cum += q ? q->hist[b] : 0;
+            fputs("tq_job_duration_seconds_bucket{queue=\"", f);
+            put_label(f, g->rows[i].name);
+            if (b < HIST_N)
+                fprintf(f, "\",le=\"%g\"} %lld\n", hist_le[b], (long long)cum);
+            else
+                fprintf(f, "\",le=\"+Inf\"} %lld\n", (long long)cum);
+        }
+        fputs("tq_job_duration_seconds_sum{queue=\"", f);
+        put_label(f, g->rows[i].name);
+        fprintf(f, "\"} %.6f\n", q ? q->dur_sum : 0.0);
+        fputs("tq_job_duration_seconds_count{queue=\"", f);
+        put_label(f, g->rows[i].name);
+        fprintf(f, "\"} %lld\n", (long long)cum);
+    }
+    int64_t by[3] = {0, 0, 0};
+    for (size_t i = 0; i < g->nworkers; i++)
+        by[g->workers[i].alive ? 0 : g->workers[i].stopped_at ? 1 : 2]++;
+    head(f, "tq_workers", "gauge",
+         "Registered workers by status: alive, stopped, or gone (silent past their "
+         "lease).");
+    fprintf(f, "tq_workers{status=\"alive\"} %lld\n", (long long)by[0]);
+    fprintf(f, "tq_workers{status=\"stopped\"} %lld\n", (long long)by[1]);
+    fprintf(f, "tq_workers{status=\"gone\"} %lld\n", (long long)by[2]);
+    if (g->have_count) {
+        head(f, "tq_finished_counted_age_seconds", "gauge",
+             "How old the count of done, dead and cancelled jobs is.");
+        fprintf(f, "tq_finished_counted_age_seconds %.3f\n",
+                (double)(now_us() - g->counted_at) / 1e6);
+        head(f, "tq_finished_count_duration_seconds", "gauge",
+             "How long the last count of done, dead and cancelled jobs took.");
+        fprintf(f, "tq_finished_count_duration_seconds %.6f\n",
+                (double)g->count_us / 1e6);
+    }
+    head(f, "tq_serve_start_time_seconds", "gauge", "When this server started.");
+    fprintf(f, "tq_serve_start_time_seconds %.3f\n", (double)s->started_at / 1e6);
+    head(f, "tq_scrape_duration_seconds", "gauge",
+         "How long this scrape took to read the store.");
+    fprintf(f, "tq_scrape_duration_seconds %.6f\n", (double)g->took_us / 1e6);
+}
+
+/* ---- /api/overview ------------------------------------------------------ */
+
+static json_t *overview_json(server *s, const gathering *g)
+{
+    json_t *o = json_object();
+    char now_buf[40];
+    int64_t now = now_us();
+    json_object_set_new(o, "version", json_string(TQ_VERSION));
+    json_object_set_new(o, "engine", json_string(tq_engine_name(s->db)));
+    json_object_set_new(o, "store", cli_json_text(tq_store_name(s->db)));
+    json_object_set_new(o, "now",
+                        json_string(tq_time_format(now_buf, sizeof now_buf, now)));
+    json_object_set_new(o, "actions", json_boolean(s->token != NULL));
+    json_object_set_new(o, "finished_counted_at", cli_json_time(g->counted_at));
+    json_object_set_new(o, "gather_us", json_integer(g->took_us));
+    json_t *qs = json_array();
+    int64_t this_minute = now / 60000000;
+    for (size_t i = 0; i < g->nrows; i++) {
+        const qrow *r = &g->rows[i];
+        const qstat *q = r->seen;
+        json_t *j = json_object(), *counts = json_object(), *chart = json_array(),
+               *totals = json_object();
+        json_object_set_new(j, "name", cli_json_text(r->name));
+        json_object_set_new(j, "paused", json_boolean(r->info && r->info->paused));
+        for (int st = 0; st < TQ_STATE_COUNT; st++)
+            json_object_set_new(counts, tq_state_name((tq_state)st),
+                                json_integer(r->count[st]));
+        json_object_set_new(j, "counts", counts);
+        json_object_set_new(j, "delayed", json_integer(r->delayed));
+        json_object_set_new(j, "oldest_ready_age_us", json_integer(r->oldest_due_us));
+        for (int64_t m = this_minute - HISTORY_MIN + 1; m <= this_minute; m++) {
+            size_t slot = (size_t)(m % HISTORY_MIN);
+            json_array_append_new(
+                chart,
+                json_integer(q && q->minute_no[slot] == m ? q->minute_n[slot] : 0));
+        }
+        json_object_set_new(j, "done_per_minute", chart);
+        for (int k = 0; k < 3; k++)
+            json_object_set_new(totals, tq_state_name(fin[k]),
+                                json_integer(q ? q->finished[k] : 0));
+        json_object_set_new(j, "finished_total", totals);
+        int64_t d[RECENT];
+        size_t nd = q ? q->nrecent : 0;
+        if (nd)
+            memcpy(d, q->recent, nd * sizeof d[0]);
+        json_object_set_new(j, "recent", json_integer((json_int_t)nd));
+        json_object_set_new(j, "p50_us", json_integer(tq_percentile(d, nd, 0.50)));
+        json_object_set_new(j, "p95_us", json_integer(tq_percentile(d, nd, 0.95)));
+        json_array_append_new(qs, j);
+    }
+    json_object_set_new(o, "queues", qs);
+    json_t *ws = json_array();
+    for (size_t i = 0; i < g->nworkers; i++) {
+        json_t *w = cli_worker_json(&g->workers[i]);
+        int64_t running = 0;
+        for (size_t k = 0; k < g->nby_worker; k++)
+            if (strcmp(g->by_worker[k].name, g->workers[i].name) == 0)
+                running = g->by_worker[k].n;
+        json_object_set_new(w, "running", json_integer(running));
+        json_array_append_new(ws, w);
+    }
+    json_object_set_new(o, "workers", ws);
+    return o;
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+typedef struct request {
+    struct MHD_PostProcessor *pp;
+    size_t body; /* bytes of body seen */
+    int too_big; /* over BODY_MAX */
+    char form_token[TOKEN_MAX + 1];
+    size_t form_token_len;
+    int form_token_long;
+} request;
+
+static enum MHD_Result on_form(void *cls, enum MHD_ValueKind kind, const char *key,
+                               const char *filename, const char *content_type,
+                               const char *transfer_encoding, const char *data,
+                               uint64_t off, size_t size)
+{
+    (void)kind, (void)filename, (void)content_type, (void)transfer_encoding;
+    request *r = cls;
+    if (strcmp(key, "token") != 0)
+        return MHD_YES;
+    if (off + size > TOKEN_MAX) {
+        r->form_token_long = 1;
+        return MHD_YES;
+    }
+    memcpy(r->form_token + off, data, size);
+    if (off + size > r->form_token_len)
+        r->form_token_len = (size_t)(off + size);
+    return MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls, (void)c, (void)toe;
+    request *r = *con_cls;
+    if (r) {
+        if (r->pp)
+            MHD_destroy_post_processor(r->pp);
+        free(r);
+        *con_cls = NULL;
+    }
+}
+
+static void add_common_headers(struct MHD_Response *resp, const char *ctype)
+{
+    MHD_add_response_header(resp, "Content-Type", ctype);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+    MHD_add_response_header(
+        resp, "Content-Security-Policy",
+        "default-src 'none'; script-src 'self'; style-src 'self'; "
+        "connect-src 'self'; img-src 'self' data:; "
+        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
+}
+
+/* Sends body (taken: freed by the library when sent, unless persistent). */
+static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
+                                 const char *ctype, void *body, size_t len,
+                                 int persistent)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        len, body, persistent ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        if (!persistent)
+            free(body);
+        return MHD_NO;
+    }
+    add_common_headers(resp, ctype);
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        MHD_add_response_header(resp, "Allow", "GET, HEAD, POST");
+    enum MHD_Result ret = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *v)
+{
+    char *s = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(v);
+    if (!s)
+        return MHD_NO;
+    return send_body(c, status, "application/json", s, strlen(s), 0);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status,
+                                  const char *msg)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "error", cli_json_text(msg));
+    return send_json(c, status, o);
+}
+
+/* A library failure: 404 for what does not exist, 400 for what the
+ * library refused, 503 for a store that is busy or gone, else 500. */
+static enum MHD_Result send_failure(struct MHD_Connection *c, tq *db, int rc)
+{
+    /* Called with s->mu held, so db's message is this request's. */
+    unsigned status = rc == TQ_ENOTFOUND                   ? MHD_HTTP_NOT_FOUND
+                      : rc == TQ_EINVAL || rc == TQ_ESTATE ? MHD_HTTP_CONFLICT
+                      : rc == TQ_EBUSY || rc == TQ_ECONN   ? MHD_HTTP_SERVICE_UNAVAILABLE
+                                                         : MHD_HTTP_INTERNAL_SERVER_ERROR;
+    if (rc == TQ_EINVAL)
+        status = MHD_HTTP_BAD_REQUEST;
+    const char *msg = tq_errmsg(db);
+    fprintf(stderr, "tq serve: %s\n", msg && *msg ? msg : tq_strerror(rc));
+    return send_error(c, status, msg && *msg ? msg : tq_strerror(rc));
+}
+
+static int parse_i64(const char *text, int64_t min, int64_t max, int64_t *out)
+{
+    if (!text || !*text || *text == '+' || *text == '-' || *text == ' ')
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static enum MHD_Result api_jobs(server *s, struct MHD_Connection *c)
+{
+    tq_list_opts o = TQ_LIST_OPTS_INIT;
+    const char *state = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "state");
+    const char *queue = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "queue");
+    const char *before = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "before");
+    const char *limit = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+    int64_t v;
+    tq_state st;
+    if (state && *state) {
+        if (tq_state_parse(&st, state))
+            return send_error(c, MHD_HTTP_BAD_REQUEST, "unknown state");
+        o.state = (int)st;
+    }
+    if (queue && *queue) {
+        if (tq_name_check(queue))
+            return send_error(c, MHD_HTTP_BAD_REQUEST, "bad queue name");
+        o.queue = queue;
+    }
+    if (before && *before) {
+        if (parse_i64(before, 1, INT64_MAX, &v))
+            return send_error(c, MHD_HTTP_BAD_REQUEST, "before: expected a job id");
+        o.before_id = v;
+    }
+    o.limit = 50;
+    if (limit && *limit) {
+        if (parse_i64(limit, 1, LIST_MAX, &v))
+            return send_error(c, MHD_HTTP_BAD_REQUEST, "limit: expected 1 to 500");
+        o.limit = (size_t)v;
+    }
+    tq_job *jobs;
+    size_t n;
+    pthread_mutex_lock(&s->mu);
+    int rc = tq_job_list(&jobs, &n, s->db, &o);
+    enum MHD_Result ret = rc ? send_failure(c, s->db, rc) : MHD_YES;
+    pthread_mutex_unlock(&s->mu);
+    if (rc)
+        return ret;
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        tq_job *j = &jobs[i];
+        size_t keep = j->payload_len;
+        if (keep > PAYLOAD_PREVIEW) { /* cut where a UTF-8 character starts */
+            keep = PAYLOAD_PREVIEW;
+            while (keep && (((const unsigned char *)j->payload)[keep] & 0xC0) == 0x80)
+                keep--;
+        }
+        json_t *jo = cli_job_json(j, 0);
+        cli_json_bytes(jo, "payload", j->payload, keep);
+        json_object_set_new(jo, "payload_cut", json_boolean(keep < j->payload_len));
+        json_array_append_new(a, jo);
+    }
+    tq_job_array_free(jobs, n);
+    return send_json(c, MHD_HTTP_OK, a);
+}
+
+static enum MHD_Result api_job(server *s, struct MHD_Connection *c, int64_t id)
+{
+    tq_job *j;
+    pthread_mutex_lock(&s->mu);
+    int rc = tq_job_get(&j, s->db, id);
+    json_t *o = rc ? NULL : cli_job_show_json(s->db, j);
+    enum MHD_Result ret = rc == TQ_ENOTFOUND
+                              ? send_error(c, MHD_HTTP_NOT_FOUND, "no such job")
+                          : rc ? send_failure(c, s->db, rc)
+                               : MHD_YES;
+    pthread_mutex_unlock(&s->mu);
+    if (rc)
+        return ret;
+    tq_job_free(j);
+    return send_json(c, MHD_HTTP_OK, o);
+}
+
+/* GET: what the path names. */
+static enum MHD_Result get(server *s, struct MHD_Connection *c, const char *url)
+{
+    int64_t id;
+    if (strcmp(url, "/") == 0 || strcmp(url, "/index.html") == 0)
+        return send_body(c, MHD_HTTP_OK, "text/html; charset=utf-8",
+                         (void *)asset_dashboard_html, asset_dashboard_html_len, 1);
+    if (strcmp(url, "/dashboard.css") == 0)
+        return send_body(c, MHD_HTTP_OK, "text/css; charset=utf-8",
+                         (void *)asset_dashboard_css, asset_dashboard_css_len, 1);
+    if (strcmp(url, "/dashboard.js") == 0)
+        return send_body(c, MHD_HTTP_OK, "text/javascript; charset=utf-8",
+                         (void *)asset_dashboard_js, asset_dashboard_js_len, 1);
+    if (strcmp(url, "/metrics") == 0 || strcmp(url, "/api/overview") == 0) {
+        int metrics = url[1] == 'm';
+        gathering g;
+        char *buf = NULL;
+        size_t len = 0;
+        json_t *o = NULL;
+        pthread_mutex_lock(&s->mu);
+        int rc = gather(s, &g);
+        if (!rc && metrics) {
+            FILE *f = open_memstream(&buf, &len);
+            if (f) {
+                render_metrics(f, s, &g);
+                fclose(f);
+            }
+        } else if (!rc) {
+            o = overview_json(s, &g);
+        }
+        enum MHD_Result ret = rc ? send_failure(c, s->db, rc) : MHD_YES;
+        pthread_mutex_unlock(&s->mu);
+        if (rc)
+            return ret;
+        gathering_free(&g);
+        if (!metrics)
+            return send_json(c, MHD_HTTP_OK, o);
+        if (!buf)
+            return MHD_NO;
+        return send_body(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", buf,
+                         len, 0);
+    }
+    if (strcmp(url, "/api/queues") == 0) {
+        tq_queue_info *v;
+        size_t n;
+        pthread_mutex_lock(&s->mu);
+        int rc = tq_queue_list(&v, &n, s->db);
+        enum MHD_Result ret = rc ? send_failure(c, s->db, rc) : MHD_YES;
+        pthread_mutex_unlock(&s->mu);
+        if (rc)
+            return ret;
+        json_t *a = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(a, cli_queue_json(&v[i]));
+        tq_free(v);
+        return send_json(c, MHD_HTTP_OK, a);
+    }
+    if (strcmp(url, "/api/workers") == 0) {
+        tq_worker_info *v;
+        size_t n;
+        pthread_mutex_lock(&s->mu);
+        int rc = tq_worker_list(&v, &n, s->db);
+        enum MHD_Result ret = rc ? send_failure(c, s->db, rc) : MHD_YES;
+        pthread_mutex_unlock(&s->mu);
+        if (rc)
+            return ret;
+        json_t *a = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(a, cli_worker_json(&v[i]));
+        tq_free(v);
+        return send_json(c, MHD_HTTP_OK, a);
+    }
+    if (strcmp(url, "/api/jobs") == 0)
+        return api_jobs(s, c);
+    if (strncmp(url, "/api/jobs/", 10) == 0 &&
+        parse_i64(url + 10, 1, INT64_MAX, &id) == 0)
+        return api_job(s, c, id);
+    return send_error(c, MHD_HTTP_NOT_FOUND, "not found");
+}
+
+/* The token the request carries, if any. */
+static int has_token(server *s, struct MHD_Connection *c, const request *r)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (h && strncmp(h, "Bearer ", 7) == 0)
+        return token_equal(h + 7, strlen(h + 7), s->token, s->token_len);
+    h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-TQ-Token");
+    if (h)
+        return token_equal(h, strlen(h), s->token, s->token_len);
+    if (r->form_token_len && !r->form_token_long)
+        return token_equal(r->form_token, r->form_token_len, s->token, s->token_len);
+    return 0;
+}
+
+/* POST /api/jobs/ID/ACTION or /api/queues/NAME/ACTION. */
+static enum MHD_Result post(server *s, struct MHD_Connection *c, const char *url,
+                            const request *r)
+{
+    char what[80], act[16];
+    const char *slash;
+    int is_job = strncmp(url, "/api/jobs/", 10) == 0;
+    int is_queue = strncmp(url, "/api/queues/", 12) == 0;
+    const char *rest = is_job ? url + 10 : is_queue ? url + 12 : NULL;
+    if (!rest || !(slash = strchr(rest, '/')) || (size_t)(slash - rest) >= sizeof what ||
+        strlen(slash + 1) >= sizeof act)
+        return send_error(c, MHD_HTTP_NOT_FOUND, "not found");
+    memcpy(what, rest, (size_t)(slash - rest));
+    what[slash - rest] = '\0';
+    snprintf(act, sizeof act, "%s", slash + 1);
+    int64_t id = 0;
+    if (is_job ? parse_i64(what, 1, INT64_MAX, &id) ||
+                     (strcmp(act, "retry") != 0 && strcmp(act, "cancel") != 0)
+               : tq_name_check(what) ||
+                     (strcmp(act, "pause") != 0 && strcmp(act, "resume") != 0 &&
+                      strcmp(act, "retry-dead") != 0))
+        return send_error(c, MHD_HTTP_NOT_FOUND, "not found");
+    if (!s->token)
+        return send_error(c, MHD_HTTP_FORBIDDEN,
+                          "actions are off: start tq serve with --token-file");
+    if (r->too_big)
+        return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large");
+    if (!has_token(s, c, r))
+        return send_error(c, MHD_HTTP_FORBIDDEN, "a valid token is needed");
+    int rc;
+    int64_t count = 0;
+    json_t *o = json_object();
+    pthread_mutex_lock(&s->mu);
+    if (is_job) {
+        rc = act[0] == 'r' ? tq_job_retry(s->db, id) : tq_job_cancel(s->db, id);
+        json_object_set_new(o, "id", json_integer(id));
+    } else {
+        tq_queue_info qi;
+        rc = tq_queue_get(&qi, s->db, what);
+        if (!rc && strcmp(act, "retry-dead") == 0) {
+            rc = tq_job_retry_dead(&count, s->db, what);
+            json_object_set_new(o, "retried", json_integer(count));
+        } else if (!rc) {
+            tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+            qo.set = TQ_SET_PAUSED;
+            qo.paused = act[0] == 'p';
+            rc = tq_queue_set(s->db, what, &qo);
+        }
+        json_object_set_new(o, "queue", json_string(what));
+    }
+    enum MHD_Result ret = rc ? send_failure(c, s->db, rc) : MHD_YES;
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        json_decref(o);
+        return ret;
+    }
+    fprintf(stderr, "tq serve: %s %s\n", act, what);
+    ask_recount(s);
+    json_object_set_new(o, "done", json_string(act));
+    return send_json(c, MHD_HTTP_OK, o);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    server *s = cls;
+    request *r = *con_cls;
+    int is_post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    if (!r) { /* the headers are in: the body, if any, comes next */
+        if (!(r = calloc(1, sizeof *r)))
+            return MHD_NO;
+        *con_cls = r;
+        if (is_post)
+            r->pp = MHD_create_post_processor(c, 1024, on_form, r); /* NULL: not a form */
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        r->body += *upload_size;
+        if (r->body > BODY_MAX)
+            r->too_big = 1;
+        else if (r->pp)
+            MHD_post_process(r->pp, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+        strcmp(method, MHD_HTTP_METHOD_HEAD) == 0)
+        return r->body ? send_error(c, MHD_HTTP_BAD_REQUEST, "a GET has no body")
+                       : get(s, c, url);
+    if (is_post)
+        return post(s, c, url, r);
+    return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed");
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    fputs("tq serve: ", stderr);
+    vfprintf(stderr, fmt, ap);
+}
+
+/* ---- the command ---------------------------------------------------------- */
+
+/* --token-file: its first line, without the line end; -1 after saying
+ * what is wrong. */
+static int read_token(const char *path, char **out)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+    if (!f) {
+        cli_error("serve", "--token-file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char buf[TOKEN_MAX + 2];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    if (f != stdin)
+        fclose(f);
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    n = strlen(buf);
+    if (n > TOKEN_MAX) {
+        cli_error("serve", "--token-file %s: the token is longer than %d bytes", path,
+                  TOKEN_MAX);
+        return -1;
+    }
+    if (n < 16) {
+        cli_error("serve", "--token-file %s: the token needs at least 16 characters",
+                  path);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)buf[i] <= ' ' || buf[i] == 0x7f) {
+            cli_error("serve",
+                      "--token-file %s: the token has a space or a control "
+                      "character",
+                      path);
+            return -1;
+        }
+    *out = strdup(buf);
+    return *out ? 0 : -1;
+}
+
+/* ADDR:PORT ([ADDR]:PORT for IPv6) into *out; -1 after saying why not. */
+static int parse_listen(const char *text, struct sockaddr_storage *out, socklen_t *len,
+                        int *loopback)
+{
+    char host[256];
+    const char *colon = strrchr(text, ':');
+    if (!colon || colon == text || strlen(text) >= sizeof host) {
+        cli_error("serve", "--listen '%s': expected ADDRESS:PORT, e.g. 127.0.0.1:8080",
+                  text);
+        return -1;
+    }
+    size_t hl = (size_t)(colon - text);
+    memcpy(host, text, hl);
+    host[hl] = '\0';
+    if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
+    int64_t port;
+    if (parse_i64(colon + 1, 0, 65535, &port)) {
+        cli_error("serve", "--listen '%s': the port must be 0 to 65535", text);
+        return -1;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV | AI_PASSIVE},
+                    *res;
+    int e = getaddrinfo(host, colon + 1, &hints, &res);
+    if (e) {
+        cli_error("serve", "--listen '%s': %s", text, gai_strerror(e));
+        return -1;
+    }
+    memcpy(out, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    if (out->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)out;
+        *loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    } else {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)out;
+        *loopback = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+    }
+    return 0;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    static const char usage[] =
+        "tq serve [--listen ADDR:PORT] [--token-file FILE] [--db URL]";
+    static const struct option lo[] = {CLI_COMMON_OPTS,
+                                       {"listen", required_argument, NULL, 'l'},
+                                       {"token-file", required_argument, NULL, 't'},
+                                       {0}};
+    static const cli_cmd me = {
+        .name = "serve",
+        .usage = usage,
+        .help =
+            "Serves the store over HTTP until SIGINT or SIGTERM:\n"
+            "  /             a dashboard: queues, workers, dead jobs, one job's detail\n"
+            "  /metrics      Prometheus metrics (tq_jobs, tq_oldest_ready_age_seconds,\n"
+            "                tq_jobs_finished_total, tq_job_duration_seconds, "
+            "tq_workers)\n"
+            "  /api/...      the JSON the dashboard reads (overview, queues, workers,\n"
+            "                jobs?state=&queue=&before=&limit=, jobs/ID)\n"
+            "Actions (retry or cancel a job; pause, resume or retry the dead jobs of a\n"
+            "queue) are POSTs to /api/jobs/ID/retry|cancel and\n"
+            "/api/queues/NAME/pause|resume|retry-dead, with the token as\n"
+            "'Authorization: Bearer TOKEN'. Without --token-file they answer 403.\n\n"
+            "  --listen ADDR:PORT  where to listen (default 127.0.0.1:8080; port 0:\n"
+            "                      any free one); an address that is not loopback\n"
+            "                      wants a token\n"
+            "  --token-file FILE   the token for actions: FILE's first line, 16 to\n"
+            "                      1024 characters (- for stdin)\n"};
+    const char *url = NULL, *listen = "127.0.0.1:8080", *token_file = NULL;
+    int c, ex = 0;
+    while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
+        if (c == 'l')
+            listen = optarg;
+        else if (c == 't')
+            token_file = optarg;
+        else
+            return cli_bad_option(&me, argv);
+    }
+    if (c == CLI_OPTS_EXIT)
+        return ex;
+    if ((ex = cli_no_args(&me, argc, argv, optind)))
+        return ex;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    int loopback;
+    if (parse_listen(listen, &addr, &addrlen, &loopback))
+        return EXIT_USAGE;
+    char *token = NULL;
+    if (token_file && read_token(token_file, &token))
+        return EXIT_USAGE;
+
+    server s = {.token = token, .token_len = token ? strlen(token) : 0};
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_mutex_init(&s.cmu, NULL);
+    pthread_cond_init(&s.ccv, NULL);
+    s.started_at = now_us();
+    s.db = cli_open("serve", cli_url(url), 0, &ex);
+    if (s.db)
+        s.cdb = cli_open("serve", cli_url(url), 0, &ex);
+    if (!s.cdb) {
+        tq_close(s.db);
+        free(token);
+        return ex;
+    }
+    /* The first count, and the last hour of finished jobs, before serving. */
+    count_finished(&s);
+    if (s.count_err[0]) {
+        cli_error("serve", "counting finished jobs: %s", s.count_err);
+        ex = EXIT_RUNTIME;
+        goto out;
+    }
+    s.at_us = now_us() - (int64_t)HISTORY_MIN * 60000000;
+    int rc = read_finished(&s);
+    if (rc) {
+        ex = cli_fail("serve", s.db, rc);
+        goto out;
+    }
+
+    /* Stop signals go to sigwait below, in this thread only. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    pthread_t counter_thread;
+    if (pthread_create(&counter_thread, NULL, counter, &s)) {
+        cli_error("serve", "cannot start a thread");
+        ex = EXIT_RUNTIME;
+        goto out;
+    }
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    if (addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, &s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
+        4u, MHD_OPTION_CONNECTION_LIMIT, 256u, MHD_OPTION_PER_IP_CONNECTION_LIMIT, 64u,
+        MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)32768, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+    if (!d) {
+        cli_error("serve", "cannot listen on %s: %s", listen,
+                  errno ? strerror(errno) : "the HTTP server did not start");
+        ex = EXIT_RUNTIME;
+    } else {
+        const union MHD_DaemonInfo *di =
+            MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+        char shown[300];
+        snprintf(shown, sizeof shown, "%.*s:%u", (int)(strrchr(listen, ':') - listen),
+                 listen, di ? di->port : 0);
+        if (!loopback && !token)
+            fprintf(stderr,
+                    "tq serve: warning: %s is not a loopback address and no token is "
+                    "set: anyone who can reach it sees the store's jobs\n",
+                    listen);
+        printf("tq serve: listening on http://%s/ (store %s; actions %s)\n", shown,
+               tq_store_name(s.db), token ? "on, with the token" : "off");
+        fflush(stdout);
+        int sig;
+        sigwait(&stop, &sig);
+        fprintf(stderr, "tq serve: stopping (%s)\n",
+                sig == SIGINT ? "SIGINT" : "SIGTERM");
+        MHD_stop_daemon(d);
+    }
+    pthread_mutex_lock(&s.cmu);
+    s.stop = 1;
+    pthread_cond_signal(&s.ccv);
+    pthread_mutex_unlock(&s.cmu);
+    pthread_join(counter_thread, NULL);
+out:
+    for (int k = 0; k < 3; k++)
+        tq_free(s.kept[k]);
+    free(s.q);
+    tq_close(s.cdb);
+    tq_close(s.db);
+    free(token);
+    pthread_cond_destroy(&s.ccv);
+    pthread_mutex_destroy(&s.cmu);
+    pthread_mutex_destroy(&s.mu);
+    return ex;
+}
