@@ -511,7 +511,11 @@ typedef struct tq_list_opts {
         TQ_LIST_OPTS_VERSION, NULL, -1, 0, 0                                             \
     }
 
-/* Newest first. Payloads are included. */
+/* Newest first: by id, or for a finished state (done, dead, cancelled) by
+ * when they finished (before_id then pages below that job's finish, and
+ * gives nothing once the job has left the state). A list of one state
+ * walks that state's index, so it costs what that state holds (waiting on
+ * SQLite: the dependency rows kept). Payloads are included. */
 int tq_job_list(tq_job **out, size_t *out_n, tq *db, const tq_list_opts *opts);
 
 /* Deletes finished jobs (states in state_mask, bit (1 << tq_state)) that
@@ -642,12 +646,13 @@ typedef struct tq_count {
 } tq_count;
 
 /*
- * Jobs in state by queue, in one query along the state's index: the
- * unfinished states (ready, running, waiting) cost what those jobs are;
- * the finished ones (done, dead, cancelled) walk every job kept in that
- * state, so a monitor counts them less often. by_worker (TQ_RUNNING only):
- * by the worker holding them instead. Queues without such jobs are left
- * out. *out is freed with tq_free().
+ * Jobs in state by queue, in one query along the state's index: ready and
+ * running cost what those jobs are; the finished states (done, dead,
+ * cancelled) walk every job kept in that state, and waiting on SQLite
+ * every dependency row kept (SQLite keeps no index of waiting jobs), so a
+ * monitor counts those less often. by_worker (TQ_RUNNING only): by the
+ * worker holding them instead. Queues without such jobs are left out.
+ * *out is freed with tq_free().
  */
 int tq_count_jobs(tq_count **out, size_t *out_n, tq *db, tq_state state, int by_worker);
 

@@ -11,6 +11,8 @@
  */
 #include "url.h"
 
+#include <ctype.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,18 +27,40 @@ void tq__url_free(tq__url *u)
     memset(u, 0, sizeof *u);
 }
 
-/* Whether p starts a password=... parameter: at the start, or after '?',
- * '&' or (in a libpq keyword/value string) a space. */
-static int at_password(const char *url, const char *p)
+/* Whether p starts a parameter (at the start, or after '?', '&' or, in a
+ * libpq keyword/value string, a space) whose key, with %XX decoded and in
+ * any case, ends in "password" (password, sslpassword, pass%77ord, as
+ * libpq would read them): the length of its key, else 0. */
+static size_t password_key(const char *url, const char *p)
 {
-    return (p == url || p[-1] == '?' || p[-1] == '&' || p[-1] == ' ') &&
-           strncmp(p, "password=", 9) == 0;
+    if (!(p == url || p[-1] == '?' || p[-1] == '&' || p[-1] == ' '))
+        return 0;
+    char key[64];
+    size_t k = 0, i = 0;
+    while (p[i] && p[i] != '=') {
+        int c = (unsigned char)p[i];
+        if (!isalnum(c) && c != '_' && c != '%')
+            return 0; /* not a key: a URL's start, say */
+        if (c == '%' && isxdigit((unsigned char)p[i + 1]) &&
+            isxdigit((unsigned char)p[i + 2])) {
+            char hex[3] = {p[i + 1], p[i + 2], '\0'};
+            c = (int)strtol(hex, NULL, 16);
+            i += 3;
+        } else {
+            i++;
+        }
+        if (k == sizeof key - 1)
+            return 0; /* no keyword is that long */
+        key[k++] = (char)tolower(c);
+    }
+    key[k] = '\0';
+    return p[i] == '=' && k >= 8 && strcmp(key + k - 8, "password") == 0 ? i : 0;
 }
 
 void tq__url_redact(char *buf, size_t len, const char *url)
 {
     /* scheme://user:password@host -> scheme://user:***@host, and every
-     * password=... parameter -> password=***. Written out one piece at a
+     * parameter whose key ends in password -> KEY=***. Written out one piece at a
      * time, each cut to what buf has room for. */
     const char *scheme = strstr(url, "://");
     const char *at = scheme ? strchr(scheme + 3, '@') : NULL;
@@ -50,12 +74,15 @@ void tq__url_redact(char *buf, size_t len, const char *url)
         return;
     for (const char *p = url; *p && o + 1 < len;) {
         const char *put = NULL;
+        size_t kl;
         if (p == colon) {
             put = ":***";
             p = at;
-        } else if (at_password(url, p)) {
-            put = "password=***";
-            for (p += 9; *p && *p != '&' && *p != ' ';)
+        } else if ((kl = password_key(url, p)) > 0) {
+            for (size_t i = 0; i <= kl && o + 1 < len; i++) /* the key and '=' */
+                buf[o++] = p[i];
+            put = "***";
+            for (p += kl + 1; *p && *p != '&' && *p != ' ';)
                 p++;
         }
         if (put) {

@@ -270,6 +270,14 @@ static void redaction(void **state)
     assert_string_equal(b, "postgres://u:***@h/q?password=***&password=***");
     tq__url_redact(b, 4, "postgres://u:pw@h");
     assert_string_equal(b, "pos");
+    /* Any key libpq reads as one ending in "password": sslpassword, an
+     * encoded key, any case; not a key that only starts with it. */
+    tq__url_redact(b, sizeof b,
+                   "postgres://h/q?sslpassword=k1&pass%77ord=k2&PASSWORD=k3&passwordx=v");
+    assert_string_equal(b, "postgres://h/q?sslpassword=***&pass%77ord=***&PASSWORD=***"
+                           "&passwordx=v");
+    tq__url_redact(b, sizeof b, "host=h password=k4 dbname=q");
+    assert_string_equal(b, "host=h password=*** dbname=q");
 }
 
 static void percentiles(void **state)

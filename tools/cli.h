@@ -95,6 +95,8 @@ json_t *cli_job_show_json(tq *db, const tq_job *j);
  * worker, whose status is "alive", "stopped" or "gone". */
 json_t *cli_queue_json(const tq_queue_info *q);
 json_t *cli_worker_json(const tq_worker_info *w);
+/* tq cron list --json's object for one schedule (cron.c). */
+json_t *cli_schedule_json(const tq_schedule *s);
 const char *cli_worker_status(const tq_worker_info *w);
 
 /* The input of --lines (lines.c): one payload per line, "\n" or "\r\n"

@@ -28,7 +28,7 @@ static const char help[] =
 
 static const cli_cmd me = {.name = "cron", .usage = usage, .help = help};
 
-static json_t *schedule_json(const tq_schedule *s)
+json_t *cli_schedule_json(const tq_schedule *s)
 {
     json_t *o = json_object();
     json_object_set_new(o, "name", cli_json_text(s->name));
@@ -63,7 +63,7 @@ static int cron_list(tq *db, int json)
     for (size_t i = 0; i < n; i++) {
         char t[40], job[24] = "-";
         if (json) {
-            json_array_append_new(a, schedule_json(&v[i]));
+            json_array_append_new(a, cli_schedule_json(&v[i]));
             continue;
         }
         if (v[i].last_job)
@@ -176,7 +176,7 @@ static int cron_set(int argc, char **argv)
         } else {
             for (size_t i = 0; i < nv; i++)
                 if (strcmp(v[i].name, name) == 0)
-                    ex = cli_print_json(schedule_json(&v[i]));
+                    ex = cli_print_json(cli_schedule_json(&v[i]));
             tq_schedule_array_free(v, nv);
         }
     } else {

@@ -7,6 +7,7 @@
  *                              counts, chart and durations; workers
  *   GET  /api/queues           tq queue --json
  *   GET  /api/workers          tq workers --json
+ *   GET  /api/schedules        tq cron list --json
  *   GET  /api/jobs             tq list --json (payloads cut), paged by
  *                              ?state= &queue= &before=ID &limit=
  *   GET  /api/jobs/ID          tq show --json
@@ -16,14 +17,15 @@
  *                              comes as "Authorization: Bearer T", as
  *                              "X-TQ-Token: T" or as a form field "token"
  *
- * What a request counts. The unfinished states (ready, running, waiting)
- * are counted by each request, each along its own index: they cost what is
- * in flight. Finished jobs are kept by the million, so no request walks
- * them: each reads only what finished since the one before
- * (tq_finished_since: the counters, the duration histogram, the chart of
- * done jobs per minute), and a thread on a connection of its own counts
- * every kept done, dead and cancelled job now and then (the gauge; an
- * action asks it for a new count at once).
+ * What a request counts. Ready and running jobs are counted by each
+ * request, each along its own index: they cost what is in flight.
+ * Finished jobs are kept by the million, so no request walks them: each
+ * reads only what finished since the one before (tq_finished_since: the
+ * counters, the duration histogram, the chart of done jobs per minute),
+ * and a thread on a connection of its own counts every kept done, dead and
+ * cancelled job, and the waiting ones (which SQLite finds through every
+ * dependency row kept), now and then (the gauges; an action asks it for a
+ * new count at once).
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -37,6 +39,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -63,6 +66,10 @@ static const double hist_le[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5,
 
 /* The finished states, in the order of every [3] below. */
 static const tq_state fin[3] = {TQ_DONE, TQ_DEAD, TQ_CANCELLED};
+/* What the counter thread counts: the finished states, and waiting (on
+ * SQLite, a walk of the dependency rows kept). */
+static const tq_state slow[4] = {TQ_DONE, TQ_DEAD, TQ_CANCELLED, TQ_WAITING};
+#define NSLOW 4
 
 /* What this server has seen of one queue's finished jobs. */
 typedef struct qstat {
@@ -81,6 +88,7 @@ typedef struct server {
     qstat *q;
     size_t nq, capq;
     int64_t at_us, after_id; /* tq_finished_since's position */
+    int seeding;             /* reading the hour before the start: chart only */
     int64_t scrape_us;       /* the last scrape's gathering */
 
     /* The count of kept finished jobs, by the thread counter(). */
@@ -88,12 +96,13 @@ typedef struct server {
     pthread_cond_t ccv;
     int stop, recount;
     tq *cdb;
-    tq_count *kept[3];
-    size_t nkept[3];
+    tq_count *kept[NSLOW];
+    size_t nkept[NSLOW];
     int64_t counted_at, count_us; /* wall clock; how long it took */
     char count_err[256];
 
     const char *token; /* NULL: no actions */
+    int loopback;      /* listening on a loopback address */
     size_t token_len;
     int64_t started_at;
 } server;
@@ -144,7 +153,8 @@ static void note_finished(server *s, const tq_finished *f)
     if (!q)
         return;
     int k = f->state == TQ_DONE ? 0 : f->state == TQ_DEAD ? 1 : 2;
-    q->finished[k]++;
+    if (!s->seeding) /* counters start at 0, as a restarted process's do */
+        q->finished[k]++;
     if (f->state != TQ_DONE)
         return;
     int64_t minute = f->finished_at / 60000000;
@@ -160,8 +170,10 @@ static void note_finished(server *s, const tq_finished *f)
     size_t b = 0;
     while (b < HIST_N && sec > hist_le[b])
         b++;
-    q->hist[b]++;
-    q->dur_sum += sec;
+    if (!s->seeding) {
+        q->hist[b]++;
+        q->dur_sum += sec;
+    }
     q->recent[q->recent_at] = f->duration_us;
     q->recent_at = (q->recent_at + 1) % RECENT;
     if (q->nrecent < RECENT)
@@ -181,7 +193,7 @@ static int read_finished(server *s)
         for (size_t i = 0; i < n; i++)
             note_finished(s, &v[i]);
         tq_free(v);
-        if (n < 10000)
+        if (s->after_id == INT64_MAX) /* read up to the settled end */
             return 0;
     }
 }
@@ -190,21 +202,21 @@ static int read_finished(server *s)
 
 static void count_finished(server *s)
 {
-    tq_count *v[3] = {NULL, NULL, NULL};
-    size_t n[3] = {0, 0, 0};
+    tq_count *v[NSLOW] = {NULL};
+    size_t n[NSLOW] = {0};
     int64_t t0 = mono_us();
     int rc = 0;
-    for (int k = 0; k < 3 && !rc; k++)
-        rc = tq_count_jobs(&v[k], &n[k], s->cdb, fin[k], 0);
+    for (int k = 0; k < NSLOW && !rc; k++)
+        rc = tq_count_jobs(&v[k], &n[k], s->cdb, slow[k], 0);
     int64_t took = mono_us() - t0;
     pthread_mutex_lock(&s->cmu);
     if (rc) {
         snprintf(s->count_err, sizeof s->count_err, "%s", tq_errmsg(s->cdb));
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < NSLOW; k++)
             tq_free(v[k]);
     } else {
         s->count_err[0] = '\0';
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < NSLOW; k++) {
             tq_free(s->kept[k]);
             s->kept[k] = v[k];
             s->nkept[k] = n[k];
@@ -226,7 +238,7 @@ static void *counter(void *arg)
         if (wait < 5000000)
             wait = 5000000;
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         int64_t ns = (int64_t)ts.tv_nsec + wait % 1000000 * 1000;
         ts.tv_sec += (time_t)(wait / 1000000 + ns / 1000000000);
         ts.tv_nsec = (long)(ns % 1000000000);
@@ -308,7 +320,7 @@ static void gathering_free(gathering *g)
 /* Everything /metrics and /api/overview show (s->mu held). */
 static int gather(server *s, gathering *g)
 {
-    static const tq_state live[] = {TQ_READY, TQ_RUNNING, TQ_WAITING};
+    static const tq_state live[] = {TQ_READY, TQ_RUNNING};
     int64_t t0 = mono_us();
     memset(g, 0, sizeof *g);
     int rc = tq_queue_list(&g->queues, &g->nqueues, s->db);
@@ -348,11 +360,11 @@ static int gather(server *s, gathering *g)
     g->have_count = s->counted_at != 0;
     g->counted_at = s->counted_at;
     g->count_us = s->count_us;
-    for (int k = 0; !rc && k < 3; k++)
+    for (int k = 0; !rc && k < NSLOW; k++)
         for (size_t i = 0; i < s->nkept[k]; i++) {
             qrow *r = row_get(g, s->kept[k][i].name);
             if (r)
-                r->count[fin[k]] = s->kept[k][i].n;
+                r->count[slow[k]] = s->kept[k][i].n;
         }
     pthread_mutex_unlock(&s->cmu);
     for (size_t i = 0; !rc && i < s->nq; i++)
@@ -396,12 +408,12 @@ static void head(FILE *f, const char *name, const char *type, const char *help)
 static void render_metrics(FILE *f, server *s, const gathering *g)
 {
     head(f, "tq_jobs", "gauge",
-         "Jobs by queue and state: ready, running and waiting as of this scrape; done, "
+         "Jobs by queue and state: ready and running as of this scrape; waiting, done, "
          "dead and cancelled as of tq_finished_counted_age_seconds ago.");
     for (size_t i = 0; i < g->nrows; i++)
         for (int st = 0; st < TQ_STATE_COUNT; st++) {
-            int finished = st == TQ_DONE || st == TQ_DEAD || st == TQ_CANCELLED;
-            if (finished && !g->have_count)
+            int counted = st != TQ_READY && st != TQ_RUNNING; /* by the thread */
+            if (counted && !g->have_count)
                 continue;
             fputs("tq_jobs{queue=\"", f);
             put_label(f, g->rows[i].name);
@@ -428,8 +440,8 @@ static void render_metrics(FILE *f, server *s, const gathering *g)
         fprintf(f, "\"} %d\n", g->rows[i].info && g->rows[i].info->paused);
     }
     head(f, "tq_jobs_finished_total", "counter",
-         "Jobs that finished, by queue and state, as this server read them (from an "
-         "hour before it started; jobs deleted when done are not seen).");
+         "Jobs that finished since this server started, by queue and state (jobs "
+         "deleted when done are not seen).");
     for (size_t i = 0; i < g->nrows; i++)
         for (int k = 0; k < 3; k++) {
             const qstat *q = g->rows[i].seen;
@@ -439,7 +451,7 @@ static void render_metrics(FILE *f, server *s, const gathering *g)
                     (long long)(q ? q->finished[k] : 0));
         }
     head(f, "tq_job_duration_seconds", "histogram",
-         "Run time of done jobs (started to finished), as this server read them.");
+         "Run time of done jobs (started to finished) since this server started.");
     for (size_t i = 0; i < g->nrows; i++) {
         const qstat *q = g->rows[i].seen;
         int64_t cum = 0;
@@ -470,11 +482,11 @@ static void render_metrics(FILE *f, server *s, const gathering *g)
     fprintf(f, "tq_workers{status=\"gone\"} %lld\n", (long long)by[2]);
     if (g->have_count) {
         head(f, "tq_finished_counted_age_seconds", "gauge",
-             "How old the count of done, dead and cancelled jobs is.");
+             "How old the count of waiting, done, dead and cancelled jobs is.");
         fprintf(f, "tq_finished_counted_age_seconds %.3f\n",
                 (double)(now_us() - g->counted_at) / 1e6);
         head(f, "tq_finished_count_duration_seconds", "gauge",
-             "How long the last count of done, dead and cancelled jobs took.");
+             "How long the last count of waiting, done, dead and cancelled jobs took.");
         fprintf(f, "tq_finished_count_duration_seconds %.6f\n",
                 (double)g->count_us / 1e6);
     }
@@ -558,7 +570,8 @@ typedef struct request {
     int too_big; /* over BODY_MAX */
     char form_token[TOKEN_MAX + 1];
     size_t form_token_len;
-    int form_token_long;
+    int form_token_long; /* too long, or given twice: not the token */
+    int form_tokens;
 } request;
 
 static enum MHD_Result on_form(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -568,8 +581,10 @@ static enum MHD_Result on_form(void *cls, enum MHD_ValueKind kind, const char *k
 {
     (void)kind, (void)filename, (void)content_type, (void)transfer_encoding;
     request *r = cls;
-    if (strcmp(key, "token") != 0)
+    if (!key || strcmp(key, "token") != 0) /* a multipart part may have no name */
         return MHD_YES;
+    if (off == 0 && r->form_tokens++) /* a second token field: none counts */
+        r->form_token_long = 1;
     if (off + size > TOKEN_MAX) {
         r->form_token_long = 1;
         return MHD_YES;
@@ -629,10 +644,12 @@ static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
 
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *v)
 {
+    static char oom[] = "{\"error\":\"out of memory\"}";
     char *s = v ? json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(v);
     if (!s)
-        return MHD_NO;
+        return send_body(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "application/json", oom,
+                         sizeof oom - 1, 1);
     return send_body(c, status, "application/json", s, strlen(s), 0);
 }
 
@@ -818,6 +835,21 @@ static enum MHD_Result get(server *s, struct MHD_Connection *c, const char *url)
         tq_free(v);
         return send_json(c, MHD_HTTP_OK, a);
     }
+    if (strcmp(url, "/api/schedules") == 0) {
+        tq_schedule *v;
+        size_t n;
+        pthread_mutex_lock(&s->mu);
+        int rc = tq_schedule_list(&v, &n, s->db);
+        enum MHD_Result ret = rc ? send_failure(c, s->db, rc) : MHD_YES;
+        pthread_mutex_unlock(&s->mu);
+        if (rc)
+            return ret;
+        json_t *a = json_array();
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(a, cli_schedule_json(&v[i]));
+        tq_schedule_array_free(v, n);
+        return send_json(c, MHD_HTTP_OK, a);
+    }
     if (strcmp(url, "/api/jobs") == 0)
         return api_jobs(s, c);
     if (strncmp(url, "/api/jobs/", 10) == 0 &&
@@ -830,7 +862,7 @@ static enum MHD_Result get(server *s, struct MHD_Connection *c, const char *url)
 static int has_token(server *s, struct MHD_Connection *c, const request *r)
 {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (h && strncmp(h, "Bearer ", 7) == 0)
+    if (h && strncasecmp(h, "Bearer ", 7) == 0)
         return token_equal(h + 7, strlen(h + 7), s->token, s->token_len);
     h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-TQ-Token");
     if (h)
@@ -902,6 +934,25 @@ static enum MHD_Result post(server *s, struct MHD_Connection *c, const char *url
     return send_json(c, MHD_HTTP_OK, o);
 }
 
+/* On a loopback address, only a Host that names one: a page elsewhere
+ * whose name a DNS answer turned into 127.0.0.1 (DNS rebinding) cannot read
+ * the store through a browser. */
+static int host_ok(const server *s, struct MHD_Connection *c)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (!s->loopback || !h)
+        return 1;
+    char name[64];
+    size_t n = h[0] == '[' ? strcspn(h, "]") + 1 : strcspn(h, ":");
+    if (n >= sizeof name)
+        return 0;
+    memcpy(name, h, n);
+    name[n] = '\0';
+    struct in_addr a;
+    return strcasecmp(name, "localhost") == 0 || strcmp(name, "[::1]") == 0 ||
+           (inet_pton(AF_INET, name, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload, size_t *upload_size, void **con_cls)
@@ -914,15 +965,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(r = calloc(1, sizeof *r)))
             return MHD_NO;
         *con_cls = r;
-        if (is_post)
-            r->pp = MHD_create_post_processor(c, 1024, on_form, r); /* NULL: not a form */
+        if (!host_ok(s, c))
+            return send_error(c, MHD_HTTP_FORBIDDEN, "this server answers to localhost");
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        int64_t len;
+        if (cl && (parse_i64(cl, 0, INT64_MAX, &len) || len > BODY_MAX)) {
+            r->too_big = 1; /* answered before the body is read */
+            return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large");
+        }
+        if (is_post && s->token) /* NULL when the body is not a form */
+            r->pp = MHD_create_post_processor(c, 1024, on_form, r);
         return MHD_YES;
     }
     if (*upload_size) {
         r->body += *upload_size;
-        if (r->body > BODY_MAX)
-            r->too_big = 1;
-        else if (r->pp)
+        if (r->body > BODY_MAX) /* a chunked body grown too large: hang up */
+            return MHD_NO;
+        if (r->pp)
             MHD_post_process(r->pp, upload, *upload_size);
         *upload_size = 0;
         return MHD_YES;
@@ -1046,14 +1106,14 @@ int cmd_serve(int argc, char **argv)
             "                tq_jobs_finished_total, tq_job_duration_seconds, "
             "tq_workers)\n"
             "  /api/...      the JSON the dashboard reads (overview, queues, workers,\n"
-            "                jobs?state=&queue=&before=&limit=, jobs/ID)\n"
+            "                schedules, jobs?state=&queue=&before=&limit=, jobs/ID)\n"
             "Actions (retry or cancel a job; pause, resume or retry the dead jobs of a\n"
             "queue) are POSTs to /api/jobs/ID/retry|cancel and\n"
             "/api/queues/NAME/pause|resume|retry-dead, with the token as\n"
             "'Authorization: Bearer TOKEN'. Without --token-file they answer 403.\n\n"
             "  --listen ADDR:PORT  where to listen (default 127.0.0.1:8080; port 0:\n"
-            "                      any free one); an address that is not loopback\n"
-            "                      wants a token\n"
+            "                      any free one); on an address that is not\n"
+            "                      loopback it warns unless a token is set\n"
             "  --token-file FILE   the token for actions: FILE's first line, 16 to\n"
             "                      1024 characters (- for stdin)\n"};
     const char *url = NULL, *listen = "127.0.0.1:8080", *token_file = NULL;
@@ -1079,10 +1139,15 @@ int cmd_serve(int argc, char **argv)
     if (token_file && read_token(token_file, &token))
         return EXIT_USAGE;
 
-    server s = {.token = token, .token_len = token ? strlen(token) : 0};
+    server s = {
+        .token = token, .token_len = token ? strlen(token) : 0, .loopback = loopback};
     pthread_mutex_init(&s.mu, NULL);
     pthread_mutex_init(&s.cmu, NULL);
-    pthread_cond_init(&s.ccv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s.ccv, &ca);
+    pthread_condattr_destroy(&ca);
     s.started_at = now_us();
     s.db = cli_open("serve", cli_url(url), 0, &ex);
     if (s.db)
@@ -1100,7 +1165,9 @@ int cmd_serve(int argc, char **argv)
         goto out;
     }
     s.at_us = now_us() - (int64_t)HISTORY_MIN * 60000000;
+    s.seeding = 1;
     int rc = read_finished(&s);
+    s.seeding = 0;
     if (rc) {
         ex = cli_fail("serve", s.db, rc);
         goto out;
@@ -1121,6 +1188,7 @@ int cmd_serve(int argc, char **argv)
         goto out;
     }
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    errno = 0;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     struct MHD_Daemon *d = MHD_start_daemon(
@@ -1159,7 +1227,7 @@ int cmd_serve(int argc, char **argv)
     pthread_mutex_unlock(&s.cmu);
     pthread_join(counter_thread, NULL);
 out:
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < NSLOW; k++)
         tq_free(s.kept[k]);
     free(s.q);
     tq_close(s.cdb);

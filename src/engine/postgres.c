@@ -775,6 +775,10 @@ enum stmt_id {
     S_PENDING,
     S_JOB_GET,
     S_JOB_LIST,
+    S_JOB_LIST_READY,
+    S_JOB_LIST_RUNNING,
+    S_JOB_LIST_WAITING,
+    S_JOB_LIST_FINISHED,
     S_JOB_STATE,
     S_JOB_RESULT,
     S_JOB_PARENTS,
@@ -1054,6 +1058,26 @@ static const char *const sql[S_COUNT] = {
                    " WHERE ($1::text IS NULL OR j.queue = $1)"
                    " AND ($2::text IS NULL OR j.state = $2)"
                    " AND j.id < $4 ORDER BY j.id DESC LIMIT $3",
+    /* One state's list along that state's partial index (a literal state,
+     * so that the generic plan can use it): unfinished states by id, newest
+     * first; finished states newest finished first, the page after job $4
+     * below it (none when it is no longer in the state). */
+    [S_JOB_LIST_READY] = "SELECT " JOB_COLS " FROM TQ.jobs j WHERE j.state = 'ready'"
+                         " AND ($1::text IS NULL OR j.queue = $1)"
+                         " AND j.id < $3 ORDER BY j.id DESC LIMIT $2",
+    [S_JOB_LIST_RUNNING] = "SELECT " JOB_COLS " FROM TQ.jobs j WHERE j.state = 'running'"
+                           " AND j.lease_until IS NOT NULL"
+                           " AND ($1::text IS NULL OR j.queue = $1)"
+                           " AND j.id < $3 ORDER BY j.id DESC LIMIT $2",
+    [S_JOB_LIST_WAITING] = "SELECT " JOB_COLS " FROM TQ.jobs j WHERE j.state = 'waiting'"
+                           " AND ($1::text IS NULL OR j.queue = $1)"
+                           " AND j.id < $3 ORDER BY j.id DESC LIMIT $2",
+    [S_JOB_LIST_FINISHED] =
+        "SELECT " JOB_COLS " FROM TQ.jobs j WHERE j.state = $4"
+        " AND j.finished_at IS NOT NULL AND ($1::text IS NULL OR j.queue = $1)"
+        " AND ($3::int8 IS NULL OR (j.finished_at, j.id) < (SELECT b.finished_at, b.id"
+        "   FROM TQ.jobs b WHERE b.id = $3 AND b.state = $4))"
+        " ORDER BY j.finished_at DESC, j.id DESC LIMIT $2",
     [S_JOB_STATE] = "SELECT state FROM TQ.jobs WHERE id = $1",
     [S_JOB_RESULT] = "SELECT state, result FROM TQ.jobs WHERE id = $1",
     /* Dependencies (engine.h, DEPENDENCIES; migration 13's triggers). */
@@ -2775,11 +2799,23 @@ static int pg_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_
 {
     int rc;
     params p = {0};
+    const char *state = o->state >= 0 ? tq_state_name((tq_state)o->state) : NULL;
+    enum stmt_id id = o->state < 0             ? S_JOB_LIST
+                      : o->state == TQ_READY   ? S_JOB_LIST_READY
+                      : o->state == TQ_RUNNING ? S_JOB_LIST_RUNNING
+                      : o->state == TQ_WAITING ? S_JOB_LIST_WAITING
+                                               : S_JOB_LIST_FINISHED;
     p_text(&p, o->queue);
-    p_text(&p, o->state >= 0 ? tq_state_name((tq_state)o->state) : NULL);
+    if (id == S_JOB_LIST)
+        p_text(&p, state);
     p_i64(&p, (int64_t)o->limit);
-    p_i64(&p, o->before_id);
-    PGresult *r = run(db, S_JOB_LIST, &p, &rc, "listing jobs");
+    if (id == S_JOB_LIST_FINISHED && o->before_id == INT64_MAX)
+        p_text(&p, NULL); /* no page before */
+    else
+        p_i64(&p, o->before_id);
+    if (id == S_JOB_LIST_FINISHED)
+        p_text(&p, state);
+    PGresult *r = run(db, id, &p, &rc, "listing jobs");
     return r ? read_jobs(db, r, &tq__all_cols, NULL, NULL, out, out_n) : rc;
 }
 

@@ -687,6 +687,11 @@ enum stmt_id {
     S_PENDING,
     S_JOB_GET,
     S_JOB_LIST,
+    S_JOB_LIST_READY,
+    S_JOB_LIST_RUNNING,
+    S_JOB_LIST_WAITING,
+    S_JOB_FINISHED_AT,
+    S_JOB_LIST_FINISHED,
     S_JOB_STATE,
     S_JOB_RESULT,
     S_RETRY_ONE,
@@ -915,6 +920,30 @@ static const char *const sql[S_COUNT] = {
     [S_JOB_LIST] = "SELECT " JOB_COLS " FROM tq_jobs"
                    " WHERE (?1 IS NULL OR queue = ?1) AND (?2 IS NULL OR state = ?2)"
                    " AND id < ?4 ORDER BY id DESC LIMIT ?3",
+    /* One state's list along that state's index, so that a few jobs in it
+     * among a million finished ones cost what they are: unfinished states
+     * by id, newest first; waiting ones through the dependency rows, newest
+     * child first (SQLite keeps no index of waiting jobs); finished states
+     * newest finished first, the page after ?4 starting below its
+     * finished_at ?5. */
+    [S_JOB_LIST_READY] = "SELECT " JOB_COLS " FROM tq_jobs INDEXED BY tq_jobs_ready_fifo"
+                         " WHERE state = 'ready' AND (?1 IS NULL OR queue = ?1)"
+                         " AND id < ?4 ORDER BY id DESC LIMIT ?3",
+    [S_JOB_LIST_RUNNING] = "SELECT " JOB_COLS " FROM tq_jobs INDEXED BY tq_jobs_running"
+                           " WHERE state = 'running' AND (?1 IS NULL OR queue = ?1)"
+                           " AND id < ?4 ORDER BY id DESC LIMIT ?3",
+    [S_JOB_LIST_WAITING] = "SELECT " JOB_COLS " FROM tq_deps d INDEXED BY tq_deps_child"
+                           " CROSS JOIN tq_jobs ON tq_jobs.id = d.child"
+                           " WHERE state = 'waiting' AND (?1 IS NULL OR queue = ?1)"
+                           " AND d.child < ?4 GROUP BY d.child ORDER BY d.child DESC"
+                           " LIMIT ?3",
+    [S_JOB_FINISHED_AT] = "SELECT finished_at FROM tq_jobs WHERE id = ?1 AND state = ?2"
+                          " AND finished_at IS NOT NULL",
+    [S_JOB_LIST_FINISHED] = "SELECT " JOB_COLS " FROM tq_jobs INDEXED BY tq_jobs_finished"
+                            " WHERE state = ?2 AND finished_at IS NOT NULL"
+                            " AND (?1 IS NULL OR queue = ?1) AND finished_at <= ?5"
+                            " AND (finished_at < ?5 OR id < ?4)"
+                            " ORDER BY finished_at DESC, id DESC LIMIT ?3",
     [S_JOB_STATE] = "SELECT state FROM tq_jobs WHERE id = ?1",
     [S_JOB_RESULT] = "SELECT state, result FROM tq_jobs WHERE id = ?1",
     /* A job retried by hand does not take a scoped key back (migration 7):
@@ -2261,13 +2290,38 @@ static int sqlite_job_result(tq *db, int64_t id, void **out, size_t *len, int *s
 static int sqlite_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n)
 {
     int rc;
-    sqlite3_stmt *s = stmt(db, S_JOB_LIST, &rc);
+    const char *state = o->state >= 0 ? tq_state_name((tq_state)o->state) : NULL;
+    int64_t before_at = INT64_MAX;
+    enum stmt_id id = o->state < 0             ? S_JOB_LIST
+                      : o->state == TQ_READY   ? S_JOB_LIST_READY
+                      : o->state == TQ_RUNNING ? S_JOB_LIST_RUNNING
+                      : o->state == TQ_WAITING ? S_JOB_LIST_WAITING
+                                               : S_JOB_LIST_FINISHED;
+    if (id == S_JOB_LIST_FINISHED && o->before_id != INT64_MAX) {
+        /* The page after a job that is no longer in the state is empty. */
+        sqlite3_stmt *f = stmt(db, S_JOB_FINISHED_AT, &rc);
+        if (!f)
+            return rc;
+        sqlite3_bind_int64(f, 1, o->before_id);
+        sqlite3_bind_text(f, 2, state, -1, SQLITE_STATIC);
+        int src = sqlite3_step(f);
+        if (src == SQLITE_ROW)
+            before_at = sqlite3_column_int64(f, 0);
+        done_with(f);
+        if (src == SQLITE_DONE)
+            return 0;
+        if (src != SQLITE_ROW)
+            return fail_rc(db, src, "listing jobs");
+    }
+    sqlite3_stmt *s = stmt(db, id, &rc);
     if (!s)
         return rc;
     bind_text(s, 1, o->queue);
-    bind_text(s, 2, o->state >= 0 ? tq_state_name((tq_state)o->state) : NULL);
+    bind_text(s, 2, state);
     sqlite3_bind_int64(s, 3, (sqlite3_int64)o->limit);
     sqlite3_bind_int64(s, 4, o->before_id);
+    if (id == S_JOB_LIST_FINISHED)
+        sqlite3_bind_int64(s, 5, before_at);
     return collect_jobs(db, s, &tq__all_cols, NULL, NULL, "listing jobs", out, out_n);
 }
 

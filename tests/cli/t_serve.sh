@@ -59,9 +59,10 @@ parent=$(id_of --queue alpha "parent")
 child=$(id_of --queue alpha --after "$parent" "child")
 cancelled=$(id_of --queue alpha "to cancel")
 "$TQ" cancel "$cancelled" >/dev/null
-id_of --queue alpha --delay 1h later >/dev/null
+later=$(id_of --queue alpha --delay 1h later)
 "$TQ" queue beta --pause >/dev/null
 for i in 1 2; do id_of --queue beta "b $i" >/dev/null; done
+"$TQ" cron set nightly --queue beta --schedule '0 3 * * *' --tz Europe/Berlin >/dev/null
 # alpha: ready 2 (1 not due), running 1, waiting 1, done 4, dead 3, cancelled 1
 
 # ---- the server ------------------------------------------------------------
@@ -71,7 +72,7 @@ if [ "$ENGINE" = postgres ]; then
     # A password in the URL (the cluster trusts local connections, so it
     # is accepted and unused): it must appear nowhere.
     SECRET=Sekr3tPassw0rdXYZ
-    PWURL=${TQ_DB/postgresql:\/\/\//postgresql://tq:$SECRET@/}
+    PWURL=${TQ_DB/postgresql:\/\/\//postgresql://tq:$SECRET@/}\&sslpassword=$SECRET
     [ "$PWURL" != "$TQ_DB" ] || fail "could not put a password in $TQ_DB"
 fi
 start_serve() { # LOGNAME [ARGS...]: starts tq serve, sets $URL
@@ -132,17 +133,30 @@ expect_eq "$(jq -r '.workers[0].name + " " + .workers[0].status + " " + (.worker
     "serve-w1 alive 1" "overview workers"
 expect_eq "$(jq '.queues[] | select(.name == "alpha") | .done_per_minute | add' "$T/body")" 4 "chart"
 expect_eq "$(jq .actions "$T/body")" false "actions in the overview"
+# Finished jobs page newest finished first, the others newest first.
+read -r d1 d2 d3 <<<"$(sql "SELECT id FROM $JOBS WHERE queue = 'alpha' AND state = 'dead'
+    ORDER BY finished_at DESC, id DESC" | tr '\n' ' ')"
 expect_eq "$(api "$URL/api/jobs?state=dead&queue=alpha&limit=2")" 200 "jobs"
-expect_eq "$(jq -r 'map(.id) | join(" ")' "$T/body")" "$deadbin $dead2" "dead jobs, newest first"
-expect_eq "$(jq -r '.[1].last_error' "$T/body")" "exit status 1: $XSS" "a last error, as it is"
-expect_eq "$(api "$URL/api/jobs?state=dead&queue=alpha&limit=2&before=$dead2")" 200 "page 2"
-expect_eq "$(jq -r 'map(.id) | join(" ")' "$T/body")" "$dead1" "the next page"
+expect_eq "$(jq -r 'map(.id) | join(" ")' "$T/body")" "$d1 $d2" "dead jobs, newest finished first"
+expect_eq "$(api "$URL/api/jobs?state=dead&queue=alpha&limit=2&before=$d2")" 200 "page 2"
+expect_eq "$(jq -r 'map(.id) | join(" ")' "$T/body")" "$d3" "the next page"
+expect_eq "$(api "$URL/api/jobs?state=dead&before=$hold")" 200 "a page after a job not dead"
+expect_eq "$(jq length "$T/body")" 0 "the page after a job not in the state"
+expect_eq "$(api "$URL/api/jobs/$dead2")" 200 "a dead job"
+expect_eq "$(jq -r .last_error "$T/body")" "exit status 1: $XSS" "a last error, as it is"
+for st in "ready:$later $parent" "running:$hold" "waiting:$child"; do
+    expect_eq "$(api "$URL/api/jobs?state=${st%%:*}&queue=alpha")" 200 "${st%%:*} jobs"
+    expect_eq "$(jq -r 'map(.id) | join(" ")' "$T/body")" "${st#*:}" "${st%%:*} jobs listed"
+done
 expect_eq "$(api "$URL/api/jobs/$dead2")" 200 "one job"
 "$TQ" show "$dead2" --json | jq -S . >"$T/show.json"
 jq -S . "$T/body" | diff - "$T/show.json" >/dev/null || fail "/api/jobs/ID differs from tq show --json"
 expect_eq "$(api "$URL/api/queues")" 200 "queues"
 "$TQ" queue --json | jq -S . >"$T/queues.json"
 jq -S . "$T/body" | diff - "$T/queues.json" >/dev/null || fail "/api/queues differs from tq queue --json"
+expect_eq "$(api "$URL/api/schedules")" 200 "schedules"
+"$TQ" cron list --json | jq -S . >"$T/cron.json"
+jq -S . "$T/body" | diff - "$T/cron.json" >/dev/null || fail "/api/schedules differs from tq cron list --json"
 expect_eq "$(api "$URL/api/workers")" 200 "workers"
 expect_eq "$(jq -r '.[0].name' "$T/body")" serve-w1 "workers"
 # Bad requests.
@@ -154,6 +168,9 @@ expect_eq "$(api "$URL/api/jobs/abc")" 404 "a job id that is not a number"
 expect_eq "$(api "$URL/api/jobs/999999")" 404 "no such job"
 expect_eq "$(api "$URL/nope")" 404 "unknown path"
 expect_eq "$(api -X PUT "$URL/")" 405 "PUT"
+# A browser page on another name resolved to 127.0.0.1 (DNS rebinding).
+expect_eq "$(api -H 'Host: evil.example' "$URL/api/overview")" 403 "a foreign Host"
+expect_eq "$(api -H "Host: localhost:${URL##*:}" "$URL/api/overview")" 200 "Host localhost"
 code=$(curl -sS -o /dev/null -w '%{http_code}' -H "X-Big: $(head -c 40000 /dev/zero | tr '\0' a)" "$URL/metrics" || true)
 [ "$code" != 200 ] || fail "a 40 KB header was served"
 
@@ -166,8 +183,14 @@ expect_eq "$(api "$URL/api/jobs/$dead1/retry")" 404 "an action by GET"
 expect_eq "$(job "$dead1" state)" "$st_before" "the job after refused actions"
 expect_eq "$("$TQ" queue beta --json | jq .paused)" true "beta after a refused resume"
 
-# ---- slow clients do not stop the server ------------------------------------------
+# ---- slow clients and huge bodies do not stop the server --------------------------
 port=${URL##*:}
+# A body announced at 10 GB is refused before it is read.
+exec {big}<>"/dev/tcp/127.0.0.1/$port"
+printf 'POST /api/jobs/1/retry HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10000000000\r\n\r\n' >&$big
+read -r -t 5 status <&$big || fail "no answer to a 10 GB body"
+exec {big}>&-
+[[ "$status" == *" 413 "* ]] || fail "a 10 GB body: $status"
 slow=()
 for i in $(seq 1 20); do
     exec {fd}<>"/dev/tcp/127.0.0.1/$port"
@@ -188,13 +211,15 @@ browse() { # OUT URL [ARGS...]: the DOM after the page's scripts ran
 }
 browse "$T/dom" "$URL/"
 grep -q 'data-ready="1"' "$T/dom" || fail "the dashboard did not render (no data-ready)"
-cell() { grep -o "data-q=\"$1\" data-s=\"$2\">[^<]*<" "$T/dom" | sed 's/.*>\(.*\)</\1/'; }
+cell() { grep -o "data-q=\"$1\" data-s=\"$2\">[^<]*<" "${DOM:-$T/dom}" | sed 's/.*>\(.*\)</\1/'; }
 for st in ready:1 delayed:1 running:1 waiting:1 done:4 dead:3 cancelled:1; do
     expect_eq "$(cell alpha "${st%:*}")" "${st#*:}" "the page's alpha ${st%:*}"
 done
 expect_eq "$(cell beta ready)" 2 "the page's beta ready"
 grep -q 'data-queue="beta"><td>beta <span class="badge paused">paused' "$T/dom" || fail "beta not shown paused"
 grep -q 'data-worker="serve-w1"' "$T/dom" || fail "the worker is not shown"
+grep -q '<tr data-schedule="nightly"><td>nightly</td><td>beta</td><td>0 3 \* \* \*</td><td>Europe/Berlin</td>' "$T/dom" ||
+    fail "the schedule is not shown"
 grep -q "data-job=\"$dead2\"" "$T/dom" || fail "the dead job is not listed"
 grep -qE 'data-pwned="[12]"' "$T/dom" && fail "a payload's script ran in the page"
 grep -qF '&lt;script&gt;document.body.setAttribute' "$T/dom" || fail "the error is not shown as text"
@@ -246,6 +271,55 @@ expect_eq "$(api -X POST -H "X-TQ-Token: $TOKEN" "$URL/api/jobs/$dead2/explode")
 head -c 5000 /dev/zero | tr '\0' a >"$T/bigbody"
 expect_eq "$(api -X POST -H "X-TQ-Token: $TOKEN" --data-binary @"$T/bigbody" "$URL/api/jobs/$dead2/retry")" 413 "a body over 4 KiB"
 expect_eq "$(job "$dead2" state)" cancelled "the job after a refused oversized request"
+# A multipart part without a name (the form parser gives no key).
+curl -sS -o /dev/null -H 'Content-Type: multipart/form-data; boundary=X' \
+    --data-binary $'--X\r\n\r\nv\r\n--X--\r\n' "$URL/api/jobs/$dead2/retry" || true
+curl -fsS --max-time 5 "$URL/metrics" -o /dev/null || fail "the server died on a nameless part"
+expect_eq "$(api -X POST -d "token=$TOKEN&token=$TOKEN" "$URL/api/queues/beta/resume")" 403 "a token given twice"
+
+# ---- 100 queues and 10,000 dead jobs: the page lists them all, paged ----
+for i in $(seq -w 0 99); do echo "q$i"; done >"$T/queues"
+if [ "$ENGINE" = postgres ]; then
+    sql "INSERT INTO $SCHEMA.queues (name) SELECT 'q' || to_char(i, 'FM00')
+        FROM generate_series(0, 99) i;
+        INSERT INTO $JOBS (queue, state, payload, attempts, created_at, started_at,
+          finished_at, last_error)
+        SELECT 'many', 'dead', convert_to('p' || i, 'UTF8'), 3, now(), now(),
+          now() - i * interval '1 millisecond', 'error ' || i
+        FROM generate_series(1, 10000) i" >/dev/null
+else
+    sql "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < 99)
+        INSERT INTO tq_queues (name) SELECT printf('q%02d', i) FROM c;
+        WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 10000),
+          t(now) AS (SELECT CAST((julianday('now') - 2440587.5) * 86400000000 AS INTEGER))
+        INSERT INTO tq_jobs (queue, state, payload, attempts, created_at, started_at,
+          finished_at, last_error)
+        SELECT 'many', 'dead', 'p' || i, 3, now, now, now - i * 1000, 'error ' || i FROM c, t"
+fi
+expect_eq "$(api -X POST -H "X-TQ-Token: $TOKEN" "$URL/api/queues/many/pause")" 200 "an action asks for a count"
+many_counted() {
+    curl -fsS "$URL/metrics" -o "$T/metrics" &&
+        [ "$(metric 'tq_jobs{queue="many",state="dead"}')" = 10000 ]
+}
+wait_for 10 many_counted
+browse "$T/dom4" "$URL/"
+expect_eq "$(grep -o 'data-queue="[^"]*"' "$T/dom4" | sort -u | wc -l)" 103 "queues on the page"
+expect_eq "$(DOM=$T/dom4 cell many dead)" 10,000 "the page's dead count of 10,000"
+expect_eq "$(grep -o 'data-job="[0-9]*"' "$T/dom4" | wc -l)" 50 "dead jobs on the first page"
+grep -qE '<button id="older" type="button" data-next="[0-9]+">' "$T/dom4" || fail "no enabled 'older' button"
+pages=0
+before=""
+while :; do
+    api "$URL/api/jobs?state=dead&queue=many&limit=500${before:+&before=$before}" >/dev/null
+    n=$(jq length "$T/body")
+    [ "$n" -gt 0 ] || break
+    jq -r '.[].last_error' "$T/body" >>"$T/paged"
+    before=$(jq -r '.[-1].id' "$T/body")
+    pages=$((pages + 1))
+done
+expect_eq "$pages" 20 "pages of 500"
+expect_eq "$(sort -u "$T/paged" | wc -l)" 10000 "dead jobs paged, each once"
+expect_eq "$(head -1 "$T/paged") $(tail -1 "$T/paged")" "error 1 error 10000" "newest finished first"
 stop_serve
 
 touch "$T/release"

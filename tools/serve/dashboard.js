@@ -14,7 +14,8 @@ const ui = {
   jobQueue: "",
   pages: [], // the "before" id of each page shown so far; [] on the first
   overview: null,
-  jobsLoaded: false,
+  jobsSeq: 0, // the latest job-list request: older answers are dropped
+  refreshing: false,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -76,6 +77,7 @@ async function act(path, what) {
     showError(null);
     $("updated").textContent = what + ": done";
     await refresh();
+    await loadJobs();
     const m = location.hash.match(/^#job=(\d+)$/);
     if (m) openJob(m[1]);
   } catch (e) {
@@ -129,13 +131,14 @@ function queueRow(q) {
   const spark = svg("svg", { class: "spark", width: 120, height: 22, viewBox: "0 0 120 22" });
   bars(spark, q.done_per_minute, 120, 22, 0.4);
   const cell = (state, n) => el("td", { class: "num" + (n ? "" : " zero"), "data-q": q.name, "data-s": state }, fmt(n));
-  const actions = el("td", { class: "row-actions" });
+  const buttons = el("div", { class: "row-actions" });
+  const actions = el("td", {}, buttons);
   if (ui.overview.actions) {
-    actions.append(q.paused
+    buttons.append(q.paused
       ? el("button", { type: "button", onclick: () => act("/api/queues/" + encodeURIComponent(q.name) + "/resume", "resume " + q.name) }, "resume")
       : el("button", { type: "button", onclick: () => act("/api/queues/" + encodeURIComponent(q.name) + "/pause", "pause " + q.name) }, "pause"));
     if (q.counts.dead)
-      actions.append(el("button", { type: "button", onclick: () => act("/api/queues/" + encodeURIComponent(q.name) + "/retry-dead", "retry the dead jobs of " + q.name) }, "retry dead"));
+      buttons.append(el("button", { type: "button", onclick: () => act("/api/queues/" + encodeURIComponent(q.name) + "/retry-dead", "retry the dead jobs of " + q.name) }, "retry dead"));
   }
   return el("tr", { "data-queue": q.name },
     el("td", {}, q.name, " ", q.paused ? el("span", { class: "badge paused" }, "paused") : ""),
@@ -151,6 +154,7 @@ function renderQueues(o) {
   const f = $("queue-filter").value.trim().toLowerCase();
   const shown = o.queues.filter((q) => !f || q.name.toLowerCase().includes(f));
   $("queues").tBodies[0].replaceChildren(...shown.map(queueRow));
+  $("queues").classList.toggle("no-actions", !o.actions);
   $("queue-count").textContent = shown.length === o.queues.length
     ? "(" + o.queues.length + ")" : "(" + shown.length + " of " + o.queues.length + ")";
   const sel = $("job-queue");
@@ -158,6 +162,7 @@ function renderQueues(o) {
   const have = [...sel.options].map((x) => x.value);
   if (want.join("\n") !== have.join("\n")) {
     sel.replaceChildren(...want.map((n) => el("option", { value: n }, n || "all queues")));
+    if (!want.includes(ui.jobQueue)) ui.jobQueue = ""; // the queue is gone
     sel.value = ui.jobQueue;
   }
 }
@@ -171,7 +176,25 @@ function renderWorkers(o) {
   $("worker-count").textContent = "(" + alive + " alive of " + o.workers.length + ")";
 }
 
+function inFrom(iso) {
+  if (!iso) return "–";
+  const us = (Date.parse(iso) - Date.now()) * 1000;
+  return us <= 0 ? "due" : "in " + fmtUs(us);
+}
+
+function renderSchedules(list) {
+  $("schedules-panel").hidden = !list.length;
+  $("schedule-count").textContent = "(" + list.length + ")";
+  $("schedules").tBodies[0].replaceChildren(...list.map((c) => el("tr", { "data-schedule": c.name },
+    el("td", {}, c.name), el("td", {}, c.queue), el("td", {}, c.schedule), el("td", {}, c.tz),
+    el("td", {}, c.overlap), el("td", {}, inFrom(c.next_slot)),
+    el("td", { class: "num" }, c.last_job === null ? "–"
+      : el("a", { href: "#job=" + Number(c.last_job) }, String(c.last_job))))));
+}
+
 async function refresh() {
+  if (ui.refreshing) return; // the last one has not come back yet
+  ui.refreshing = true;
   try {
     const o = await api("/api/overview");
     ui.overview = o;
@@ -181,29 +204,37 @@ async function refresh() {
     renderChart(o);
     renderQueues(o);
     renderWorkers(o);
+    renderSchedules(await api("/api/schedules"));
     if (!ui.pages.length) await loadJobs();
     showError(null);
     $("updated").textContent = "updated " + new Date().toLocaleTimeString();
     document.body.dataset.ready = "1";
   } catch (e) {
     showError(e);
+  } finally {
+    ui.refreshing = false;
   }
 }
 
 // ---- jobs ---------------------------------------------------------------------
 
 function preview(j) {
+  if (j.state === "running" && j.progress !== null)
+    return j.progress + "%" + (j.progress_text ? " " + j.progress_text : "");
   if (j.last_error) return j.last_error;
   if (j.payload !== undefined) return j.payload + (j.payload_cut ? " …" : "");
   return "(" + j.payload_bytes + " bytes of binary payload)";
 }
 
 async function loadJobs() {
-  const before = ui.pages.length ? ui.pages[ui.pages.length - 1] : 0;
-  const q = new URLSearchParams({ state: ui.tab, limit: PAGE });
+  const seq = ++ui.jobsSeq;
+  const tab = ui.tab, page = ui.pages.length;
+  const before = page ? ui.pages[page - 1] : 0;
+  const q = new URLSearchParams({ state: tab, limit: PAGE });
   if (ui.jobQueue) q.set("queue", ui.jobQueue);
   if (before) q.set("before", before);
   const jobs = await api("/api/jobs?" + q);
+  if (seq !== ui.jobsSeq) return; // a newer request (another tab or page) owns the table
   $("jobs").tBodies[0].replaceChildren(...jobs.map((j) => el("tr", { "data-job": j.id, onclick: () => { location.hash = "job=" + j.id; } },
     el("td", { class: "num" }, j.id), el("td", {}, j.queue),
     el("td", {}, el("span", { class: "badge " + j.state }, j.state)),
@@ -212,11 +243,10 @@ async function loadJobs() {
     el("td", { class: "text" }, preview(j)))));
   $("older").disabled = jobs.length < PAGE;
   $("older").dataset.next = jobs.length ? jobs[jobs.length - 1].id : "";
-  $("newer").disabled = !ui.pages.length;
+  $("newer").disabled = !page;
   $("page-note").textContent = jobs.length
-    ? "page " + (ui.pages.length + 1) + ": " + jobs.length + " " + ui.tab + " job" + (jobs.length === 1 ? "" : "s")
-    : "no " + ui.tab + " jobs";
-  ui.jobsLoaded = true;
+    ? "page " + (page + 1) + ": " + jobs.length + " " + tab + " job" + (jobs.length === 1 ? "" : "s")
+    : (page ? "no more " : "no ") + tab + " jobs";
 }
 
 function renderTabs() {
@@ -296,7 +326,10 @@ document.addEventListener("DOMContentLoaded", () => {
   renderTabs();
   $("queue-filter").addEventListener("input", () => ui.overview && renderQueues(ui.overview));
   $("job-queue").addEventListener("change", (e) => { ui.jobQueue = e.target.value; ui.pages = []; loadJobs().catch(showError); });
-  $("older").addEventListener("click", () => { ui.pages.push(Number($("older").dataset.next)); loadJobs().catch(showError); });
+  $("older").addEventListener("click", () => {
+    const next = Number($("older").dataset.next);
+    if (next) { ui.pages.push(next); loadJobs().catch(showError); }
+  });
   $("newer").addEventListener("click", () => { ui.pages = []; loadJobs().catch(showError); });
   $("detail-close").addEventListener("click", () => { history.replaceState(null, "", location.pathname); route(); });
   $("token").value = ui.token;
