@@ -68,13 +68,14 @@ test-asan: deps test-deps
 
 # ThreadSanitizer over the tests whose workers run callback threads (the
 # worker pool shares its slots with them under a mutex) and the concurrent
-# registrations, on both engines. Command-mode workers run no threads.
-TSAN_TESTS = test_store test_exchange test_postgres
-test-tsan: deps
+# registrations, on both engines, and over tq serve (an HTTP thread pool and
+# a counting thread). Command-mode workers run no threads.
+TSAN_TESTS = test_store test_exchange test_postgres tq_tool record history
+test-tsan: deps test-deps
 	@cmake -S . -B $(TSAN_BUILD) -DTQ_WERROR=ON -DTQ_TSAN=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	$(call quiet_build,$(TSAN_BUILD),--target $(TSAN_TESTS))
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	    ctest --output-on-failure -j $(JOBS) -R '^test_(store|exchange|postgres)'
+	    ctest --output-on-failure -j $(JOBS) -R '^(test_(store|exchange|postgres)|cli_t_serve)'
 
 # The state machine against its model (tests/test_model.c) for many more
 # seeds than `make test` runs, on both engines (a throwaway PostgreSQL
