@@ -1074,11 +1074,12 @@ static int cmd_list(int argc, char **argv)
     const char *url = NULL;
     int c, ex = 0, json = 0;
     long long n;
-    static const cli_cmd me = {.name = "list",
-                               .usage = usage,
-                               .help = "Lists jobs, newest first (by id; with --state done, dead or\n"
-                                       "cancelled, the latest finished first; default\n"
-                                       "limit 100).\n"};
+    static const cli_cmd me = {
+        .name = "list",
+        .usage = usage,
+        .help = "Lists jobs, newest first (by id; with --state done, dead or\n"
+                "cancelled, the latest finished first; default\n"
+                "limit 100).\n"};
     while ((c = cli_option(&me, argc, argv, lo, &url, &ex)) > 0) {
         switch (c) {
         case 's': {
