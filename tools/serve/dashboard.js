@@ -221,6 +221,8 @@ async function refresh() {
 function preview(j) {
   if (j.state === "running" && j.progress !== null)
     return j.progress + "%" + (j.progress_text ? " " + j.progress_text : "");
+  if (j.state === "ready" && j.attempts > 0 && j.last_error)
+    return "retrying after attempt " + j.attempts + ": " + j.last_error;
   if (j.last_error) return j.last_error;
   if (j.payload !== undefined) return j.payload + (j.payload_cut ? " …" : "");
   return "(" + j.payload_bytes + " bytes of binary payload)";
