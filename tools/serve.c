@@ -101,6 +101,7 @@ typedef struct server {
     int64_t counted_at, count_us; /* wall clock; how long it took */
     char count_err[256];
 
+    const char *url;   /* the store, to connect again */
     const char *token; /* NULL: no actions */
     int loopback;      /* listening on a loopback address */
     size_t token_len;
@@ -128,11 +129,17 @@ static int token_equal(const char *given, size_t glen, const char *want, size_t 
     return d == 0;
 }
 
+static int qstat_cmp(const void *key, const void *q)
+{
+    return strcmp(key, ((const qstat *)q)->name);
+}
+
+/* The queue's entry (s->q is kept sorted by name), added when missing. */
 static qstat *qstat_get(server *s, const char *name)
 {
-    for (size_t i = 0; i < s->nq; i++)
-        if (strcmp(s->q[i].name, name) == 0)
-            return &s->q[i];
+    qstat *q = bsearch(name, s->q, s->nq, sizeof *s->q, qstat_cmp);
+    if (q)
+        return q;
     if (s->nq == s->capq) {
         size_t cap = s->capq ? 2 * s->capq : 16;
         qstat *nq = realloc(s->q, cap * sizeof *nq);
@@ -141,7 +148,12 @@ static qstat *qstat_get(server *s, const char *name)
         s->q = nq;
         s->capq = cap;
     }
-    qstat *q = &s->q[s->nq++];
+    size_t at = 0;
+    while (at < s->nq && strcmp(s->q[at].name, name) < 0)
+        at++;
+    memmove(&s->q[at + 1], &s->q[at], (s->nq - at) * sizeof *s->q);
+    s->nq++;
+    q = &s->q[at];
     memset(q, 0, sizeof *q);
     snprintf(q->name, sizeof q->name, "%s", name);
     return q;
@@ -193,8 +205,26 @@ static int read_finished(server *s)
         for (size_t i = 0; i < n; i++)
             note_finished(s, &v[i]);
         tq_free(v);
-        if (s->after_id == INT64_MAX) /* read up to the settled end */
+        if (!n || s->after_id == INT64_MAX) /* read up to the settled end */
             return 0;
+    }
+}
+
+/* After a call failed for a lost connection (a PostgreSQL server
+ * restarted, an idle session ended): a new one for the next call. The
+ * handle's owner calls it (s->mu held for s->db; the counter thread for
+ * s->cdb). */
+static void reconnect(server *s, tq **h, int rc)
+{
+    tq *n = NULL;
+    if (rc != TQ_ECONN)
+        return;
+    if (tq_open(&n, s->url, NULL) == 0) {
+        tq_close(*h);
+        *h = n;
+        fprintf(stderr, "tq serve: connected to the store again\n");
+    } else {
+        tq_close(n);
     }
 }
 
@@ -209,9 +239,14 @@ static void count_finished(server *s)
     for (int k = 0; k < NSLOW && !rc; k++)
         rc = tq_count_jobs(&v[k], &n[k], s->cdb, slow[k], 0);
     int64_t took = mono_us() - t0;
+    char err[256] = "";
+    if (rc) {
+        snprintf(err, sizeof err, "%s", tq_errmsg(s->cdb));
+        reconnect(s, &s->cdb, rc);
+    }
     pthread_mutex_lock(&s->cmu);
     if (rc) {
-        snprintf(s->count_err, sizeof s->count_err, "%s", tq_errmsg(s->cdb));
+        snprintf(s->count_err, sizeof s->count_err, "%s", err);
         for (int k = 0; k < NSLOW; k++)
             tq_free(v[k]);
     } else {
@@ -289,15 +324,17 @@ typedef struct gathering {
     int64_t took_us;
 } gathering;
 
-static qrow *row_get(gathering *g, const char *name)
+/* A row for name, appended (gather merges rows of one name). */
+static qrow *row_add(gathering *g, size_t *cap, const char *name)
 {
-    for (size_t i = 0; i < g->nrows; i++)
-        if (strcmp(g->rows[i].name, name) == 0)
-            return &g->rows[i];
-    qrow *nr = realloc(g->rows, (g->nrows + 1) * sizeof *nr);
-    if (!nr)
-        return NULL;
-    g->rows = nr;
+    if (g->nrows == *cap) {
+        size_t nc = *cap ? 2 * *cap : 64;
+        qrow *nr = realloc(g->rows, nc * sizeof *nr);
+        if (!nr)
+            return NULL;
+        g->rows = nr;
+        *cap = nc;
+    }
     qrow *r = &g->rows[g->nrows++];
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%s", name);
@@ -307,6 +344,29 @@ static qrow *row_get(gathering *g, const char *name)
 static int row_cmp(const void *a, const void *b)
 {
     return strcmp(((const qrow *)a)->name, ((const qrow *)b)->name);
+}
+
+/* Sorts the rows by name and folds each name's into one: every source
+ * sets fields of its own, so the sum is the whole. */
+static void rows_merge(gathering *g)
+{
+    qsort(g->rows, g->nrows, sizeof *g->rows, row_cmp);
+    size_t o = 0;
+    for (size_t i = 0; i < g->nrows; i++) {
+        qrow *r = &g->rows[i];
+        if (o && strcmp(g->rows[o - 1].name, r->name) == 0) {
+            qrow *m = &g->rows[o - 1];
+            if (!m->info)
+                m->info = r->info;
+            for (int st = 0; st < TQ_STATE_COUNT; st++)
+                m->count[st] += r->count[st];
+            m->delayed += r->delayed;
+            m->oldest_due_us += r->oldest_due_us;
+        } else {
+            g->rows[o++] = *r;
+        }
+    }
+    g->nrows = o;
 }
 
 static void gathering_free(gathering *g)
@@ -322,10 +382,11 @@ static int gather(server *s, gathering *g)
 {
     static const tq_state live[] = {TQ_READY, TQ_RUNNING};
     int64_t t0 = mono_us();
+    size_t cap = 0;
     memset(g, 0, sizeof *g);
     int rc = tq_queue_list(&g->queues, &g->nqueues, s->db);
     for (size_t i = 0; !rc && i < g->nqueues; i++) {
-        qrow *r = row_get(g, g->queues[i].name);
+        qrow *r = row_add(g, &cap, g->queues[i].name);
         if (!r)
             rc = TQ_ENOMEM;
         else
@@ -337,7 +398,7 @@ static int gather(server *s, gathering *g)
         if ((rc = tq_count_jobs(&v, &n, s->db, live[k], 0)))
             break;
         for (size_t i = 0; i < n; i++) {
-            qrow *r = row_get(g, v[i].name);
+            qrow *r = row_add(g, &cap, v[i].name);
             if (!r) {
                 rc = TQ_ENOMEM;
                 break;
@@ -361,25 +422,24 @@ static int gather(server *s, gathering *g)
     g->counted_at = s->counted_at;
     g->count_us = s->count_us;
     for (int k = 0; !rc && k < NSLOW; k++)
-        for (size_t i = 0; i < s->nkept[k]; i++) {
-            qrow *r = row_get(g, s->kept[k][i].name);
+        for (size_t i = 0; !rc && i < s->nkept[k]; i++) {
+            qrow *r = row_add(g, &cap, s->kept[k][i].name);
             if (r)
                 r->count[slow[k]] = s->kept[k][i].n;
+            else
+                rc = TQ_ENOMEM;
         }
     pthread_mutex_unlock(&s->cmu);
     for (size_t i = 0; !rc && i < s->nq; i++)
-        row_get(g, s->q[i].name);
+        if (!row_add(g, &cap, s->q[i].name))
+            rc = TQ_ENOMEM;
     if (rc) {
         gathering_free(g);
         return rc;
     }
-    qsort(g->rows, g->nrows, sizeof *g->rows, row_cmp);
-    for (size_t i = 0; i < g->nrows; i++) { /* info pointed into queues: still valid */
-        g->rows[i].seen = NULL;
-        for (size_t j = 0; j < s->nq; j++)
-            if (strcmp(s->q[j].name, g->rows[i].name) == 0)
-                g->rows[i].seen = &s->q[j];
-    }
+    rows_merge(g);
+    for (size_t i = 0; i < g->nrows; i++) /* info points into queues: still valid */
+        g->rows[i].seen = bsearch(g->rows[i].name, s->q, s->nq, sizeof *s->q, qstat_cmp);
     g->took_us = mono_us() - t0;
     s->scrape_us = g->took_us;
     return 0;
@@ -440,8 +500,9 @@ static void render_metrics(FILE *f, server *s, const gathering *g)
         fprintf(f, "\"} %d\n", g->rows[i].info && g->rows[i].info->paused);
     }
     head(f, "tq_jobs_finished_total", "counter",
-         "Jobs that finished since this server started, by queue and state (jobs "
-         "deleted when done are not seen).");
+         "Jobs that finished since this server started, by queue and state, as it "
+         "read them: not those deleted when done, retried or pruned before it read "
+         "them, or committed over a second after they finished.");
     for (size_t i = 0; i < g->nrows; i++)
         for (int k = 0; k < 3; k++) {
             const qstat *q = g->rows[i].seen;
@@ -663,9 +724,10 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status,
 
 /* A library failure: 404 for what does not exist, 400 for what the
  * library refused, 503 for a store that is busy or gone, else 500. */
-static enum MHD_Result send_failure(struct MHD_Connection *c, tq *db, int rc)
+static enum MHD_Result send_failure(struct MHD_Connection *c, server *s, int rc)
 {
-    /* Called with s->mu held, so db's message is this request's. */
+    /* Called with s->mu held, so the message is this request's. */
+    tq *db = s->db;
     unsigned status = rc == TQ_ENOTFOUND                   ? MHD_HTTP_NOT_FOUND
                       : rc == TQ_EINVAL || rc == TQ_ESTATE ? MHD_HTTP_CONFLICT
                       : rc == TQ_EBUSY || rc == TQ_ECONN   ? MHD_HTTP_SERVICE_UNAVAILABLE
@@ -674,7 +736,9 @@ static enum MHD_Result send_failure(struct MHD_Connection *c, tq *db, int rc)
         status = MHD_HTTP_BAD_REQUEST;
     const char *msg = tq_errmsg(db);
     fprintf(stderr, "tq serve: %s\n", msg && *msg ? msg : tq_strerror(rc));
-    return send_error(c, status, msg && *msg ? msg : tq_strerror(rc));
+    enum MHD_Result ret = send_error(c, status, msg && *msg ? msg : tq_strerror(rc));
+    reconnect(s, &s->db, rc);
+    return ret;
 }
 
 static int parse_i64(const char *text, int64_t min, int64_t max, int64_t *out)
@@ -724,7 +788,7 @@ static enum MHD_Result api_jobs(server *s, struct MHD_Connection *c)
     size_t n;
     pthread_mutex_lock(&s->mu);
     int rc = tq_job_list(&jobs, &n, s->db, &o);
-    enum MHD_Result ret = rc ? send_failure(c, s->db, rc) : MHD_YES;
+    enum MHD_Result ret = rc ? send_failure(c, s, rc) : MHD_YES;
     pthread_mutex_unlock(&s->mu);
     if (rc)
         return ret;
@@ -734,8 +798,9 @@ static enum MHD_Result api_jobs(server *s, struct MHD_Connection *c)
         size_t keep = j->payload_len;
         if (keep > PAYLOAD_PREVIEW) { /* cut where a UTF-8 character starts */
             keep = PAYLOAD_PREVIEW;
-            while (keep && (((const unsigned char *)j->payload)[keep] & 0xC0) == 0x80)
-                keep--;
+            const unsigned char *b = j->payload;
+            for (int k = 0; k < 3 && (b[keep] & 0xC0) == 0x80; k++)
+                keep--; /* binary stays cut at 256: base64, as cli_json_bytes decides */
         }
         json_t *jo = cli_job_json(j, 0);
         cli_json_bytes(jo, "payload", j->payload, keep);
@@ -754,7 +819,7 @@ static enum MHD_Result api_job(server *s, struct MHD_Connection *c, int64_t id)
     json_t *o = rc ? NULL : cli_job_show_json(s->db, j);
     enum MHD_Result ret = rc == TQ_ENOTFOUND
                               ? send_error(c, MHD_HTTP_NOT_FOUND, "no such job")
-                          : rc ? send_failure(c, s->db, rc)
+                          : rc ? send_failure(c, s, rc)
                                : MHD_YES;
     pthread_mutex_unlock(&s->mu);
     if (rc)
@@ -793,7 +858,7 @@ static enum MHD_Result get(server *s, struct MHD_Connection *c, const char *url)
         } else if (!rc) {
             o = overview_json(s, &g);
         }
-        enum MHD_Result ret = rc ? send_failure(c, s->db, rc) : MHD_YES;
+        enum MHD_Result ret = rc ? send_failure(c, s, rc) : MHD_YES;
         pthread_mutex_unlock(&s->mu);
         if (rc)
             return ret;
@@ -810,7 +875,7 @@ static enum MHD_Result get(server *s, struct MHD_Connection *c, const char *url)
         size_t n;
         pthread_mutex_lock(&s->mu);
         int rc = tq_queue_list(&v, &n, s->db);
-        enum MHD_Result ret = rc ? send_failure(c, s->db, rc) : MHD_YES;
+        enum MHD_Result ret = rc ? send_failure(c, s, rc) : MHD_YES;
         pthread_mutex_unlock(&s->mu);
         if (rc)
             return ret;
@@ -825,7 +890,7 @@ static enum MHD_Result get(server *s, struct MHD_Connection *c, const char *url)
         size_t n;
         pthread_mutex_lock(&s->mu);
         int rc = tq_worker_list(&v, &n, s->db);
-        enum MHD_Result ret = rc ? send_failure(c, s->db, rc) : MHD_YES;
+        enum MHD_Result ret = rc ? send_failure(c, s, rc) : MHD_YES;
         pthread_mutex_unlock(&s->mu);
         if (rc)
             return ret;
@@ -840,7 +905,7 @@ static enum MHD_Result get(server *s, struct MHD_Connection *c, const char *url)
         size_t n;
         pthread_mutex_lock(&s->mu);
         int rc = tq_schedule_list(&v, &n, s->db);
-        enum MHD_Result ret = rc ? send_failure(c, s->db, rc) : MHD_YES;
+        enum MHD_Result ret = rc ? send_failure(c, s, rc) : MHD_YES;
         pthread_mutex_unlock(&s->mu);
         if (rc)
             return ret;
@@ -922,7 +987,7 @@ static enum MHD_Result post(server *s, struct MHD_Connection *c, const char *url
         }
         json_object_set_new(o, "queue", json_string(what));
     }
-    enum MHD_Result ret = rc ? send_failure(c, s->db, rc) : MHD_YES;
+    enum MHD_Result ret = rc ? send_failure(c, s, rc) : MHD_YES;
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         json_decref(o);
@@ -937,11 +1002,24 @@ static enum MHD_Result post(server *s, struct MHD_Connection *c, const char *url
 /* On a loopback address, only a Host that names one: a page elsewhere
  * whose name a DNS answer turned into 127.0.0.1 (DNS rebinding) cannot read
  * the store through a browser. */
+static enum MHD_Result count_host(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+    (void)kind, (void)value;
+    if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
+        ++*(int *)cls;
+    return MHD_YES;
+}
+
 static int host_ok(const server *s, struct MHD_Connection *c)
 {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
     if (!s->loopback || !h)
         return 1;
+    int hosts = 0;
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_host, &hosts);
+    if (hosts != 1)
+        return 0;
     char name[64];
     size_t n = h[0] == '[' ? strcspn(h, "]") + 1 : strcspn(h, ":");
     if (n >= sizeof name)
@@ -970,7 +1048,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         int64_t len;
-        if (cl && (parse_i64(cl, 0, INT64_MAX, &len) || len > BODY_MAX)) {
+        /* (one that does not parse is the HTTP library's to refuse) */
+        if (cl && parse_i64(cl, 0, INT64_MAX, &len) == 0 && len > BODY_MAX) {
             r->too_big = 1; /* answered before the body is read */
             return send_error(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large");
         }
@@ -1016,8 +1095,17 @@ static int read_token(const char *path, char **out)
     }
     char buf[TOKEN_MAX + 2];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
+    int err = ferror(f) ? errno : 0;
     if (f != stdin)
         fclose(f);
+    if (err) {
+        cli_error("serve", "--token-file %s: %s", path, strerror(err));
+        return -1;
+    }
+    if (memchr(buf, '\0', n)) {
+        cli_error("serve", "--token-file %s: the token has a NUL byte", path);
+        return -1;
+    }
     buf[n] = '\0';
     buf[strcspn(buf, "\r\n")] = '\0';
     n = strlen(buf);
@@ -1032,10 +1120,10 @@ static int read_token(const char *path, char **out)
         return -1;
     }
     for (size_t i = 0; i < n; i++)
-        if ((unsigned char)buf[i] <= ' ' || buf[i] == 0x7f) {
+        if ((unsigned char)buf[i] <= ' ' || (unsigned char)buf[i] >= 0x7f) {
             cli_error("serve",
-                      "--token-file %s: the token has a space or a control "
-                      "character",
+                      "--token-file %s: the token must be printable ASCII without "
+                      "spaces",
                       path);
             return -1;
         }
@@ -1139,8 +1227,10 @@ int cmd_serve(int argc, char **argv)
     if (token_file && read_token(token_file, &token))
         return EXIT_USAGE;
 
-    server s = {
-        .token = token, .token_len = token ? strlen(token) : 0, .loopback = loopback};
+    server s = {.url = cli_url(url),
+                .token = token,
+                .token_len = token ? strlen(token) : 0,
+                .loopback = loopback};
     pthread_mutex_init(&s.mu, NULL);
     pthread_mutex_init(&s.cmu, NULL);
     pthread_condattr_t ca;

@@ -23,6 +23,11 @@ expect_exit 2 "$TQ" serve --token-file "$T/none"
 printf 'short\n' >"$T/short"
 expect_exit 2 "$TQ" serve --token-file "$T/short"
 grep -q "at least 16" "$T/err" || fail "short token: $(cat "$T/err")"
+printf '0123456789abcdef\000rest\n' >"$T/nul"
+expect_exit 2 "$TQ" serve --token-file "$T/nul"
+grep -q "NUL" "$T/err" || fail "a NUL in the token: $(cat "$T/err")"
+expect_exit 2 "$TQ" serve --token-file "$T"
+grep -qi "directory" "$T/err" || fail "a directory as the token file: $(cat "$T/err")"
 expect_exit 2 "$TQ" serve extra
 expect_exit 2 "$TQ" serve --bogus
 expect_eq "$(fingerprint)" "$before" "the store after refused serves"
@@ -90,6 +95,7 @@ stop_serve() {
     wait_rc "$SERVE"
     expect_eq "$RC" 0 "tq serve's exit on SIGTERM"
 }
+sleep 1.5 # so that every job above finished more than the settling second before the start
 start_serve serve1
 grep -q "actions off" "$T/serve1.out" || fail "serve does not say actions are off"
 
@@ -110,16 +116,26 @@ expect_eq "$(metric 'tq_queue_paused{queue="beta"}')" 1 "beta paused"
 expect_eq "$(metric 'tq_workers{status="alive"}')" 1 "alive workers"
 age=$(metric 'tq_oldest_ready_age_seconds{queue="beta"}')
 awk -v a="$age" 'BEGIN { exit !(a > 0 && a < 600) }' || fail "oldest ready age of beta: $age"
-# The counters read what finished (settled a second after): done 4, dead 3, cancelled 1.
+# The counters count what finishes while the server runs, from 0 at its
+# start (read a second after each job finished): in queue eps, 2 done, 1
+# dead, 1 cancelled; alpha's jobs finished before the start.
+"$TQ" queue eps --max-attempts 1 >/dev/null
+for p in ok1 ok2 fail-eps; do id_of --queue eps "$p" >/dev/null; done
+"$TQ" cancel "$(id_of --queue eps --delay 1h later)" >/dev/null
+"$TQ" work --queue eps --drain -- "$T/h.sh" 2>>"$T/work.log" || true
+expect_eq "$(sql "SELECT count(*) FROM $JOBS WHERE queue = 'eps' AND state = 'done'")" 2 "eps done"
 finished_ok() {
     curl -fsS "$URL/metrics" -o "$T/metrics" &&
-        [ "$(metric 'tq_jobs_finished_total{queue="alpha",state="done"}')" = 4 ] &&
-        [ "$(metric 'tq_jobs_finished_total{queue="alpha",state="dead"}')" = 3 ] &&
-        [ "$(metric 'tq_jobs_finished_total{queue="alpha",state="cancelled"}')" = 1 ]
+        [ "$(metric 'tq_jobs_finished_total{queue="eps",state="done"}')" = 2 ] &&
+        [ "$(metric 'tq_jobs_finished_total{queue="eps",state="dead"}')" = 1 ] &&
+        [ "$(metric 'tq_jobs_finished_total{queue="eps",state="cancelled"}')" = 1 ]
 }
 wait_for 10 finished_ok
-expect_eq "$(metric 'tq_job_duration_seconds_count{queue="alpha"}')" 4 "durations counted"
-expect_eq "$(metric 'tq_job_duration_seconds_bucket{queue="alpha",le="+Inf"}')" 4 "+Inf bucket"
+for st in done dead cancelled; do
+    expect_eq "$(metric "tq_jobs_finished_total{queue=\"alpha\",state=\"$st\"}")" 0 "alpha's $st before the start"
+done
+expect_eq "$(metric 'tq_job_duration_seconds_count{queue="eps"}')" 2 "durations counted"
+expect_eq "$(metric 'tq_job_duration_seconds_bucket{queue="eps",le="+Inf"}')" 2 "+Inf bucket"
 grep -q '^tq_scrape_duration_seconds [0-9.]*$' "$T/metrics" || fail "no scrape duration"
 "$PROMTOOL" check metrics <"$T/metrics" >"$T/promtool.log" 2>&1 ||
     fail "promtool check metrics: $(cat "$T/promtool.log")"
@@ -142,6 +158,13 @@ expect_eq "$(api "$URL/api/jobs?state=dead&queue=alpha&limit=2&before=$d2")" 200
 expect_eq "$(jq -r 'map(.id) | join(" ")' "$T/body")" "$d3" "the next page"
 expect_eq "$(api "$URL/api/jobs?state=dead&before=$hold")" 200 "a page after a job not dead"
 expect_eq "$(jq length "$T/body")" 0 "the page after a job not in the state"
+# A long binary payload's preview stays binary (base64), cut at 256 bytes.
+head -c 400 /dev/zero | tr '\0' '\200' >"$T/bin400"
+bin400=$(id_of --queue gamma - <"$T/bin400")
+expect_eq "$(api "$URL/api/jobs?queue=gamma")" 200 "a binary payload's list"
+cut=$(jq -r '.[0].payload_base64' "$T/body" | base64 -d | wc -c)
+[ "$cut" -ge 253 ] && [ "$cut" -le 256 ] || fail "the binary preview has $cut bytes"
+expect_eq "$(jq -r '.[0].payload_cut' "$T/body")" true "the binary preview is cut"
 expect_eq "$(api "$URL/api/jobs/$dead2")" 200 "a dead job"
 expect_eq "$(jq -r .last_error "$T/body")" "exit status 1: $XSS" "a last error, as it is"
 for st in "ready:$later $parent" "running:$hold" "waiting:$child"; do
@@ -171,6 +194,11 @@ expect_eq "$(api -X PUT "$URL/")" 405 "PUT"
 # A browser page on another name resolved to 127.0.0.1 (DNS rebinding).
 expect_eq "$(api -H 'Host: evil.example' "$URL/api/overview")" 403 "a foreign Host"
 expect_eq "$(api -H "Host: localhost:${URL##*:}" "$URL/api/overview")" 200 "Host localhost"
+exec {h2}<>"/dev/tcp/127.0.0.1/${URL##*:}"
+printf 'GET /api/overview HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n' >&$h2
+read -r -t 5 status <&$h2 || fail "no answer with two Hosts"
+exec {h2}>&-
+[[ "$status" == *" 403 "* ]] || fail "two Hosts: $status"
 code=$(curl -sS -o /dev/null -w '%{http_code}' -H "X-Big: $(head -c 40000 /dev/zero | tr '\0' a)" "$URL/metrics" || true)
 [ "$code" != 200 ] || fail "a 40 KB header was served"
 
@@ -231,6 +259,15 @@ browse "$T/dom3" "$URL/#job=$deadbin"
 grep -qF '66 61 69 6c 00 01 02 62' "$T/dom3" || fail "the binary payload is not shown in hex"
 browse "$T/shot.log" "$URL/" --screenshot="$ART/dashboard-$ENGINE.png"
 [ -s "$ART/dashboard-$ENGINE.png" ] || fail "no screenshot"
+
+# ---- a lost connection: answered with an error, then connected again ---------------
+if [ "$ENGINE" = postgres ]; then
+    sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+        WHERE query LIKE '%$SCHEMA.%' AND pid <> pg_backend_pid()" >/dev/null
+    api "$URL/metrics" >/dev/null || true
+    wait_for 10 curl -fsS -o /dev/null "$URL/metrics"
+    expect_eq "$(api "$URL/api/overview")" 200 "the overview after reconnecting"
+fi
 
 # ---- a password in --db is nowhere ----------------------------------------------
 if [ -n "$SECRET" ]; then
@@ -303,7 +340,7 @@ many_counted() {
 }
 wait_for 10 many_counted
 browse "$T/dom4" "$URL/"
-expect_eq "$(grep -o 'data-queue="[^"]*"' "$T/dom4" | sort -u | wc -l)" 103 "queues on the page"
+expect_eq "$(grep -o 'data-queue="[^"]*"' "$T/dom4" | sort -u | wc -l)" 105 "queues on the page"
 expect_eq "$(DOM=$T/dom4 cell many dead)" 10,000 "the page's dead count of 10,000"
 expect_eq "$(grep -o 'data-job="[0-9]*"' "$T/dom4" | wc -l)" 50 "dead jobs on the first page"
 grep -qE '<button id="older" type="button" data-next="[0-9]+">' "$T/dom4" || fail "no enabled 'older' button"
