@@ -262,16 +262,16 @@ static void count_finished(server *s)
     pthread_mutex_unlock(&s->cmu);
 }
 
-/* Counts again every 5 s, or 20 times as long as a count takes (so it
- * keeps under 5 % of a core), or at once when an action asks. */
+/* Counts again every 10 s, or 50 times as long as a count takes (so it
+ * keeps under 2 % of a core), or at once when an action asks. */
 static void *counter(void *arg)
 {
     server *s = arg;
     pthread_mutex_lock(&s->cmu);
     while (!s->stop) {
-        int64_t wait = s->count_us * 20;
-        if (wait < 5000000)
-            wait = 5000000;
+        int64_t wait = s->count_us * 50;
+        if (wait < 10000000)
+            wait = 10000000;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         int64_t ns = (int64_t)ts.tv_nsec + wait % 1000000 * 1000;
