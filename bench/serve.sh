@@ -83,7 +83,7 @@ for engine in ${ENGINES:-sqlite postgres}; do
     fill $engine "$url"
     t0=$(date +%s.%N)
     start_serve "$url"
-    started=$(echo "$(date +%s.%N) - $t0" | bc)
+    started=$(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN { print a - b }')
     : >"$dir/curl_m"
     : >"$dir/self_m"
     : >"$dir/curl_o"
@@ -118,7 +118,7 @@ for engine in ${ENGINES:-sqlite postgres}; do
         done
         a=$(tail -1 "$dir/alone")
         s=$(tail -1 "$dir/scraped")
-        echo "$s / $a" | bc -l >>"$dir/ratios"
+        awk -v s="$s" -v a="$a" 'BEGIN { print s / a }' >>"$dir/ratios"
         echo "$engine pair $p: alone $a, scraped $s jobs/s" >&2
     done
     printf '| %s | %.1f s | %s ms | %s ms | %s ms | %s | %.0f | %.0f | %.2f |\n' $engine "$started" \
