@@ -137,7 +137,7 @@ static int qstat_cmp(const void *key, const void *q)
 /* The queue's entry (s->q is kept sorted by name), added when missing. */
 static qstat *qstat_get(server *s, const char *name)
 {
-    qstat *q = bsearch(name, s->q, s->nq, sizeof *s->q, qstat_cmp);
+    qstat *q = s->nq ? bsearch(name, s->q, s->nq, sizeof *s->q, qstat_cmp) : NULL;
     if (q)
         return q;
     if (s->nq == s->capq) {
@@ -350,6 +350,8 @@ static int row_cmp(const void *a, const void *b)
  * sets fields of its own, so the sum is the whole. */
 static void rows_merge(gathering *g)
 {
+    if (!g->nrows)
+        return;
     qsort(g->rows, g->nrows, sizeof *g->rows, row_cmp);
     size_t o = 0;
     for (size_t i = 0; i < g->nrows; i++) {
@@ -439,7 +441,8 @@ static int gather(server *s, gathering *g)
     }
     rows_merge(g);
     for (size_t i = 0; i < g->nrows; i++) /* info points into queues: still valid */
-        g->rows[i].seen = bsearch(g->rows[i].name, s->q, s->nq, sizeof *s->q, qstat_cmp);
+        g->rows[i].seen =
+            s->nq ? bsearch(g->rows[i].name, s->q, s->nq, sizeof *s->q, qstat_cmp) : NULL;
     g->took_us = mono_us() - t0;
     s->scrape_us = g->took_us;
     return 0;
@@ -650,7 +653,8 @@ static enum MHD_Result on_form(void *cls, enum MHD_ValueKind kind, const char *k
         r->form_token_long = 1;
         return MHD_YES;
     }
-    memcpy(r->form_token + off, data, size);
+    if (size)
+        memcpy(r->form_token + off, data, size);
     if (off + size > r->form_token_len)
         r->form_token_len = (size_t)(off + size);
     return MHD_YES;
