@@ -1281,6 +1281,9 @@ int cmd_serve(int argc, char **argv)
         ex = EXIT_RUNTIME;
         goto out;
     }
+    /* Read before the HTTP threads start: a reconnect there replaces s.db. */
+    char store[600];
+    snprintf(store, sizeof store, "%s", tq_store_name(s.db));
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
     errno = 0;
     if (addr.ss_family == AF_INET6)
@@ -1306,8 +1309,8 @@ int cmd_serve(int argc, char **argv)
                     "tq serve: warning: %s is not a loopback address and no token is "
                     "set: anyone who can reach it sees the store's jobs\n",
                     listen);
-        printf("tq serve: listening on http://%s/ (store %s; actions %s)\n", shown,
-               tq_store_name(s.db), token ? "on, with the token" : "off");
+        printf("tq serve: listening on http://%s/ (store %s; actions %s)\n", shown, store,
+               token ? "on, with the token" : "off");
         fflush(stdout);
         int sig;
         sigwait(&stop, &sig);
