@@ -31,7 +31,9 @@
  *                      to poll_max) instead of spinning.
  * Holding: a worker claims beyond its free slots about PREFETCH_WINDOW_US of
  * work (from the mean run time of its recent jobs, at most opts.prefetch),
- * so short jobs go in batches and slow jobs are not hoarded. Every claim
+ * so short jobs go in batches and slow jobs are not hoarded; none while a
+ * queue it serves has a concurrency limit, and while one has a rate limit
+ * only what starts within LIMITED_HOLD_US of the claim. Every claim
  * is a hold (engine.h, STARTS): a job's start is recorded by its own
  * acknowledgement, or, once it has run ACK_DELAY_US, by the next exchange,
  * so a crash charges no attempt to jobs that never started. Held jobs keep
@@ -77,6 +79,10 @@
 #define START_PROBE_US     1000000LL  /* one more slot per this without a failure */
 #define START_PROGRAM_US   10000000LL /* the program cannot run: give up after */
 #define START_MACHINE_US   60000000LL /* nothing can start, nothing runs: after */
+/* A rate-limited queue's held jobs (see "Holding" above) must start within
+ * this of their claim's answer: half the rate's margin (tq__rate_burst),
+ * the other half being for the claim's commit and the handler's start. */
+#define LIMITED_HOLD_US (TQ__RATE_MARGIN_US / 2)
 
 typedef enum slot_state {
     SLOT_FREE = 0,
@@ -143,6 +149,10 @@ typedef struct held_job {
      * that has surely run out: when the exchange that granted or renewed it
      * was sent, plus the lease. */
     int64_t lease_us, lease_end;
+    /* Monotonic: the job must start by then, or it goes back unstarted
+     * (a limited queue's, LIMITED_HOLD_US after its claim's answer came);
+     * 0: no such bound. */
+    int64_t start_by;
 } held_job;
 
 typedef struct pending_ack {
@@ -176,10 +186,18 @@ struct tq_worker {
      * concurrency), oldest at held_head. */
     held_job *held;
     size_t held_head, nheld, cap_held, prefetch;
-    /* Held jobs whose leases ran too short to start them (pop_startable),
-     * until the loop gives them back: room for cap_held. */
+    /* Held jobs whose leases ran too short to start them, or that were not
+     * started by their start_by (pop_startable, drop_expired), until the
+     * loop gives them back: room for cap_held; nexpired of them for the
+     * latter reason. The soonest start_by of a held job: 0 when none has
+     * one. */
     held_job *short_held;
-    size_t nshort;
+    size_t nshort, nexpired;
+    int64_t start_by_next;
+    /* The most jobs held while a queue has a rate limit (limited_target),
+     * and whether some went back unstarted since the last claim. */
+    size_t limited_cap;
+    int limited_expired;
     /* Running jobs whose start the store has not recorded yet (guarded by
      * mu in callback mode), and since when there have been some. */
     size_t unrecorded;
@@ -321,9 +339,10 @@ static void wake_loop_locked(tq_worker *w);
  * when none is left. A job starts only while at least a third of its lease
  * is surely left: then the worker has that long to report the start before
  * the store may give the job to another worker. Jobs whose leases ran
- * shorter (heartbeats failed: the store was unreachable) are set aside for
- * the loop to give back (give_back_short); the release is fenced, so it
- * changes nothing if they were taken meanwhile.
+ * shorter (heartbeats failed: the store was unreachable), and those not
+ * started by their start_by, are set aside for the loop to give back
+ * (give_back_short); the release is fenced, so it changes nothing if they
+ * were taken meanwhile.
  */
 static int pop_startable(tq_worker *w, held_job *out)
 {
@@ -332,12 +351,14 @@ static int pop_startable(tq_worker *w, held_job *out)
         return 0; /* the results of finished jobs wait for the store */
     while (w->nheld) {
         const held_job *h = held_at(w, 0);
-        if (h->lease_end - now >= h->lease_us / 3) {
+        const int expired = h->start_by && now > h->start_by;
+        if (!expired && h->lease_end - now >= h->lease_us / 3) {
             *out = pop_held(w);
             return 1;
         }
         if (w->nshort == w->cap_held)
             return 0; /* full: it waits in the ring until the loop empties it */
+        w->nexpired += expired;
         w->short_held[w->nshort++] = pop_held(w);
         if (w->handler)
             wake_loop_locked(w);
@@ -863,6 +884,7 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
                   : prefetch < 0 ? 0
                                  : (size_t)prefetch;
     w->cap_held = w->prefetch + (size_t)w->concurrency;
+    w->limited_cap = (size_t)w->concurrency;
     w->held = calloc(w->cap_held, sizeof *w->held);
     w->short_held = calloc(w->cap_held, sizeof *w->short_held);
     w->low_water = 1;
@@ -1635,6 +1657,38 @@ static size_t target_held(const tq_worker *w)
     return n > (int64_t)w->prefetch ? w->prefetch : (size_t)n;
 }
 
+/*
+ * How many jobs to hold while a queue has a rate limit: a held job took
+ * its token at the claim, so it must start within LIMITED_HOLD_US (to
+ * start later would let a window of the rate see more starts than it
+ * allows) or go back unstarted. What the worker can start in that time is
+ * found by trying (limited_claimed).
+ */
+static size_t limited_target(const tq_worker *w)
+{
+    const size_t t = target_held(w);
+    return t < w->limited_cap ? t : w->limited_cap;
+}
+
+/* After a rate-limited queue's claim of up to room jobs: the cap on held
+ * jobs halves when some went back unstarted since the claim before,
+ * doubles when the claim got all it asked for, and otherwise comes down to
+ * twice what it got (the rate had no more tokens, or the queue no more
+ * jobs: a batch that fills at once starts late); never below the slots. */
+static void limited_claimed(tq_worker *w, size_t room, size_t claimed)
+{
+    const size_t floor = (size_t)w->concurrency;
+    size_t cap = w->limited_cap;
+    if (w->limited_expired)
+        cap /= 2;
+    else if (claimed >= room)
+        cap = cap * 2 < w->prefetch ? cap * 2 : w->prefetch;
+    else if (cap > 2 * claimed)
+        cap = 2 * claimed;
+    w->limited_cap = cap > floor ? cap : floor;
+    w->limited_expired = 0;
+}
+
 /* The number of held jobs (the threads take them in callback mode). */
 static size_t held_count(tq_worker *w)
 {
@@ -1686,14 +1740,14 @@ static int start_held(tq_worker *w)
  * The claims asked for no more than the ring has room for.
  */
 static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t sent,
-                     int64_t lease_us)
+                     int64_t lease_us, int64_t start_by)
 {
     int rc = 0;
     size_t taken = 0;
     if (w->handler)
         pthread_mutex_lock(&w->mu);
     for (size_t i = 0; i < n && !rc; i++) {
-        held_job h = {jobs[i], qi, lease_us, sent + lease_us};
+        held_job h = {jobs[i], qi, lease_us, sent + lease_us, start_by};
         memset(&jobs[i], 0, sizeof jobs[i]); /* now ours */
         if (tq__job_out_of_attempts(&h.job)) {
             char why[96];
@@ -1704,6 +1758,8 @@ static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t se
         } else if (w->nheld < w->cap_held) {
             *held_at(w, w->nheld++) = h;
             taken++;
+            if (start_by && (!w->start_by_next || start_by < w->start_by_next))
+                w->start_by_next = start_by;
         } else { /* cannot happen */
             tq__job_clear(&h.job);
             rc = tq__seterr(w->db, TQ_EINVAL, "no room for claimed jobs");
@@ -1718,8 +1774,9 @@ static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t se
 }
 
 /* Gives back unstarted every held job of a queue (every queue when qi is
- * SIZE_MAX): on stop, and when a queue is paused. */
-static int release_held(tq_worker *w, size_t qi)
+ * SIZE_MAX): on stop, and when a queue is paused; unbounded_only: only those
+ * without a start_by (claimed as a queue without limits). */
+static int release_held(tq_worker *w, size_t qi, int unbounded_only)
 {
     int rc = 0;
     if (w->handler)
@@ -1727,7 +1784,7 @@ static int release_held(tq_worker *w, size_t qi)
     size_t kept = 0, count = w->nheld;
     for (size_t i = 0; i < count; i++) { /* keep the rest, in order */
         held_job h = *held_at(w, i);
-        if (rc || (qi != SIZE_MAX && h.qi != qi)) {
+        if (rc || (qi != SIZE_MAX && h.qi != qi) || (unbounded_only && h.start_by)) {
             *held_at(w, kept++) = h;
             continue;
         }
@@ -1741,16 +1798,44 @@ static int release_held(tq_worker *w, size_t qi)
 }
 
 /* After the settings were read again: held jobs of a paused queue go back
- * at once instead of starting, and so do those of a rate-limited queue:
- * claimed ahead before the rate was seen, they took no tokens (a limited
- * claim takes only free slots, and its jobs have started by now). */
+ * at once instead of starting, and so do those a rate-limited queue's
+ * claim did not take: claimed ahead before the rate was seen, they took no
+ * tokens (a limited claim's jobs start within LIMITED_HOLD_US or go back). */
 static int release_unstartable(tq_worker *w)
 {
     int rc = 0;
     for (size_t qi = 0; qi < w->nqueues && !rc; qi++)
         if (w->qinfo[qi].paused || w->qinfo[qi].rate_limit > 0)
-            rc = release_held(w, qi);
+            rc = release_held(w, qi, !w->qinfo[qi].paused);
     return rc;
+}
+
+/* Sets aside for give_back_short the held jobs not started by their
+ * start_by (pop_startable finds only those at the head), and finds the
+ * next start_by. */
+static void drop_expired(tq_worker *w, int64_t now)
+{
+    if (!w->start_by_next || now <= w->start_by_next)
+        return;
+    if (w->handler)
+        pthread_mutex_lock(&w->mu);
+    size_t kept = 0, count = w->nheld;
+    int64_t next = 0;
+    for (size_t i = 0; i < count; i++) {
+        held_job h = *held_at(w, i);
+        if (h.start_by && now > h.start_by && w->nshort < w->cap_held) {
+            w->short_held[w->nshort++] = h;
+            w->nexpired++;
+            continue;
+        }
+        if (h.start_by && (!next || h.start_by < next))
+            next = h.start_by;
+        *held_at(w, kept++) = h;
+    }
+    w->nheld = kept;
+    w->start_by_next = next;
+    if (w->handler)
+        pthread_mutex_unlock(&w->mu);
 }
 
 static int same_claim(const tq__ack *a, const tq_job *j)
@@ -1960,7 +2045,12 @@ static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
                 w->beat_lease_us = acks[i].delay_us;
         w->counters.claimed += (int64_t)n;
         tq__jobs_sort(jobs, n, claim ? claim->order : TQ_FIFO);
-        rc = take_jobs(w, qi, jobs, n, sent, claim ? claim->lease_us : 0);
+        /* A limited claim's held jobs start within LIMITED_HOLD_US of its
+         * answer: the store took their tokens after any wait for its
+         * lock, and what its commit and answer take is part of the
+         * margin's other half, as for jobs started at once. */
+        rc = take_jobs(w, qi, jobs, n, sent, claim ? claim->lease_us : 0,
+                       claim && claim->limited ? tq__mono_us() + LIMITED_HOLD_US : 0);
         tq_job_array_free(jobs, n);
         *claimed = (int)n;
     }
@@ -2185,23 +2275,30 @@ static int give_back_short(tq_worker *w)
     int rc = 0;
     if (w->handler)
         pthread_mutex_lock(&w->mu);
-    size_t n = w->nshort;
+    size_t n = w->nshort, expired = w->nexpired;
     for (size_t i = 0; i < n; i++) {
         if (!rc)
             rc = add_held_ack(w, &w->short_held[i], TQ__ACK_RELEASE, NULL);
         tq__job_clear(&w->short_held[i].job);
     }
-    w->nshort = 0;
+    w->nshort = w->nexpired = 0;
     if (w->handler) {
         if (n && w->nheld)
             pthread_cond_broadcast(&w->cv); /* some may have waited for room */
         pthread_mutex_unlock(&w->mu);
     }
-    if (n)
+    if (n > expired)
         worker_log(w, TQ_LOG_WARN,
                    "%zu held job(s) given back unstarted: less than a third of their "
                    "lease was surely left (heartbeats could not reach the store)",
-                   n);
+                   n - expired);
+    if (expired) {
+        w->limited_expired = 1;
+        worker_log(w, TQ_LOG_DEBUG,
+                   "%zu held job(s) of a limited queue given back unstarted: not "
+                   "started within %lld ms of their claim",
+                   expired, (long long)LIMITED_HOLD_US / 1000);
+    }
     return rc;
 }
 
@@ -2288,7 +2385,7 @@ static void give_back(tq_worker *w)
             rc = finish_slot(w, s, 0, "the worker stopped on an error");
     }
     if (!rc)
-        rc = release_held(w, SIZE_MAX);
+        rc = release_held(w, SIZE_MAX, 0);
     if (!rc)
         rc = give_back_short(w);
     size_t n = w->nacks;
@@ -2337,7 +2434,7 @@ static int stop_if_asked(tq_worker *w, int64_t now)
                        running, tq_duration_format(d, sizeof d, w->grace_us));
         else
             worker_log(w, TQ_LOG_INFO, "stopping: no new jobs; nothing running");
-        rc = release_held(w, SIZE_MAX);
+        rc = release_held(w, SIZE_MAX, 0);
     }
     if (w->stop_now && w->stopping && !w->stopped_now) {
         int killed = 0;
@@ -2371,12 +2468,16 @@ static int stop_if_asked(tq_worker *w, int64_t now)
 }
 
 /* Finished jobs become pending acks; held jobs start in the freed slots;
- * held jobs whose lease ran short go back. */
+ * held jobs whose lease ran short, or not started by their start_by, go
+ * back. */
 static int reap_and_start(tq_worker *w)
 {
     int rc;
     if ((rc = collect(w)) || (rc = send_progress(w, tq__mono_us(), &w->progress_next)) ||
-        (rc = start_held(w)) || (rc = give_back_short(w)))
+        (rc = start_held(w)))
+        return rc;
+    drop_expired(w, tq__mono_us());
+    if ((rc = give_back_short(w)))
         return rc;
     return 0;
 }
@@ -2434,14 +2535,20 @@ static int maintain_settings(tq_worker *w, const pass *p)
     return ride_out(w, set_wait_limit(w));
 }
 
-/* Whether any of the worker's queues has concurrency or rate limits, as it
- * last read their settings. */
+/* What limits the worker's queues have, as it last read their settings:
+ * 2 when one has a concurrency limit, 1 when one has a rate limit only, 0
+ * when none has either. */
 static int serves_limited(const tq_worker *w)
 {
-    for (size_t i = 0; i < w->nqueues; i++)
-        if (tq__queue_limited(&w->qinfo[i]))
-            return 1;
-    return 0;
+    int most = 0;
+    for (size_t i = 0; i < w->nqueues; i++) {
+        const tq_queue_info *q = &w->qinfo[i];
+        if (q->max_running > 0 || q->max_running_per_group > 0)
+            return 2;
+        if (q->rate_limit > 0)
+            most = 1;
+    }
+    return most;
 }
 
 /*
@@ -2453,20 +2560,21 @@ static int serves_limited(const tq_worker *w)
 static int claim_jobs(tq_worker *w, pass *p)
 {
     int rc = 0;
-    /* No jobs held ahead at all while one of the queues has limits: held
-     * jobs take the slots that free up before any claim, and the limited
-     * queue would wait for the others to run dry. */
-    const size_t target = w->stopping || serves_limited(w) ? 0 : target_held(w);
+    /* Held jobs take the slots that free up before any claim. While one of
+     * the queues has a concurrency limit, none are held: a held job counts
+     * as running, and would keep its place (or its group's) from workers
+     * with free slots while the limited queue waited for the others to
+     * run dry. With a rate limit, fewer, that must start soon. */
+    const int limits = serves_limited(w);
+    const size_t target = w->stopping || limits == 2 ? 0
+                          : limits == 1              ? limited_target(w)
+                                                     : target_held(w);
     set_low_water(w, target);
     size_t nheld = held_count(w);
     if (!w->disconnected && !w->stopping && (p->free_slots > 0 || 2 * nheld < target)) {
         for (size_t k = 0; k < w->nqueues && !rc; k++) {
             size_t qi = (w->next_queue + k) % w->nqueues;
             const tq_queue_info *q = &w->qinfo[qi];
-            /* A job claimed ahead would count against a queue's limits
-             * while it waited here (the store counts it running), keeping
-             * other workers' free slots idle: with limits (target 0) only
-             * free slots are filled. */
             size_t room = (size_t)p->free_slots + target;
             room = room > nheld ? room - nheld : 0;
             if (room == 0)
@@ -2484,6 +2592,8 @@ static int claim_jobs(tq_worker *w, pass *p)
                            .rate = q->rate_limit > 0};
             int claimed = 0;
             rc = exchange(w, &c, qi, &claimed);
+            if (!rc && c.rate)
+                limited_claimed(w, room, (size_t)claimed);
             /* A rate limit stopped it: claim again when a token is due,
              * not at the idle backoff's pace. */
             if (!rc && c.rate_wait_us > 0) {

@@ -2464,6 +2464,129 @@ static void dependencies_fan_in(void **state)
     assert_int_equal(state_of(state, ctx.child), TQ_DONE);
 }
 
+/* ---- limited queues hold jobs ahead ------------------------------------------ */
+
+/*
+ * Limits as the handlers see them, with jobs fast enough that workers
+ * claim them in batches: 2 workers x 2 slots, no-op callbacks. A rate of
+ * 300 per 100 ms (a burst of 30), whose jobs are claimed ahead of the free
+ * slots and must start within a few ms: no window of 100 ms sees more than
+ * 300 starts. At most 1 running per group over 20 groups (5 jobs in a row
+ * each): never 2 of a group in handlers at once. Every job runs once.
+ */
+#define LIM_JOBS   1500
+#define LIM_GROUPS 20
+typedef struct lim_ctx {
+    int64_t first;
+    _Atomic int runs[LIM_JOBS];
+    _Atomic int64_t started[LIM_JOBS]; /* monotonic us */
+    _Atomic int in_group[LIM_GROUPS];
+    _Atomic int overlaps; /* a handler found its group's other job running */
+} lim_ctx;
+
+static int lim_handler(void *ud, const tq_job *job, char *err, size_t errlen)
+{
+    (void)err;
+    (void)errlen;
+    lim_ctx *c = ud;
+    int64_t i = job->id - c->first;
+    if (i < 0 || i >= LIM_JOBS)
+        return 0;
+    atomic_fetch_add(&c->runs[i], 1);
+    atomic_store(&c->started[i], mono_us());
+    if (job->group) {
+        int g = atoi(job->group + 1);
+        if (atomic_fetch_add(&c->in_group[g], 1) != 0)
+            atomic_fetch_add(&c->overlaps, 1);
+        for (volatile int k = 0; k < 2000; k++) /* a little work, overlapping more */
+            ;
+        atomic_fetch_sub(&c->in_group[g], 1);
+    }
+    return 0;
+}
+
+static void run_lim_workers(void **state, const char *queue, lim_ctx *ctx)
+{
+    const char *queues[] = {queue};
+    tq *dbs[2];
+    tq_worker *w[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        OK(tq_open(&dbs[i], ((fx *)*state)->url, NULL));
+        char name[16];
+        snprintf(name, sizeof name, "lim%d", i);
+        tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+        o.queues = queues;
+        o.nqueues = 1;
+        o.concurrency = 2;
+        o.drain = 1;
+        o.name = name;
+        o.handler = lim_handler;
+        o.handler_ud = ctx;
+        OK(tq_worker_new(&w[i], dbs[i], &o));
+        assert_int_equal(pthread_create(&t[i], NULL, fan_worker, w[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        void *rc;
+        pthread_join(t[i], &rc);
+        assert_int_equal((int)(intptr_t)rc, 0);
+        tq_worker_free(w[i]);
+        tq_close(dbs[i]);
+    }
+    for (int i = 0; i < LIM_JOBS; i++)
+        assert_int_equal(atomic_load(&ctx->runs[i]), 1);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void limits_with_fast_jobs(void **state)
+{
+    static lim_ctx ctx;
+    static tq_payload items[LIM_JOBS];
+    static int64_t ids[LIM_JOBS];
+    static int64_t t[LIM_JOBS];
+    for (int i = 0; i < LIM_JOBS; i++)
+        items[i] = (tq_payload){"p", 1};
+
+    memset(&ctx, 0, sizeof ctx);
+    set_rate(state, "rated", 300, 100000);
+    OK(tq_job_enqueue_batch(ids, DB, "rated", items, LIM_JOBS, NULL));
+    ctx.first = ids[0];
+    run_lim_workers(state, "rated", &ctx);
+    for (int i = 0; i < LIM_JOBS; i++)
+        t[i] = atomic_load(&ctx.started[i]);
+    qsort(t, LIM_JOBS, sizeof t[0], cmp_i64);
+    int most = 0;
+    for (int i = 0, j = 0; i < LIM_JOBS; i++) {
+        while (j < LIM_JOBS && t[j] < t[i] + 100000)
+            j++;
+        if (j - i > most)
+            most = j - i;
+    }
+    print_message("rate 300/100ms: at most %d starts in 100 ms, %lld ms in all\n", most,
+                  (long long)(t[LIM_JOBS - 1] - t[0]) / 1000);
+    assert_true(most <= 300);
+
+    memset(&ctx, 0, sizeof ctx);
+    set_limits(state, "grouped", 0, 1);
+    for (int i = 0; i < LIM_JOBS; i += 5) {
+        char group[8];
+        snprintf(group, sizeof group, "g%d", i / 5 % LIM_GROUPS);
+        tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+        eo.group = group;
+        OK(tq_job_enqueue_batch(ids + i, DB, "grouped", items, 5, &eo));
+    }
+    ctx.first = ids[0];
+    for (int i = 1; i < LIM_JOBS; i++)
+        assert_int_equal(ids[i], ids[0] + i);
+    run_lim_workers(state, "grouped", &ctx);
+    assert_int_equal(atomic_load(&ctx.overlaps), 0);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tq-test-XXXXXX");
@@ -2504,6 +2627,7 @@ int main(void)
         T(open_errors),
         T(init_is_idempotent),
         T(worker_pool_callbacks),
+        T(limits_with_fast_jobs),
         T(worker_pool_handler_words),
         T(worker_pool_results),
         T(dependencies),
