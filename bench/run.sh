@@ -179,7 +179,7 @@ for engine in sqlite postgres; do
     extra $engine "jobs/s over 100 groups: max 1 running per group vs no limit and no claim-ahead" \
         "$lim" "$free0"
     # A rate limit far above what the workers reach (1,000,000 a second):
-    # what the bucket and the lost claim-ahead cost.
+    # what the bucket and the shorter claim-ahead (5 ms) cost.
     r="--jobs 20000 --workers 4 --concurrency 4 --latency-jobs 0"
     rated=$(bench "$(store $engine)" $r --rate 1000000/s | jq .process_per_s)
     free=$(bench "$(store $engine)" $r | jq .process_per_s)
