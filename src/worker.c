@@ -80,9 +80,9 @@
 #define START_PROGRAM_US   10000000LL /* the program cannot run: give up after */
 #define START_MACHINE_US   60000000LL /* nothing can start, nothing runs: after */
 /* A rate-limited queue's held jobs (see "Holding" above) must start within
- * this of their claim's answer: half the rate's margin (tq__rate_burst),
- * the other half being for the claim's commit and the handler's start. */
-#define LIMITED_HOLD_US (TQ__RATE_MARGIN_US / 2)
+ * this of the moment the store took their tokens: most of the rate's
+ * margin (tq__rate_burst), the rest being for a command's exec. */
+#define LIMITED_HOLD_US (TQ__RATE_MARGIN_US * 4 / 5)
 
 typedef enum slot_state {
     SLOT_FREE = 0,
@@ -150,8 +150,8 @@ typedef struct held_job {
      * was sent, plus the lease. */
     int64_t lease_us, lease_end;
     /* Monotonic: the job must start by then, or it goes back unstarted
-     * (a limited queue's, LIMITED_HOLD_US after its claim's answer came);
-     * 0: no such bound. */
+     * (a rate-limited queue's, beyond the slots free at its claim:
+     * LIMITED_HOLD_US after the claim was sent); 0: no such bound. */
     int64_t start_by;
 } held_job;
 
@@ -884,7 +884,7 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
                   : prefetch < 0 ? 0
                                  : (size_t)prefetch;
     w->cap_held = w->prefetch + (size_t)w->concurrency;
-    w->limited_cap = (size_t)w->concurrency;
+    w->limited_cap = (size_t)w->concurrency; /* then as found */
     w->held = calloc(w->cap_held, sizeof *w->held);
     w->short_held = calloc(w->cap_held, sizeof *w->short_held);
     w->low_water = 1;
@@ -1659,33 +1659,38 @@ static size_t target_held(const tq_worker *w)
 
 /*
  * How many jobs to hold while a queue has a rate limit: a held job took
- * its token at the claim, so it must start within LIMITED_HOLD_US (to
- * start later would let a window of the rate see more starts than it
- * allows) or go back unstarted. What the worker can start in that time is
- * found by trying (limited_claimed).
+ * its token at the claim, so it must start within LIMITED_HOLD_US of the
+ * claim (to start later would let a window of the rate see more starts
+ * than it allows) or go back unstarted, its token spent. So no more than
+ * half that time of work at the recent mean run time (none for jobs that
+ * run longer), and no more than the worker was found to start in time
+ * (limited_claimed).
  */
 static size_t limited_target(const tq_worker *w)
 {
-    const size_t t = target_held(w);
-    return t < w->limited_cap ? t : w->limited_cap;
+    if (!w->prefetch || !w->avg_run_us)
+        return 0;
+    int64_t n = (int64_t)w->concurrency * (LIMITED_HOLD_US / 2) / w->avg_run_us;
+    if (n > (int64_t)w->limited_cap)
+        n = (int64_t)w->limited_cap;
+    return (size_t)n;
 }
 
 /* After a rate-limited queue's claim of up to room jobs: the cap on held
- * jobs halves when some went back unstarted since the claim before,
- * doubles when the claim got all it asked for, and otherwise comes down to
- * twice what it got (the rate had no more tokens, or the queue no more
- * jobs: a batch that fills at once starts late); never below the slots. */
+ * jobs halves when some went back unstarted since the claim before (down
+ * to none), doubles when the claim got all it asked for, and otherwise
+ * comes down to twice what it got (the rate had no more tokens, or the
+ * queue no more jobs). */
 static void limited_claimed(tq_worker *w, size_t room, size_t claimed)
 {
-    const size_t floor = (size_t)w->concurrency;
     size_t cap = w->limited_cap;
     if (w->limited_expired)
         cap /= 2;
     else if (claimed >= room)
-        cap = cap * 2 < w->prefetch ? cap * 2 : w->prefetch;
+        cap = cap + cap / 4 + 1 < w->prefetch ? cap + cap / 4 + 1 : w->prefetch;
     else if (cap > 2 * claimed)
         cap = 2 * claimed;
-    w->limited_cap = cap > floor ? cap : floor;
+    w->limited_cap = cap;
     w->limited_expired = 0;
 }
 
@@ -1744,10 +1749,13 @@ static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t se
 {
     int rc = 0;
     size_t taken = 0;
+    /* Jobs for the slots free now start at once: no start_by. */
+    const size_t free_slots = (size_t)free_slot_count(w);
     if (w->handler)
         pthread_mutex_lock(&w->mu);
+    size_t at_once = free_slots > w->nheld ? free_slots - w->nheld : 0;
     for (size_t i = 0; i < n && !rc; i++) {
-        held_job h = {jobs[i], qi, lease_us, sent + lease_us, start_by};
+        held_job h = {jobs[i], qi, lease_us, sent + lease_us, 0};
         memset(&jobs[i], 0, sizeof jobs[i]); /* now ours */
         if (tq__job_out_of_attempts(&h.job)) {
             char why[96];
@@ -1756,10 +1764,14 @@ static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t se
             rc = add_held_ack(w, &h, TQ__ACK_FAIL, why);
             tq__job_clear(&h.job);
         } else if (w->nheld < w->cap_held) {
+            if (at_once)
+                at_once--;
+            else
+                h.start_by = start_by;
             *held_at(w, w->nheld++) = h;
             taken++;
-            if (start_by && (!w->start_by_next || start_by < w->start_by_next))
-                w->start_by_next = start_by;
+            if (h.start_by && (!w->start_by_next || h.start_by < w->start_by_next))
+                w->start_by_next = h.start_by;
         } else { /* cannot happen */
             tq__job_clear(&h.job);
             rc = tq__seterr(w->db, TQ_EINVAL, "no room for claimed jobs");
@@ -1798,9 +1810,10 @@ static int release_held(tq_worker *w, size_t qi, int unbounded_only)
 }
 
 /* After the settings were read again: held jobs of a paused queue go back
- * at once instead of starting, and so do those a rate-limited queue's
- * claim did not take: claimed ahead before the rate was seen, they took no
- * tokens (a limited claim's jobs start within LIMITED_HOLD_US or go back). */
+ * at once instead of starting, and so do a rate-limited queue's held jobs
+ * without a start_by: claimed ahead before the rate was seen, they took no
+ * tokens (a rate-limited claim's jobs start at once, or within
+ * LIMITED_HOLD_US, or go back). */
 static int release_unstartable(tq_worker *w)
 {
     int rc = 0;
@@ -2045,12 +2058,14 @@ static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
                 w->beat_lease_us = acks[i].delay_us;
         w->counters.claimed += (int64_t)n;
         tq__jobs_sort(jobs, n, claim ? claim->order : TQ_FIFO);
-        /* A limited claim's held jobs start within LIMITED_HOLD_US of its
-         * answer: the store took their tokens after any wait for its
-         * lock, and what its commit and answer take is part of the
-         * margin's other half, as for jobs started at once. */
-        rc = take_jobs(w, qi, jobs, n, sent, claim ? claim->lease_us : 0,
-                       claim && claim->limited ? tq__mono_us() + LIMITED_HOLD_US : 0);
+        /* A rate-limited claim's jobs beyond the free slots must start
+         * within LIMITED_HOLD_US of the moment the store took their
+         * tokens, which was no sooner than taken_after_us after the
+         * sending; those in the free slots start now, as they always
+         * did. */
+        rc = take_jobs(
+            w, qi, jobs, n, sent, claim ? claim->lease_us : 0,
+            claim && claim->rate ? sent + claim->taken_after_us + LIMITED_HOLD_US : 0);
         tq_job_array_free(jobs, n);
         *claimed = (int)n;
     }
@@ -2952,6 +2967,8 @@ static int64_t next_wakeup(tq_worker *w, const pass *p)
         sooner(&timeout, w->notify_look_at - now);
     if (w->rate_retry_at > now)
         sooner(&timeout, w->rate_retry_at - now);
+    if (w->start_by_next) /* held jobs too late to start go back then */
+        sooner(&timeout, w->start_by_next + 1 - now);
     if (!w->stopping)
         sooner(&timeout, w->schedules_at - now);
     return timeout;

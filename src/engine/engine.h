@@ -156,8 +156,12 @@ typedef struct tq__claim {
      * keeps the rate whatever this says.) */
     int rate;
     /* Out, from a limited claim of a queue with a rate limit: > 0 when the
-     * rate stopped it (no token left), how long until the next token. */
-    int64_t rate_wait_us;
+     * rate stopped it (no token left), how long until the next token; and
+     * how long after the exchange began (by a clock started no earlier than
+     * the call) the store took the claim's tokens: the jobs' starts trail
+     * their tokens by no more than they trail that moment. 0 when not
+     * known. */
+    int64_t rate_wait_us, taken_after_us;
 } tq__claim;
 
 /*

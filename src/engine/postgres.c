@@ -651,8 +651,10 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
  * The claim of a queue with concurrency or rate limits, with CLAIM's
  * parameters, as SQLite's CLAIM_LIMITED says (lim, busy, cand, picked),
  * then its rate's tokens taken (taken; only when it claimed any, as SQLite's
- * S_RATE_TAKE says; the time of the rate is the clock's when the lock was
- * held, not the transaction's start). The counts are only
+ * S_RATE_TAKE says). The room is counted by the clock once the lock is
+ * held, not at the transaction's start; the tokens are taken by the clock
+ * once the claimed rows are (the bucket only gained since), the moment
+ * the jobs' starts trail (S_RATE_WAIT says it). The counts are only
  * right if no other claim of the queue commits between this statement's
  * snapshot and its own commit: S_LIMIT_LOCK, sent just before it in the
  * same transaction, serialises the limited claims of a queue, and this
@@ -667,7 +669,6 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "         ELSE $2::int8 END,"                                                        \
     "      CASE WHEN rate_limit > 0 THEN floor(" RATE_TOKENS("clock_timestamp()") ")::int8" \
     "           ELSE $2::int8 END) AS room,"                                             \
-    "    CASE WHEN rate_limit > 0 THEN " RATE_TOKENS("clock_timestamp()") " END AS tokens," \
     "    clock_timestamp() AS at"                                                        \
     "    FROM TQ.queues WHERE name = $1),"                                               \
     " busy AS MATERIALIZED (SELECT job_group, count(*) AS n FROM TQ.jobs"               \
@@ -689,10 +690,10 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "    " order_by                                                                      \
     "    LIMIT coalesce((SELECT room FROM lim), 0)),"                                    \
     " claimed AS (" CLAIM_UPDATE("(SELECT at FROM lim)") "),"                                                    \
-    " taken AS (UPDATE TQ.queues SET rate_at = greatest(rate_at, (SELECT at FROM lim)),"  \
-    "    rate_tokens = greatest(0, (SELECT tokens FROM lim)"                               \
-    "                              - (SELECT count(*) FROM claimed))"                      \
-    "    WHERE name = $1 AND rate_limit > 0 AND EXISTS (SELECT 1 FROM claimed))"           \
+    " taken AS (UPDATE TQ.queues SET rate_at = greatest(rate_at, c.t),"                  \
+    "    rate_tokens = greatest(0, " RATE_TOKENS("c.t") " - c.n)"                        \
+    "    FROM (SELECT clock_timestamp() AS t, count(*) AS n FROM claimed) c"             \
+    "    WHERE name = $1 AND rate_limit > 0 AND c.n > 0)"                                \
     " SELECT * FROM claimed"
 /* How many jobs of row j's group run (busy: none without a group limit). */
 #define GROUP_BUSY                                                                       \
@@ -838,11 +839,14 @@ static const char *const sql[S_COUNT] = {
     [S_LIMIT_LOCK] =
         "SELECT pg_advisory_xact_lock('TQ.queues'::regclass::oid::int4, hashtext($1))",
     /* After a limited claim, in its transaction: how long until its queue's
-     * rate has a whole token (none: no rate limit). */
+     * rate has a whole token (none: no rate limit), and how long after the
+     * transaction's start the claim took its tokens (the bucket's time, if
+     * it took any: the lock may have been waited for). */
     [S_RATE_WAIT] = "SELECT CASE WHEN t >= 1 THEN 0"
-                    " ELSE ((1 - t) / " RATE_REFILL ")::int8 + 1 END"
+                    " ELSE ((1 - t) / " RATE_REFILL ")::int8 + 1 END,"
+                    " (extract(epoch FROM rate_at - now()) * 1e6)::int8"
                     " FROM (SELECT " RATE_TOKENS("clock_timestamp()") " AS t, rate_limit,"
-                    " rate_burst, rate_period_us FROM TQ.queues"
+                    " rate_burst, rate_period_us, rate_at FROM TQ.queues"
                     " WHERE name = $1 AND rate_limit > 0) s",
     /* Opens every exchange, for the rest of its transaction: the hot path
      * takes rows by id or in its ready index's order, never by reading the
@@ -2559,6 +2563,8 @@ static int exchange_take(tq *db, const pipeline *pl, size_t q, PGresult *r,
         break;
     case S_RATE_WAIT:
         x->claim->rate_wait_us = PQntuples(r) ? g_i64(r, 0, 0) : 0;
+        x->claim->taken_after_us =
+            PQntuples(r) && g_i64(r, 0, 1) > 0 ? g_i64(r, 0, 1) : 0;
         break;
     default: /* the claim: read_jobs takes r */
         return read_jobs(db, r, &tq__claimed_cols, x->claim->queue, x->worker, &x->jobs,

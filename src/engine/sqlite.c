@@ -2110,9 +2110,10 @@ static int take_tokens(tq *db, tq__claim *c, int64_t now, size_t n)
                    : 0;
 }
 
-/* One claim of an exchange: appends the claimed jobs to *jobs. */
+/* One claim of an exchange: appends the claimed jobs to *jobs. entered:
+ * when the exchange began (monotonic). */
 static int claim_jobs(tq *db, const char *worker, tq__claim *c, int64_t now,
-                      tq_job **jobs, size_t *njobs)
+                      int64_t entered, tq_job **jobs, size_t *njobs)
 {
     int rc;
     if (c->order == TQ_LIFO &&
@@ -2132,7 +2133,13 @@ static int claim_jobs(tq *db, const char *worker, tq__claim *c, int64_t now,
     if ((rc = collect_jobs(db, s, &tq__claimed_cols, c->queue, worker, "claiming jobs",
                            jobs, njobs)))
         return rc;
-    return c->limited ? take_tokens(db, c, now, *njobs - before) : 0;
+    if (!c->limited)
+        return 0;
+    /* The tokens are taken as of now, after the claim's own work (the
+     * bucket had them sooner, and only gained since): the moment the
+     * jobs' starts trail, no sooner than taken_after_us into the call. */
+    c->taken_after_us = tq__mono_us() - entered;
+    return take_tokens(db, c, tq__now_us(), *njobs - before);
 }
 
 static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
@@ -2146,6 +2153,7 @@ static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nac
         *out = NULL;
         *out_n = 0;
     }
+    const int64_t entered = tq__mono_us();
     if ((rc = begin(db)))
         return rc;
     const int64_t now = tq__now_us();
@@ -2155,7 +2163,7 @@ static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nac
     if ((rc = deps_settle(db, acks, nacks, now)))
         goto fail;
     if (claim && claim->max > 0 &&
-        (rc = claim_jobs(db, worker, claim, now, &jobs, &njobs)))
+        (rc = claim_jobs(db, worker, claim, now, entered, &jobs, &njobs)))
         goto fail;
     if ((rc = commit(db)))
         goto fail;
