@@ -251,7 +251,7 @@ static int cmd_queue(int argc, char **argv)
                 "Over time starts come\nat N less the burst per DUR (the burst: what "
                 "10ms of the rate allows, at least\n1, at most N/2). Workers claim "
                 "no jobs ahead for a queue with a concurrency\nlimit, and for a "
-                "rate-limited one only what starts within 5ms.\n"
+                "rate-limited one only what starts within 8ms.\n"
                 "--max-snoozes N (default 100): how often one job may snooze (a "
                 "handler's\n\"snooze DUR\") before a snooze counts as a failure.\n"
                 "--results: a command handler's stdout becomes its job's result (kept "
