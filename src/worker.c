@@ -1750,7 +1750,7 @@ static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t se
     int rc = 0;
     size_t taken = 0;
     /* Jobs for the slots free now start at once: no start_by. */
-    const size_t free_slots = (size_t)free_slot_count(w);
+    const size_t free_slots = start_by ? (size_t)free_slot_count(w) : 0;
     if (w->handler)
         pthread_mutex_lock(&w->mu);
     size_t at_once = free_slots > w->nheld ? free_slots - w->nheld : 0;
