@@ -1460,17 +1460,21 @@ static int collect(tq_worker *w)
 
 /* Jobs started and not yet turned into acks: running slots and, in callback
  * mode, results not yet collected. */
-static int running_count(tq_worker *w)
+static int running_count_locked(const tq_worker *w)
 {
     int n = 0;
-    if (w->handler)
-        pthread_mutex_lock(&w->mu);
     for (int i = 0; i < w->concurrency; i++)
         n += w->slots[i].state != SLOT_FREE;
-    if (w->handler) {
-        n += (int)w->nresults;
+    return w->handler ? n + (int)w->nresults : n;
+}
+
+static int running_count(tq_worker *w)
+{
+    if (w->handler)
+        pthread_mutex_lock(&w->mu);
+    int n = running_count_locked(w);
+    if (w->handler)
         pthread_mutex_unlock(&w->mu);
-    }
     return n;
 }
 
@@ -1740,20 +1744,25 @@ static int start_held(tq_worker *w)
 
 /*
  * Takes claimed jobs (those whose start the claim recorded first, see
- * tq__jobs_sort) into the held ring, and starts what can start. A job out
+ * tq__jobs_sort) into the held ring, and starts what can start. start_by:
+ * the jobs' (0: none), but at_once_by for those the free slots take. A job out
  * of attempts is ended as failed without running (tq__job_out_of_attempts).
  * The claims asked for no more than the ring has room for.
  */
 static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t sent,
-                     int64_t lease_us, int64_t start_by)
+                     int64_t lease_us, int64_t start_by, int64_t at_once_by)
 {
     int rc = 0;
     size_t taken = 0;
-    /* Jobs for the slots free now start at once: no start_by. */
-    const size_t free_slots = start_by ? (size_t)free_slot_count(w) : 0;
+    const int room = start_by ? start_room(w, tq__mono_us()) : 0;
     if (w->handler)
         pthread_mutex_lock(&w->mu);
-    size_t at_once = free_slots > w->nheld ? free_slots - w->nheld : 0;
+    /* Jobs for the slots free now (counted with the held ones, under the
+     * same lock) start at once: they get at_once_by instead. */
+    const int free_slots = room - running_count_locked(w);
+    size_t at_once = free_slots > 0 && (size_t)free_slots > w->nheld
+                         ? (size_t)free_slots - w->nheld
+                         : 0;
     for (size_t i = 0; i < n && !rc; i++) {
         held_job h = {jobs[i], qi, lease_us, sent + lease_us, 0};
         memset(&jobs[i], 0, sizeof jobs[i]); /* now ours */
@@ -1764,10 +1773,9 @@ static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t se
             rc = add_held_ack(w, &h, TQ__ACK_FAIL, why);
             tq__job_clear(&h.job);
         } else if (w->nheld < w->cap_held) {
+            h.start_by = at_once ? at_once_by : start_by;
             if (at_once)
                 at_once--;
-            else
-                h.start_by = start_by;
             *held_at(w, w->nheld++) = h;
             taken++;
             if (h.start_by && (!w->start_by_next || h.start_by < w->start_by_next))
@@ -2061,11 +2069,17 @@ static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
         /* A rate-limited claim's jobs beyond the free slots must start
          * within LIMITED_HOLD_US of the moment the store took their
          * tokens, which was no sooner than taken_after_us after the
-         * sending; those in the free slots start now, as they always
-         * did. */
-        rc = take_jobs(
-            w, qi, jobs, n, sent, claim ? claim->lease_us : 0,
-            claim && claim->rate ? sent + claim->taken_after_us + LIMITED_HOLD_US : 0);
+         * sending. Those in the free slots start now, as they always did,
+         * trailing their tokens by the commit and the answer: within
+         * LIMITED_HOLD_US of the answer (unless starts are held back: a
+         * handler that cannot start, results waiting for the store), or
+         * they go back too. Not from the tokens: a slow disk would send
+         * every claim's jobs back. */
+        const int64_t answered = tq__mono_us();
+        const int rated = claim && claim->rate;
+        rc = take_jobs(w, qi, jobs, n, sent, claim ? claim->lease_us : 0,
+                       rated ? sent + claim->taken_after_us + LIMITED_HOLD_US : 0,
+                       rated ? answered + LIMITED_HOLD_US : 0);
         tq_job_array_free(jobs, n);
         *claimed = (int)n;
     }

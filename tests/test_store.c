@@ -2526,15 +2526,24 @@ static void run_lim_workers(void **state, const char *queue, lim_ctx *ctx)
         OK(tq_worker_new(&w[i], dbs[i], &o));
         assert_int_equal(pthread_create(&t[i], NULL, fan_worker, w[i]), 0);
     }
+    int64_t claimed = 0, released = 0, done = 0;
     for (int i = 0; i < 2; i++) {
         void *rc;
         pthread_join(t[i], &rc);
         assert_int_equal((int)(intptr_t)rc, 0);
+        tq_worker_counters k;
+        tq_worker_counters_get(&k, w[i]);
+        claimed += k.claimed;
+        released += k.released;
+        done += k.done;
         tq_worker_free(w[i]);
         tq_close(dbs[i]);
     }
     for (int i = 0; i < LIM_JOBS; i++)
         assert_int_equal(atomic_load(&ctx->runs[i]), 1);
+    /* Held jobs that went back unstarted were claimed again. */
+    assert_int_equal(done, LIM_JOBS);
+    assert_int_equal(claimed - released, LIM_JOBS);
 }
 
 static int cmp_i64(const void *a, const void *b)

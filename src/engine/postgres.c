@@ -692,7 +692,8 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     " claimed AS (" CLAIM_UPDATE("(SELECT at FROM lim)") "),"                                                    \
     " taken AS (UPDATE TQ.queues SET rate_at = greatest(rate_at, c.t),"                  \
     "    rate_tokens = greatest(0, " RATE_TOKENS("c.t") " - c.n)"                        \
-    "    FROM (SELECT clock_timestamp() AS t, count(*) AS n FROM claimed) c"             \
+    "    FROM (SELECT greatest(clock_timestamp(), (SELECT at FROM lim)) AS t,"           \
+    "                 count(*) AS n FROM claimed) c"                                     \
     "    WHERE name = $1 AND rate_limit > 0 AND c.n > 0)"                                \
     " SELECT * FROM claimed"
 /* How many jobs of row j's group run (busy: none without a group limit). */

@@ -2139,7 +2139,8 @@ static int claim_jobs(tq *db, const char *worker, tq__claim *c, int64_t now,
      * bucket had them sooner, and only gained since): the moment the
      * jobs' starts trail, no sooner than taken_after_us into the call. */
     c->taken_after_us = tq__mono_us() - entered;
-    return take_tokens(db, c, tq__now_us(), *njobs - before);
+    const int64_t at = tq__now_us();
+    return take_tokens(db, c, at > now ? at : now, *njobs - before); /* a clock step */
 }
 
 static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
