@@ -149,9 +149,10 @@ typedef struct held_job {
      * that has surely run out: when the exchange that granted or renewed it
      * was sent, plus the lease. */
     int64_t lease_us, lease_end;
-    /* Monotonic: the job must start by then, or it goes back unstarted
-     * (a rate-limited queue's, beyond the slots free at its claim:
-     * LIMITED_HOLD_US after the claim was sent); 0: no such bound. */
+    /* Monotonic: the job must start by then, or it goes back unstarted (a
+     * rate-limited queue's: LIMITED_HOLD_US after the store took its
+     * token, or for the slots free at its claim after the claim's answer);
+     * 0: no such bound. */
     int64_t start_by;
 } held_job;
 
@@ -1682,9 +1683,9 @@ static size_t limited_target(const tq_worker *w)
 
 /* After a rate-limited queue's claim of up to room jobs: the cap on held
  * jobs halves when some went back unstarted since the claim before (down
- * to none), doubles when the claim got all it asked for, and otherwise
- * comes down to twice what it got (the rate had no more tokens, or the
- * queue no more jobs). */
+ * to none), grows by a quarter when the claim got all it asked for, and
+ * otherwise comes down to twice what it got (the rate had no more tokens,
+ * or the queue no more jobs). */
 static void limited_claimed(tq_worker *w, size_t room, size_t claimed)
 {
     size_t cap = w->limited_cap;
