@@ -188,7 +188,7 @@ struct tq_worker {
     held_job *held;
     size_t held_head, nheld, cap_held, prefetch;
     /* Held jobs whose leases ran too short to start them, or that were not
-     * started by their start_by (pop_startable, drop_expired), until the
+     * started by their start_by (pop_startable), until the
      * loop gives them back: room for cap_held; nexpired of them for the
      * latter reason. The soonest start_by of a held job: 0 when none has
      * one. */
@@ -1794,28 +1794,67 @@ static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t se
     return rc ? rc : start_held(w);
 }
 
-/* Gives back unstarted every held job of a queue (every queue when qi is
- * SIZE_MAX): on stop, and when a queue is paused; unbounded_only: only those
- * without a start_by (claimed as a queue without limits). */
-static int release_held(tq_worker *w, size_t qi, int unbounded_only)
+/* Which held jobs release_held gives back: those of queue qi (every
+ * queue's when SIZE_MAX); with unbounded_only, only those without a
+ * start_by (claimed as a queue without limits); with late_at, only those
+ * whose start_by passed before it. */
+typedef struct held_sel {
+    size_t qi;
+    int unbounded_only;
+    int64_t late_at;
+} held_sel;
+
+static int held_goes(const held_job *h, const held_sel *sel)
+{
+    if (sel->qi != SIZE_MAX && h->qi != sel->qi)
+        return 0;
+    if (sel->unbounded_only && h->start_by)
+        return 0;
+    return !sel->late_at || (h->start_by && sel->late_at > h->start_by);
+}
+
+/* Gives back unstarted the held jobs sel picks (on stop, when a queue is
+ * paused or rate-limited, when too late to start), keeping the rest in
+ * order and the soonest start_by among them; *gone (if not NULL): how
+ * many went. */
+static int release_held(tq_worker *w, held_sel sel, size_t *gone)
 {
     int rc = 0;
+    size_t n = 0;
     if (w->handler)
         pthread_mutex_lock(&w->mu);
     size_t kept = 0, count = w->nheld;
-    for (size_t i = 0; i < count; i++) { /* keep the rest, in order */
+    int64_t next = 0;
+    for (size_t i = 0; i < count; i++) {
         held_job h = *held_at(w, i);
-        if (rc || (qi != SIZE_MAX && h.qi != qi) || (unbounded_only && h.start_by)) {
+        if (rc || !held_goes(&h, &sel)) {
+            if (h.start_by && (!next || h.start_by < next))
+                next = h.start_by;
             *held_at(w, kept++) = h;
             continue;
         }
         rc = add_held_ack(w, &h, TQ__ACK_RELEASE, NULL);
         tq__job_clear(&h.job);
+        n++;
     }
     w->nheld = kept;
+    w->start_by_next = next;
     if (w->handler)
         pthread_mutex_unlock(&w->mu);
+    if (gone)
+        *gone = n;
     return rc;
+}
+
+/* Held jobs of a rate-limited queue went back, not started in time: the
+ * next claims hold fewer (limited_claimed). */
+static void note_late(tq_worker *w, size_t n)
+{
+    w->limited_expired = 1;
+    worker_log(w, TQ_LOG_DEBUG,
+               "%zu held job(s) of a limited queue given back unstarted: not started "
+               "within %lld ms of their claim",
+               n, (long long)LIMITED_HOLD_US / 1000);
 }
 
 /* After the settings were read again: held jobs of a paused queue go back
@@ -1828,36 +1867,22 @@ static int release_unstartable(tq_worker *w)
     int rc = 0;
     for (size_t qi = 0; qi < w->nqueues && !rc; qi++)
         if (w->qinfo[qi].paused || w->qinfo[qi].rate_limit > 0)
-            rc = release_held(w, qi, !w->qinfo[qi].paused);
+            rc = release_held(
+                w, (held_sel){.qi = qi, .unbounded_only = !w->qinfo[qi].paused}, NULL);
     return rc;
 }
 
-/* Sets aside for give_back_short the held jobs not started by their
- * start_by (pop_startable finds only those at the head), and finds the
- * next start_by. */
-static void drop_expired(tq_worker *w, int64_t now)
+/* Gives back the held jobs not started by their start_by (pop_startable
+ * finds only those at the head of the ring). */
+static int drop_late(tq_worker *w, int64_t now)
 {
     if (!w->start_by_next || now <= w->start_by_next)
-        return;
-    if (w->handler)
-        pthread_mutex_lock(&w->mu);
-    size_t kept = 0, count = w->nheld;
-    int64_t next = 0;
-    for (size_t i = 0; i < count; i++) {
-        held_job h = *held_at(w, i);
-        if (h.start_by && now > h.start_by && w->nshort < w->cap_held) {
-            w->short_held[w->nshort++] = h;
-            w->nexpired++;
-            continue;
-        }
-        if (h.start_by && (!next || h.start_by < next))
-            next = h.start_by;
-        *held_at(w, kept++) = h;
-    }
-    w->nheld = kept;
-    w->start_by_next = next;
-    if (w->handler)
-        pthread_mutex_unlock(&w->mu);
+        return 0;
+    size_t n = 0;
+    int rc = release_held(w, (held_sel){.qi = SIZE_MAX, .late_at = now}, &n);
+    if (n)
+        note_late(w, n);
+    return rc;
 }
 
 static int same_claim(const tq__ack *a, const tq_job *j)
@@ -2076,11 +2101,10 @@ static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
          * handler that cannot start, results waiting for the store), or
          * they go back too. Not from the tokens: a slow disk would send
          * every claim's jobs back. */
-        const int64_t answered = tq__mono_us();
         const int rated = claim && claim->rate;
         rc = take_jobs(w, qi, jobs, n, sent, claim ? claim->lease_us : 0,
                        rated ? sent + claim->taken_after_us + LIMITED_HOLD_US : 0,
-                       rated ? answered + LIMITED_HOLD_US : 0);
+                       rated ? tq__mono_us() + LIMITED_HOLD_US : 0);
         tq_job_array_free(jobs, n);
         *claimed = (int)n;
     }
@@ -2322,13 +2346,8 @@ static int give_back_short(tq_worker *w)
                    "%zu held job(s) given back unstarted: less than a third of their "
                    "lease was surely left (heartbeats could not reach the store)",
                    n - expired);
-    if (expired) {
-        w->limited_expired = 1;
-        worker_log(w, TQ_LOG_DEBUG,
-                   "%zu held job(s) of a limited queue given back unstarted: not "
-                   "started within %lld ms of their claim",
-                   expired, (long long)LIMITED_HOLD_US / 1000);
-    }
+    if (expired)
+        note_late(w, expired);
     return rc;
 }
 
@@ -2415,7 +2434,7 @@ static void give_back(tq_worker *w)
             rc = finish_slot(w, s, 0, "the worker stopped on an error");
     }
     if (!rc)
-        rc = release_held(w, SIZE_MAX, 0);
+        rc = release_held(w, (held_sel){.qi = SIZE_MAX}, NULL);
     if (!rc)
         rc = give_back_short(w);
     size_t n = w->nacks;
@@ -2464,7 +2483,7 @@ static int stop_if_asked(tq_worker *w, int64_t now)
                        running, tq_duration_format(d, sizeof d, w->grace_us));
         else
             worker_log(w, TQ_LOG_INFO, "stopping: no new jobs; nothing running");
-        rc = release_held(w, SIZE_MAX, 0);
+        rc = release_held(w, (held_sel){.qi = SIZE_MAX}, NULL);
     }
     if (w->stop_now && w->stopping && !w->stopped_now) {
         int killed = 0;
@@ -2504,10 +2523,8 @@ static int reap_and_start(tq_worker *w)
 {
     int rc;
     if ((rc = collect(w)) || (rc = send_progress(w, tq__mono_us(), &w->progress_next)) ||
-        (rc = start_held(w)))
-        return rc;
-    drop_expired(w, tq__mono_us());
-    if ((rc = give_back_short(w)))
+        (rc = start_held(w)) || (rc = drop_late(w, tq__mono_us())) ||
+        (rc = give_back_short(w)))
         return rc;
     return 0;
 }

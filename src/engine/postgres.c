@@ -2564,8 +2564,9 @@ static int exchange_take(tq *db, const pipeline *pl, size_t q, PGresult *r,
         break;
     case S_RATE_WAIT:
         x->claim->rate_wait_us = PQntuples(r) ? g_i64(r, 0, 0) : 0;
-        x->claim->taken_after_us =
-            PQntuples(r) && g_i64(r, 0, 1) > 0 ? g_i64(r, 0, 1) : 0;
+        x->claim->taken_after_us = PQntuples(r) ? g_i64(r, 0, 1) : 0;
+        if (x->claim->taken_after_us < 0) /* it took none: an older rate_at */
+            x->claim->taken_after_us = 0;
         break;
     default: /* the claim: read_jobs takes r */
         return read_jobs(db, r, &tq__claimed_cols, x->claim->queue, x->worker, &x->jobs,
