@@ -2419,6 +2419,55 @@ static void *fan_worker(void *arg)
     return (void *)(intptr_t)tq_worker_run(w);
 }
 
+/* Runs n draining callback workers of queue, each on its own connection
+ * and thread (named PREFIX0, PREFIX1, ...), until all have ended well;
+ * *sum (if not NULL): their counters added up. */
+#define MAX_POOL_WORKERS 4
+static void run_workers(void **state, const char *queue, int n, int concurrency,
+                        const char *prefix, tq_handler_fn handler, void *ud,
+                        tq_worker_counters *sum)
+{
+    const char *queues[] = {queue};
+    tq *dbs[MAX_POOL_WORKERS];
+    tq_worker *w[MAX_POOL_WORKERS];
+    pthread_t t[MAX_POOL_WORKERS];
+    assert_true(n <= MAX_POOL_WORKERS);
+    for (int i = 0; i < n; i++) {
+        OK(tq_open(&dbs[i], ((fx *)*state)->url, NULL));
+        char name[16];
+        snprintf(name, sizeof name, "%s%d", prefix, i);
+        tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+        o.queues = queues;
+        o.nqueues = 1;
+        o.concurrency = concurrency;
+        o.drain = 1;
+        o.name = name;
+        o.handler = handler;
+        o.handler_ud = ud;
+        OK(tq_worker_new(&w[i], dbs[i], &o));
+        assert_int_equal(pthread_create(&t[i], NULL, fan_worker, w[i]), 0);
+    }
+    if (sum)
+        memset(sum, 0, sizeof *sum);
+    for (int i = 0; i < n; i++) {
+        void *rc;
+        pthread_join(t[i], &rc);
+        assert_int_equal((int)(intptr_t)rc, 0);
+        tq_worker_counters k;
+        tq_worker_counters_get(&k, w[i]);
+        if (sum) {
+            sum->claimed += k.claimed;
+            sum->done += k.done;
+            sum->failed += k.failed;
+            sum->lost += k.lost;
+            sum->released += k.released;
+            sum->busy_retries += k.busy_retries;
+        }
+        tq_worker_free(w[i]);
+        tq_close(dbs[i]);
+    }
+}
+
 static void dependencies_fan_in(void **state)
 {
     static fan_ctx ctx;
@@ -2430,32 +2479,7 @@ static void dependencies_fan_in(void **state)
     OK(tq_job_enqueue_batch(ids, DB, "fan", items, FAN, NULL));
     ctx.first = ids[0];
     ctx.child = enq_after(state, "fan", "child", ids, FAN);
-    const char *queues[] = {"fan"};
-    tq *dbs[4];
-    tq_worker *w[4];
-    pthread_t t[4];
-    for (int i = 0; i < 4; i++) {
-        OK(tq_open(&dbs[i], ((fx *)*state)->url, NULL));
-        char name[16];
-        snprintf(name, sizeof name, "fan%d", i);
-        tq_worker_opts o = TQ_WORKER_OPTS_INIT;
-        o.queues = queues;
-        o.nqueues = 1;
-        o.concurrency = 4;
-        o.drain = 1;
-        o.name = name;
-        o.handler = fan_handler;
-        o.handler_ud = &ctx;
-        OK(tq_worker_new(&w[i], dbs[i], &o));
-        assert_int_equal(pthread_create(&t[i], NULL, fan_worker, w[i]), 0);
-    }
-    for (int i = 0; i < 4; i++) {
-        void *rc;
-        pthread_join(t[i], &rc);
-        assert_int_equal((int)(intptr_t)rc, 0);
-        tq_worker_free(w[i]);
-        tq_close(dbs[i]);
-    }
+    run_workers(state, "fan", 4, 4, "fan", fan_handler, &ctx, NULL);
     for (int i = 0; i < FAN; i++)
         assert_int_equal(atomic_load(&ctx.runs[i]), 1);
     assert_int_equal(atomic_load(&ctx.child_runs), 1);
@@ -2507,43 +2531,13 @@ static int lim_handler(void *ud, const tq_job *job, char *err, size_t errlen)
 
 static void run_lim_workers(void **state, const char *queue, lim_ctx *ctx)
 {
-    const char *queues[] = {queue};
-    tq *dbs[2];
-    tq_worker *w[2];
-    pthread_t t[2];
-    for (int i = 0; i < 2; i++) {
-        OK(tq_open(&dbs[i], ((fx *)*state)->url, NULL));
-        char name[16];
-        snprintf(name, sizeof name, "lim%d", i);
-        tq_worker_opts o = TQ_WORKER_OPTS_INIT;
-        o.queues = queues;
-        o.nqueues = 1;
-        o.concurrency = 2;
-        o.drain = 1;
-        o.name = name;
-        o.handler = lim_handler;
-        o.handler_ud = ctx;
-        OK(tq_worker_new(&w[i], dbs[i], &o));
-        assert_int_equal(pthread_create(&t[i], NULL, fan_worker, w[i]), 0);
-    }
-    int64_t claimed = 0, released = 0, done = 0;
-    for (int i = 0; i < 2; i++) {
-        void *rc;
-        pthread_join(t[i], &rc);
-        assert_int_equal((int)(intptr_t)rc, 0);
-        tq_worker_counters k;
-        tq_worker_counters_get(&k, w[i]);
-        claimed += k.claimed;
-        released += k.released;
-        done += k.done;
-        tq_worker_free(w[i]);
-        tq_close(dbs[i]);
-    }
+    tq_worker_counters k;
+    run_workers(state, queue, 2, 2, "lim", lim_handler, ctx, &k);
     for (int i = 0; i < LIM_JOBS; i++)
         assert_int_equal(atomic_load(&ctx->runs[i]), 1);
     /* Held jobs that went back unstarted were claimed again. */
-    assert_int_equal(done, LIM_JOBS);
-    assert_int_equal(claimed - released, LIM_JOBS);
+    assert_int_equal(k.done, LIM_JOBS);
+    assert_int_equal(k.claimed - k.released, LIM_JOBS);
 }
 
 static int cmp_i64(const void *a, const void *b)
