@@ -32,8 +32,9 @@
  * Holding: a worker claims beyond its free slots about PREFETCH_WINDOW_US of
  * work (from the mean run time of its recent jobs, at most opts.prefetch),
  * so short jobs go in batches and slow jobs are not hoarded; none while a
- * queue it serves has a concurrency limit, and while one has a rate limit
- * only what starts within LIMITED_HOLD_US of the claim. Every claim
+ * queue it serves has a limit on how many run (serves_limited), and while
+ * one has a rate limit only what starts within LIMITED_HOLD_US of the
+ * claim. Every claim
  * is a hold (engine.h, STARTS): a job's start is recorded by its own
  * acknowledgement, or, once it has run ACK_DELAY_US, by the next exchange,
  * so a crash charges no attempt to jobs that never started. Held jobs keep
@@ -2582,15 +2583,20 @@ static int maintain_settings(tq_worker *w, const pass *p)
     return ride_out(w, set_wait_limit(w));
 }
 
-/* What limits the worker's queues have, as it last read their settings:
- * 2 when one has a concurrency limit, 1 when one has a rate limit only, 0
- * when none has either. */
+/* What limits the worker's queues have, as it last read their settings,
+ * for how many jobs it holds: 2 when one has a concurrency limit that
+ * held jobs would take from other workers, 1 when one has a rate limit,
+ * 0 when none has either. A per-group limit alone is 0 in FIFO and
+ * unordered queues: a held job takes its group's slot, but the claim
+ * finds the groups with room wherever their jobs are (CLAIM_GROUPS), and
+ * no more than PREFETCH_WINDOW_US of work is held. A LIFO queue's claim
+ * steps over the full groups' jobs, so it holds none. */
 static int serves_limited(const tq_worker *w)
 {
     int most = 0;
     for (size_t i = 0; i < w->nqueues; i++) {
         const tq_queue_info *q = &w->qinfo[i];
-        if (q->max_running > 0 || q->max_running_per_group > 0)
+        if (q->max_running > 0 || (q->max_running_per_group > 0 && q->order == TQ_LIFO))
             return 2;
         if (q->rate_limit > 0)
             most = 1;
@@ -2608,10 +2614,10 @@ static int claim_jobs(tq_worker *w, pass *p)
 {
     int rc = 0;
     /* Held jobs take the slots that free up before any claim. While one of
-     * the queues has a concurrency limit, none are held: a held job counts
-     * as running, and would keep its place (or its group's) from workers
-     * with free slots while the limited queue waited for the others to
-     * run dry. With a rate limit, fewer, that must start soon. */
+     * the queues has a limit on how many run (serves_limited), none are
+     * held: a held job counts as running, and would keep its place from
+     * workers with free slots while the limited queue waited for the
+     * others to run dry. With a rate limit, fewer, that must start soon. */
     const int limits = serves_limited(w);
     const size_t target = w->stopping || limits == 2 ? 0
                           : limits == 1              ? limited_target(w)

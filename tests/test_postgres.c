@@ -170,11 +170,14 @@ static void check_plans(PGconn *c, const char *schema, const char *queue,
             fail_msg("%s, order %s: unexpected plan:\n%s", when,
                      tq_order_name((tq_order)order), plan);
         /* The limited claim: the same ordered index scan for its candidates
-         * (it sorts only those, at most 4 x a batch + 32), the running rows
-         * through jobs_running; no table scan. */
+         * (LIFO sorts only those, at most 4 x a batch + 32; the others only
+         * the jobs without a group at the head and the groups' first jobs,
+         * found in jobs_ready_group), the running rows through
+         * jobs_running; no table scan. */
         claim_plan(c, schema, queue, (tq_order)order, 1, plan, sizeof plan);
         if (strstr(plan, "Seq Scan") || strstr(plan, "Bitmap") ||
             !strstr(plan, want[order]) || !strstr(plan, "LockRows") ||
+            (order != TQ_LIFO && !strstr(plan, "jobs_ready_group on jobs")) ||
             !strstr(plan, "Index Scan using jobs_running on jobs") ||
             !strstr(plan, "CTE Scan on picked"))
             fail_msg("%s, order %s, limited: unexpected plan:\n%s", when,
@@ -614,9 +617,11 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
  * version by tq init, keeping its jobs. */
 /* Takes a store of schema s back to what schema 6 made: migrations 8 and
  * 7 undone, the insert trigger's function as 6 had it. */
-/* Undo migrations 13 (dependencies), 12 (the control channel), 11
- * (periodic jobs) and 10 (rate limits). */
+/* Undo migrations 14 (the group index), 13 (dependencies), 12 (the
+ * control channel), 11 (periodic jobs) and 10 (rate limits). */
+#define UNDO_14 "DROP INDEX TQ.jobs_ready_group;"
 #define UNDO_13                                                                          \
+    UNDO_14                                                                              \
     "DROP TABLE TQ.deps;"                                                                \
     "DROP TRIGGER jobs_moved ON TQ.jobs; DROP TRIGGER jobs_deleted ON TQ.jobs;"          \
     "DROP FUNCTION TQ.deps_added(); DROP FUNCTION TQ.job_moved();"                       \
@@ -931,6 +936,53 @@ static void version_12_store_migrates(void **state)
     PQfinish(c);
 }
 
+/* A store of schema 13 gains the index of each group's ready jobs
+ * (migration 14), holding exactly the ready rows with a group, and its
+ * per-group limits hold through the claim that walks it. */
+static void version_13_store_migrates(void **state)
+{
+    (void)state;
+    char url[512];
+    tq *db = store("v13");
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_MAX_RUNNING_PER_GROUP;
+    qo.max_running_per_group = 1;
+    assert_int_equal(tq_queue_set(db, "q", &qo), 0);
+    static const char *const groups[] = {"g1", "g1", "g2", NULL, "g2"};
+    int64_t ids[5];
+    for (int i = 0; i < 5; i++) {
+        tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
+        o.group = groups[i];
+        assert_int_equal(tq_job_enqueue(&ids[i], db, "q", "j", 1, &o), 0);
+    }
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 1), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(jobs[0].id, ids[0]);
+    tq_job_array_free(jobs, n);
+    tq_close(db);
+    PGconn *c = pg();
+    char *undo = in_schema(UNDO_14, "v13");
+    exec(c, undo);
+    free(undo);
+    exec(c, "UPDATE v13.meta SET value = '13' WHERE key = 'schema_version'");
+    db = upgraded(url, sizeof url, "v13");
+    expect_row(c,
+               "SELECT count(*) FROM pg_indexes WHERE schemaname = 'v13'"
+               " AND indexname = 'jobs_ready_group'",
+               1, (const char *[]){"1"});
+    check_plans(c, "v13", "q", "store upgraded from 13");
+    /* g1 is full; g2 gives its first job; the job without a group comes. */
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w2", 10), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(jobs[0].id, ids[2]);
+    assert_int_equal(jobs[1].id, ids[3]);
+    tq_job_array_free(jobs, n);
+    tq_close(db);
+    PQfinish(c);
+}
+
 /* A store of schema 11 takes the control channel (migration 12), and a
  * worker role granted before it may snooze, discard and report progress;
  * plain SQL cannot write a progress outside 0 to 100. */
@@ -1053,6 +1105,7 @@ int main(void)
         cmocka_unit_test(version_10_store_migrates),
         cmocka_unit_test(version_11_store_migrates),
         cmocka_unit_test(version_12_store_migrates),
+        cmocka_unit_test(version_13_store_migrates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,9 +46,9 @@ static void exec(sqlite3 *h, const char *sql)
 /* The plan of sql, one detail per line. */
 static void plan_of(sqlite3 *h, const char *sql, char *out, size_t len)
 {
-    char q[4096];
+    char q[8192];
     sqlite3_stmt *s;
-    snprintf(q, sizeof q, "EXPLAIN QUERY PLAN %s", sql);
+    assert_true((size_t)snprintf(q, sizeof q, "EXPLAIN QUERY PLAN %s", sql) < sizeof q);
     assert_int_equal(sqlite3_prepare_v2(h, q, -1, &s, NULL), SQLITE_OK);
     out[0] = '\0';
     while (sqlite3_step(s) == SQLITE_ROW) {
@@ -62,7 +62,7 @@ static void check_plans(sqlite3 *h, const char *when)
 {
     static const char *const want[] = {"tq_jobs_ready_fifo", "tq_jobs_ready_lifo", NULL};
     for (int order = TQ_FIFO; order <= TQ_UNORDERED; order++) {
-        char plan[4096];
+        char plan[8192];
         plan_of(h, tq__sqlite_claim_sql((tq_order)order, 0), plan, sizeof plan);
         /* A search through a ready-row index; never a scan of the table and
          * never a sort. */
@@ -74,13 +74,25 @@ static void check_plans(sqlite3 *h, const char *when)
         if (!strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_") ||
             !strstr(plan, "SEARCH tq_jobs USING INTEGER PRIMARY KEY"))
             fail_msg("%s: the update should find rows by id:\n%s", when, plan);
-        /* The limited claim: the same search for its candidates (it sorts
-         * only those, at most 4 x a batch + 32), the running rows through
-         * the running-row index; no table scan. */
+        /* The limited claim: the running rows through the running-row
+         * index; no table scan. LIFO: the same search for its candidates
+         * (it sorts only those, at most 4 x a batch + 32). The others: the
+         * groups with ready jobs walked in the group index, a seek each for
+         * the next group and for a group's first jobs, and the jobs
+         * without a group from the head of the ready index. */
         plan_of(h, tq__sqlite_claim_sql((tq_order)order, 1), plan, sizeof plan);
+        const int lifo = order == TQ_LIFO;
         if (strstr(plan, "SCAN tq_jobs\n") || strstr(plan, "SCAN j\n") ||
-            !strstr(plan, "SEARCH j USING INDEX tq_jobs_ready_") ||
-            (want[order] && !strstr(plan, want[order])) ||
+            (lifo && !strstr(plan, "SEARCH j USING INDEX tq_jobs_ready_lifo")) ||
+            (!lifo && (!strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_group "
+                                     "(queue=? AND job_group>?)") ||
+                       !strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_group "
+                                     "(queue=? AND job_group=?)") ||
+                       (!strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_fifo "
+                                      "(queue=?)") &&
+                        (order == TQ_FIFO ||
+                         !strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_lifo "
+                                       "(queue=?)"))))) ||
             !strstr(plan, "SCAN tq_jobs USING INDEX tq_jobs_running\n") ||
             !strstr(plan, "SEARCH tq_jobs USING INTEGER PRIMARY KEY"))
             fail_msg("%s, order %s, limited: unexpected plan:\n%s", when,
@@ -750,6 +762,42 @@ static void upgrade_from_version_12(void **state)
     tq_close(db);
 }
 
+/* A store of schema 13 gains the index of each group's ready jobs
+ * (migration 14), holding exactly the ready rows with a group, and its
+ * per-group limits hold through the claim that walks it. */
+static void upgrade_from_version_13(void **state)
+{
+    (void)state;
+    char path[128];
+    sqlite3 *h;
+    old_store(path, sizeof path, 13,
+              "INSERT INTO tq_queues (name, max_running_per_group) VALUES ('q', 1);"
+              "INSERT INTO tq_queues (name, ord) VALUES ('stack', 'lifo');"
+              "INSERT INTO tq_jobs (id, queue, payload, job_group) VALUES"
+              " (1, 'q', 'a', 'g1'), (2, 'q', 'b', 'g1'), (3, 'q', 'c', 'g2'),"
+              " (4, 'q', 'd', NULL), (5, 'q', 'e', 'g2'), (6, 'q', 'f', 'g3');"
+              "UPDATE tq_jobs SET state = 'running', attempts = 1, worker = 'w',"
+              " lease_until = 4000000000000000, claims = 1 WHERE id = 1;"
+              "UPDATE tq_jobs SET state = 'done', finished_at = 7 WHERE id = 6;");
+    tq *db = upgraded(path);
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(count_of(h, "SELECT count(*) FROM tq_jobs INDEXED BY"
+                                 " tq_jobs_ready_group WHERE queue = 'q'"
+                                 " AND state = 'ready' AND job_group IS NOT NULL"),
+                     3);
+    check_plans(h, "store upgraded from 13");
+    sqlite3_close(h);
+    /* g1 is full; g2 gives its first job; the job without a group comes. */
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w2", 10), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(jobs[0].id, 3);
+    assert_int_equal(jobs[1].id, 4);
+    tq_job_array_free(jobs, n);
+    tq_close(db);
+}
+
 static void wal_and_version(void **state)
 {
     (void)state;
@@ -794,6 +842,7 @@ int main(void)
         cmocka_unit_test(upgrade_from_version_10),
         cmocka_unit_test(upgrade_from_version_11),
         cmocka_unit_test(upgrade_from_version_12),
+        cmocka_unit_test(upgrade_from_version_13),
         cmocka_unit_test(wal_and_version),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

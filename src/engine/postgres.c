@@ -549,6 +549,10 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "   CASE r.p WHEN 'INSERT' THEN 'INSERT' ELSE 'SELECT' END, r.role);"
     " END LOOP;"
     "END $g$;",
+    /* 14: the ready jobs of each group, as SQLite's migration 14 says. */
+    "CREATE INDEX jobs_ready_group ON TQ.jobs (queue, job_group, priority DESC, run_at, "
+    "id)"
+    "  WHERE state = 'ready' AND job_group IS NOT NULL;",
 };
 
 /* clang-format off */
@@ -647,21 +651,9 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
 #define RATE_TOKENS(at)                                                                  \
     "least(rate_burst, rate_tokens + greatest(0, extract(epoch FROM " at " - rate_at)"   \
     "::float8 * 1e6) * " RATE_REFILL ")"
-/*
- * The claim of a queue with concurrency or rate limits, with CLAIM's
- * parameters, as SQLite's CLAIM_LIMITED says (lim, busy, cand, picked),
- * then its rate's tokens taken (taken; only when it claimed any, as SQLite's
- * S_RATE_TAKE says). The room is counted by the clock once the lock is
- * held, not at the transaction's start; the tokens are taken by the clock
- * once the claimed rows are (the bucket only gained since), the moment
- * the jobs' starts trail (S_RATE_WAIT says it). The counts are only
- * right if no other claim of the queue commits between this statement's
- * snapshot and its own commit: S_LIMIT_LOCK, sent just before it in the
- * same transaction, serialises the limited claims of a queue, and this
- * statement's snapshot is taken after the lock was granted.
- */
-#define CLAIM_LIMITED(order_by)                                                          \
-    "WITH lim AS MATERIALIZED (SELECT max_running_per_group AS per_group,"               \
+/* A limited claim's lim and busy (CLAIM_LIMITED says what they hold). */
+#define LIMITS                                                                           \
+    "(SELECT max_running_per_group AS per_group,"                                        \
     "    least(CASE WHEN paused THEN 0"                                                  \
     "         WHEN max_running > 0 THEN greatest(0, least($2::int8,"                     \
     "              max_running - (SELECT count(*) FROM TQ.jobs WHERE state = 'running'"  \
@@ -674,7 +666,23 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     " busy AS MATERIALIZED (SELECT job_group, count(*) AS n FROM TQ.jobs"               \
     "    WHERE state = 'running' AND queue = $1 AND lease_until IS NOT NULL"             \
     "      AND job_group IS NOT NULL AND (SELECT per_group FROM lim) > 0"                \
-    "    GROUP BY job_group),"                                                           \
+    "    GROUP BY job_group),"
+
+/*
+ * The claim of a LIFO queue with concurrency or rate limits (the other
+ * orders' is CLAIM_GROUPS), with CLAIM's parameters, as SQLite's
+ * CLAIM_LIMITED says (lim, busy, cand, picked), then its rate's tokens
+ * taken (taken; only when it claimed any, as SQLite's S_RATE_TAKE says). The room is counted by the clock once the lock is
+ * held, not at the transaction's start; the tokens are taken by the clock
+ * once the claimed rows are (the bucket only gained since), the moment
+ * the jobs' starts trail (S_RATE_WAIT says it). The counts are only
+ * right if no other claim of the queue commits between this statement's
+ * snapshot and its own commit: S_LIMIT_LOCK, sent just before it in the
+ * same transaction, serialises the limited claims of a queue, and this
+ * statement's snapshot is taken after the lock was granted.
+ */
+#define CLAIM_LIMITED(order_by)                                                          \
+    "WITH lim AS MATERIALIZED " LIMITS                                                   \
     " cand AS MATERIALIZED (SELECT id, job_group, priority, run_at,"                     \
     "    " GROUP_BUSY " AS busy FROM TQ.jobs j"                                          \
     "    WHERE queue = $1 AND state = 'ready' AND run_at <= now()"                       \
@@ -689,12 +697,46 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "       OR (SELECT per_group FROM lim) = 0"                                          \
     "    " order_by                                                                      \
     "    LIMIT coalesce((SELECT room FROM lim), 0)),"                                    \
-    " claimed AS (" CLAIM_UPDATE("(SELECT at FROM lim)") "),"                                                    \
-    " taken AS (UPDATE TQ.queues SET rate_at = greatest(rate_at, c.t),"                  \
+    " claimed AS (" CLAIM_UPDATE("(SELECT at FROM lim)") "),"                            \
+    " taken AS " TAKEN                                                                   \
+    " SELECT * FROM claimed"
+/* A limited claim's last steps: the jobs picked are claimed, and the
+ * rate's tokens taken (CLAIM_LIMITED says when). */
+#define TAKEN                                                                            \
+    "(UPDATE TQ.queues SET rate_at = greatest(rate_at, c.t),"                            \
     "    rate_tokens = greatest(0, " RATE_TOKENS("c.t") " - c.n)"                        \
     "    FROM (SELECT greatest(clock_timestamp(), (SELECT at FROM lim)) AS t,"           \
     "                 count(*) AS n FROM claimed) c"                                     \
-    "    WHERE name = $1 AND rate_limit > 0 AND c.n > 0)"                                \
+    "    WHERE name = $1 AND rate_limit > 0 AND c.n > 0)"
+/* The limited claim of a FIFO or unordered queue, as SQLite's CLAIM_GROUPS
+ * says, its rows locked once picked (a row another transaction holds is
+ * left, and one no longer ready once its lock came is not taken). */
+#define CLAIM_GROUPS(order_by)                                                           \
+    "WITH RECURSIVE lim AS MATERIALIZED " LIMITS                                         \
+    " grp AS (SELECT (SELECT job_group FROM TQ.jobs WHERE queue = $1"                    \
+    "      AND state = 'ready' AND job_group IS NOT NULL ORDER BY job_group LIMIT 1) AS g" \
+    "    FROM lim WHERE per_group > 0 AND room > 0"                                      \
+    "    UNION ALL SELECT (SELECT job_group FROM TQ.jobs WHERE queue = $1"               \
+    "      AND state = 'ready' AND job_group > grp.g ORDER BY job_group LIMIT 1)"        \
+    "    FROM grp WHERE grp.g IS NOT NULL),"                                             \
+    " cand AS (SELECT h.id, h.priority, h.run_at FROM grp CROSS JOIN lim,"               \
+    "    LATERAL (SELECT id, priority, run_at FROM TQ.jobs"                              \
+    "      WHERE queue = $1 AND state = 'ready' AND job_group = grp.g"                   \
+    "        AND run_at <= now() ORDER BY priority DESC, run_at, id"                     \
+    "      LIMIT greatest(0, lim.per_group"                                              \
+    "        - coalesce((SELECT n FROM busy WHERE busy.job_group = grp.g), 0))) h"       \
+    "    WHERE grp.g IS NOT NULL"                                                        \
+    "    UNION ALL SELECT id, priority, run_at FROM (SELECT id, priority, run_at,"       \
+    "      job_group FROM TQ.jobs WHERE queue = $1 AND state = 'ready'"                  \
+    "        AND run_at <= now() " order_by                                              \
+    "      LIMIT coalesce((SELECT CASE WHEN per_group > 0 THEN least(room, 64) + 32"     \
+    "                      ELSE room END FROM lim), 0)) u"                               \
+    "    WHERE u.job_group IS NULL OR (SELECT per_group FROM lim) = 0),"                 \
+    " picked AS MATERIALIZED (SELECT j.id FROM TQ.jobs j WHERE j.id IN (SELECT id"       \
+    "      FROM cand " order_by " LIMIT coalesce((SELECT room FROM lim), 0))"            \
+    "    AND j.state = 'ready' FOR UPDATE OF j SKIP LOCKED),"                            \
+    " claimed AS (" CLAIM_UPDATE("(SELECT at FROM lim)") "),"                            \
+    " taken AS " TAKEN                                                                   \
     " SELECT * FROM claimed"
 /* How many jobs of row j's group run (busy: none without a group limit). */
 #define GROUP_BUSY                                                                       \
@@ -828,9 +870,9 @@ static const char *const sql[S_COUNT] = {
     [S_CLAIM_FIFO] = CLAIM(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_LIFO] = CLAIM(" ORDER BY priority DESC, id DESC"),
     [S_CLAIM_ANY] = CLAIM(""),
-    [S_CLAIM_LIMITED_FIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, run_at, id"),
+    [S_CLAIM_LIMITED_FIFO] = CLAIM_GROUPS(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_LIMITED_LIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, id DESC"),
-    [S_CLAIM_LIMITED_ANY] = CLAIM_LIMITED(""),
+    [S_CLAIM_LIMITED_ANY] = CLAIM_GROUPS(""),
     /* Before a limited claim, $1 the queue: a lock on the queue, held to
      * the end of the transaction. Always, not only when this statement sees
      * limits: two claims could each miss a limit set between their lock

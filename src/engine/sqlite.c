@@ -479,6 +479,12 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  SELECT RAISE(ABORT, 'tq: dependencies do not change; they go with their child')"
     "   WHERE EXISTS (SELECT 1 FROM tq_jobs WHERE id = OLD.child);"
     "END;",
+    /* 14: the ready jobs of each group, in FIFO order, for the claim of a
+     * queue with a per-group limit (CLAIM_GROUPS). Only rows with a group
+     * enter it: jobs without one, in any queue, pay nothing for it. */
+    "CREATE INDEX tq_jobs_ready_group"
+    "  ON tq_jobs (queue, job_group, priority DESC, run_at, id)"
+    "  WHERE state = 'ready' AND job_group IS NOT NULL;",
 };
 
 /* clang-format on */
@@ -564,22 +570,9 @@ static const char *const migrations[SCHEMA_VERSION] = {
 #define RATE_TOKENS RATE_TOKENS_AT("?2")
 _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin");
 
-/*
- * The claim of a queue with concurrency or rate limits, with CLAIM's
- * parameters. lim: how many may start (room: ?3, or what max_running
- * leaves, 0 when paused; no more than the rate's whole tokens) and the
- * group limit. busy: the running jobs of each group, with
- * a group limit (the queue's running rows, through tq_jobs_running: no
- * index of their own, which every update of every job would pay for).
- * cand: the first ready rows in the queue's order whose group has room;
- * with a group limit 4 x room + 32 of them, so that a batch can still fill
- * when several share a group. picked: of those, in order, the ones that fit
- * their group counting the batch's own earlier picks (rn), at most room.
- * One statement: nothing runs between the counts and the update (SQLite
- * has one writer; PostgreSQL's form locks the queue first).
- */
-#define CLAIM_LIMITED(order_by)                                                          \
-    "WITH lim AS (SELECT max_running_per_group AS per_group,"                            \
+/* A limited claim's lim and busy (CLAIM_LIMITED says what they hold). */
+#define LIMITS                                                                           \
+    "(SELECT max_running_per_group AS per_group,"                                        \
     "    min(CASE WHEN paused THEN 0"                                                    \
     "         WHEN max_running > 0 THEN max(0, min(?3, max_running - (SELECT count(*)"   \
     "              FROM tq_jobs WHERE state = 'running' AND queue = ?1)))"               \
@@ -590,7 +583,24 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     " busy AS MATERIALIZED (SELECT job_group, count(*) AS n FROM tq_jobs"                \
     "    WHERE state = 'running' AND queue = ?1 AND job_group IS NOT NULL"               \
     "      AND (SELECT per_group FROM lim) > 0"                                          \
-    "    GROUP BY job_group),"                                                           \
+    "    GROUP BY job_group),"
+
+/*
+ * The claim of a LIFO queue with concurrency or rate limits (the other
+ * orders' is CLAIM_GROUPS), with CLAIM's parameters. lim: how many may
+ * start (room: ?3, or what max_running leaves, 0 when paused; no more than
+ * the rate's whole tokens) and the group limit. busy: the running jobs of each group, with
+ * a group limit (the queue's running rows, through tq_jobs_running: no
+ * index of their own, which every update of every job would pay for).
+ * cand: the first ready rows in the queue's order whose group has room;
+ * with a group limit 4 x room + 32 of them, so that a batch can still fill
+ * when several share a group. picked: of those, in order, the ones that fit
+ * their group counting the batch's own earlier picks (rn), at most room.
+ * One statement: nothing runs between the counts and the update (SQLite
+ * has one writer; PostgreSQL's form locks the queue first).
+ */
+#define CLAIM_LIMITED(order_by)                                                          \
+    "WITH lim AS MATERIALIZED " LIMITS                                                   \
     " cand AS (SELECT j.id, j.job_group, j.priority, j.run_at, coalesce(b.n, 0) AS busy" \
     "    FROM tq_jobs j LEFT JOIN busy b ON b.job_group = j.job_group"                   \
     "    WHERE j.queue = ?1 AND j.state = 'ready' AND j.run_at <= ?2"                    \
@@ -603,6 +613,49 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "    WHERE job_group IS NULL OR busy + rn <= (SELECT per_group FROM lim)"            \
     "       OR (SELECT per_group FROM lim) = 0"                                          \
     "    " order_by                                                                      \
+    "    LIMIT coalesce((SELECT room FROM lim), 0))"                                     \
+    CLAIM_SET " WHERE id IN (SELECT id FROM picked)" CLAIM_RETURNING
+
+/*
+ * The limited claim of a FIFO or unordered queue, with CLAIM_LIMITED's
+ * parameters, lim and busy. Without a group limit: the first room ready
+ * rows. With one, it never steps over a full group's ready jobs, however
+ * many wait (a customer's thousand jobs at the head of the queue), but
+ * finds the groups with room wherever their jobs are: grp walks the
+ * distinct groups with ready jobs in tq_jobs_ready_group (one seek each),
+ * roomy keeps those with room (k: how many more of it may run), heads
+ * takes each one's first per_group ready jobs and then its first k of
+ * them (ranked in a handful of rows, not in the queue). Jobs without a
+ * group come from the first min(room, 64) + 32 ready rows, in order: they
+ * have no index of their own (one would cost every job of every queue).
+ * picked: of all these, the first room in the queue's order. The cost is
+ * a seek per group with ready jobs, not a row per job stepped over.
+ */
+#define CLAIM_GROUPS(order_by)                                                           \
+    "WITH RECURSIVE lim AS MATERIALIZED " LIMITS                                         \
+    " grp(g) AS (SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"                 \
+    "      AND state = 'ready' AND job_group IS NOT NULL ORDER BY job_group LIMIT 1)"    \
+    "    WHERE (SELECT per_group > 0 AND room > 0 FROM lim)"                             \
+    "    UNION ALL SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"               \
+    "      AND state = 'ready' AND job_group > grp.g ORDER BY job_group LIMIT 1)"        \
+    "    FROM grp WHERE g IS NOT NULL),"                                                 \
+    " roomy AS (SELECT g, (SELECT per_group FROM lim)"                                   \
+    "      - coalesce((SELECT n FROM busy WHERE job_group = g), 0) AS k"                 \
+    "    FROM grp WHERE g IS NOT NULL),"                                                 \
+    " heads AS (SELECT j.id, j.job_group, j.priority, j.run_at, r.k"                     \
+    "    FROM roomy r, tq_jobs j WHERE r.k > 0 AND j.id IN (SELECT id FROM tq_jobs"      \
+    "      WHERE queue = ?1 AND state = 'ready' AND job_group = r.g AND run_at <= ?2"    \
+    "      ORDER BY priority DESC, run_at, id LIMIT (SELECT per_group FROM lim))),"      \
+    " cand AS (SELECT id, priority, run_at FROM (SELECT id, priority, run_at, k,"        \
+    "      row_number() OVER (PARTITION BY job_group ORDER BY priority DESC, run_at, id)" \
+    "      AS rn FROM heads) WHERE rn <= k"                                              \
+    "    UNION ALL SELECT id, priority, run_at FROM (SELECT id, priority, run_at,"       \
+    "      job_group FROM tq_jobs WHERE queue = ?1 AND state = 'ready' AND run_at <= ?2" \
+    "      " order_by                                                                    \
+    "      LIMIT coalesce((SELECT CASE WHEN per_group > 0 THEN min(room, 64) + 32"       \
+    "                      ELSE room END FROM lim), 0))"                                 \
+    "    WHERE job_group IS NULL OR (SELECT per_group FROM lim) = 0),"                   \
+    " picked AS (SELECT id FROM cand " order_by                                          \
     "    LIMIT coalesce((SELECT room FROM lim), 0))"                                     \
     CLAIM_SET " WHERE id IN (SELECT id FROM picked)" CLAIM_RETURNING
 
@@ -751,9 +804,9 @@ static const char *const sql[S_COUNT] = {
     [S_CLAIM_FIFO] = CLAIM(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_LIFO] = CLAIM(" ORDER BY priority DESC, id DESC"),
     [S_CLAIM_ANY] = CLAIM(""),
-    [S_CLAIM_LIMITED_FIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, run_at, id"),
+    [S_CLAIM_LIMITED_FIFO] = CLAIM_GROUPS(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_LIMITED_LIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, id DESC"),
-    [S_CLAIM_LIMITED_ANY] = CLAIM_LIMITED(""),
+    [S_CLAIM_LIMITED_ANY] = CLAIM_GROUPS(""),
     /* After a limited claim took ?3 jobs (> 0), in its transaction: the
      * rate's tokens less those, as of ?2 now. Not after a claim that took
      * none: a write would wake every idle worker (they watch the store's
