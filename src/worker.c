@@ -155,6 +155,9 @@ typedef struct held_job {
      * token, or for the slots free at its claim after the claim's answer);
      * 0: no such bound. */
     int64_t start_by;
+    /* Claimed in a chain (tq__claim.chain): it waits while a job of its
+     * group runs in this worker (pop_startable). */
+    int serial;
 } held_job;
 
 typedef struct pending_ack {
@@ -336,6 +339,43 @@ static held_job pop_held(tq_worker *w)
 
 static void wake_loop_locked(tq_worker *w);
 
+/* Whether a job of held job h's group runs in this worker (the caller
+ * holds mu in callback mode). */
+static int group_running(const tq_worker *w, const held_job *h)
+{
+    for (int i = 0; i < w->concurrency; i++) {
+        const slot *s = &w->slots[i];
+        if (s->state == SLOT_RUNNING && s->qi == h->qi && s->job.group &&
+            strcmp(s->job.group, h->job.group) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * The first held job after the oldest (which waits for its group) that may
+ * start now, taken out of the ring with the order of the others kept, or 0
+ * when none may. Jobs too late to start stay where they are until they are
+ * the oldest. The walk passes over the jobs of the groups that run here:
+ * at most a chain (tq__claim.chain) for each slot.
+ */
+static int pop_serial(tq_worker *w, int64_t now, held_job *out)
+{
+    for (size_t i = 1; i < w->nheld; i++) {
+        const held_job *h = held_at(w, i);
+        if ((h->start_by && now > h->start_by) || h->lease_end - now < h->lease_us / 3 ||
+            (h->serial && group_running(w, h)))
+            continue;
+        held_job found = *h;
+        for (size_t k = i; k > 0; k--)
+            *held_at(w, k) = *held_at(w, k - 1);
+        pop_held(w);
+        *out = found;
+        return 1;
+    }
+    return 0;
+}
+
 /*
  * The next held job to start (the caller holds mu in callback mode), or 0
  * when none is left. A job starts only while at least a third of its lease
@@ -355,6 +395,8 @@ static int pop_startable(tq_worker *w, held_job *out)
         const held_job *h = held_at(w, 0);
         const int expired = h->start_by && now > h->start_by;
         if (!expired && h->lease_end - now >= h->lease_us / 3) {
+            if (h->serial && group_running(w, h))
+                return pop_serial(w, now, out);
             *out = pop_held(w);
             return 1;
         }
@@ -1752,7 +1794,7 @@ static int start_held(tq_worker *w)
  * The claims asked for no more than the ring has room for.
  */
 static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t sent,
-                     int64_t lease_us, int64_t start_by, int64_t at_once_by)
+                     int64_t lease_us, int64_t start_by, int64_t at_once_by, int chain)
 {
     int rc = 0;
     size_t taken = 0;
@@ -1766,7 +1808,8 @@ static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t se
                          ? (size_t)free_slots - w->nheld
                          : 0;
     for (size_t i = 0; i < n && !rc; i++) {
-        held_job h = {jobs[i], qi, lease_us, sent + lease_us, 0};
+        held_job h = {jobs[i], qi, lease_us, sent + lease_us, 0, 0};
+        h.serial = chain && h.job.group;
         memset(&jobs[i], 0, sizeof jobs[i]); /* now ours */
         if (tq__job_out_of_attempts(&h.job)) {
             char why[96];
@@ -2102,10 +2145,11 @@ static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
          * handler that cannot start, results waiting for the store), or
          * they go back too. Not from the tokens: a slow disk would send
          * every claim's jobs back. */
-        const int rated = claim && claim->rate;
+        const int rated = claim && (claim->rate || claim->rate_found);
         rc = take_jobs(w, qi, jobs, n, sent, claim ? claim->lease_us : 0,
                        rated ? sent + claim->taken_after_us + LIMITED_HOLD_US : 0,
-                       rated ? tq__mono_us() + LIMITED_HOLD_US : 0);
+                       rated ? tq__mono_us() + LIMITED_HOLD_US : 0,
+                       claim && claim->chain > 1);
         tq_job_array_free(jobs, n);
         *claimed = (int)n;
     }
@@ -2182,8 +2226,11 @@ static int heartbeat(tq_worker *w)
             tq__job_clear(&h.job);
         }
         w->nheld = kept;
-        if (w->handler)
+        if (w->handler) {
+            if (kept) /* a renewed lease may let a thread waiting for one start it */
+                pthread_cond_broadcast(&w->cv);
             pthread_mutex_unlock(&w->mu);
+        }
         for (size_t k = 0; k < nlost; k++) /* logged unlocked: sinks may block */
             worker_log(
                 w, TQ_LOG_WARN,
@@ -2605,6 +2652,24 @@ static int serves_limited(const tq_worker *w)
 }
 
 /*
+ * How many jobs of one group a claim of queue q may take, to run one after
+ * another (tq__claim.chain): none but in a FIFO or unordered queue whose
+ * only limit is one at a time per group, and there a slot's share of the
+ * jobs held (target), so that one group's chain keeps no more than one
+ * slot busy for PREFETCH_WINDOW_US. (A queue with a higher group limit
+ * runs more of a group at once, which a chain would not; a rate limit
+ * bounds how late a job may start.)
+ */
+static size_t chain_of(const tq_worker *w, const tq_queue_info *q, size_t target)
+{
+    const size_t n = target / (size_t)w->concurrency;
+    if (q->max_running_per_group != 1 || q->max_running > 0 || q->rate_limit > 0 ||
+        q->order == TQ_LIFO || n < 2)
+        return 0;
+    return n;
+}
+
+/*
  * Claims when a slot is free (nothing is held then) or the held jobs have
  * run below half their target: enough to fill the slots and the target,
  * one exchange per queue, carrying the pending acks. Returns the store's
@@ -2642,9 +2707,12 @@ static int claim_jobs(tq_worker *w, pass *p)
                            .max_attempts = q->max_attempts,
                            .max = room,
                            .limited = tq__queue_limited(q),
-                           .rate = q->rate_limit > 0};
+                           .rate = q->rate_limit > 0,
+                           .chain = chain_of(w, q, target)};
             int claimed = 0;
             rc = exchange(w, &c, qi, &claimed);
+            if (!rc && c.rate_found && !c.rate)
+                w->last_refresh = 0; /* a rate set since: read the settings now */
             if (!rc && c.rate)
                 limited_claimed(w, room, (size_t)claimed);
             /* A rate limit stopped it: claim again when a token is due,

@@ -144,10 +144,14 @@ static void claim_plan(PGconn *c, const char *schema, const char *queue, tq_orde
     char *q = in_schema(tq__postgres_claim_sql(order, limited), schema);
     char *prep = malloc(strlen(q) + 256);
     assert_non_null(prep);
-    sprintf(prep, "PREPARE claim (text, int8, text, int8, int4, bool) AS %s", q);
+    /* The limited claim of the orders but LIFO (CLAIM_GROUPS) takes a chain. */
+    const int groups = limited && order != TQ_LIFO;
+    sprintf(prep, "PREPARE claim (text, int8, text, int8, int4, bool%s) AS %s",
+            groups ? ", int8" : "", q);
     free(q);
     exec(c, prep);
-    sprintf(prep, "EXECUTE claim ('%s', 10, 'w', 30000000, 3, true)", queue);
+    sprintf(prep, "EXECUTE claim ('%s', 10, 'w', 30000000, 3, true%s)", queue,
+            groups ? ", 4" : "");
     exec(c, "BEGIN");
     exec(c, tq__postgres_plan_sql());
     explain(c, prep, plan, size);

@@ -2522,7 +2522,8 @@ static int lim_handler(void *ud, const tq_job *job, char *err, size_t errlen)
         int g = atoi(job->group + 1);
         if (atomic_fetch_add(&c->in_group[g], 1) != 0)
             atomic_fetch_add(&c->overlaps, 1);
-        for (volatile int k = 0; k < 2000; k++) /* a little work, overlapping more */
+        const int64_t until = mono_us() + 30; /* a little work, overlapping more */
+        while (mono_us() < until)
             ;
         atomic_fetch_sub(&c->in_group[g], 1);
     }

@@ -155,6 +155,15 @@ typedef struct tq__claim {
      * limited claim then also asks when the next token is due. (The claim
      * keeps the rate whatever this says.) */
     int rate;
+    /* A limited claim of a FIFO or unordered queue (CLAIM_GROUPS): when > 1,
+     * it may take up to this many jobs of a group with room (about an even
+     * share of max among the groups that have room), however many of that
+     * group may run at once, and the claimer runs the claimed jobs of a
+     * group one at a time (its other running jobs of that group included):
+     * the others of the group wait in the claimer, counted as running by
+     * everyone else, so the group never runs more than its limit. 0 or 1:
+     * no more of a group than may run at once. */
+    size_t chain;
     /* Out, from a limited claim of a queue with a rate limit: > 0 when the
      * rate stopped it (no token left), how long until the next token; and
      * how long after the exchange began (by a clock started no earlier than
@@ -162,6 +171,10 @@ typedef struct tq__claim {
      * their tokens by no more than they trail that moment. 0 when not
      * known. */
     int64_t rate_wait_us, taken_after_us;
+    /* Out, from a limited claim that took jobs: whether the store's queue
+     * has a rate limit, whatever rate said (its jobs must then start soon,
+     * a limit set since the claimer last read the queue's settings). */
+    int rate_found;
 } tq__claim;
 
 /*

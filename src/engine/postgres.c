@@ -709,29 +709,43 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "                 count(*) AS n FROM claimed) c"                                     \
     "    WHERE name = $1 AND rate_limit > 0 AND c.n > 0)"
 /* The limited claim of a FIFO or unordered queue, as SQLite's CLAIM_GROUPS
- * says, its rows locked once picked (a row another transaction holds is
+ * says ($7: its ?8, tq__claim.chain), its rows locked once picked (a row another transaction holds is
  * left, and one no longer ready once its lock came is not taken). */
 #define CLAIM_GROUPS(order_by)                                                           \
     "WITH RECURSIVE lim AS MATERIALIZED " LIMITS                                         \
+    " head AS MATERIALIZED (SELECT id, job_group, priority, run_at FROM TQ.jobs"         \
+    "    WHERE queue = $1 AND state = 'ready' AND run_at <= now() " order_by             \
+    "    LIMIT coalesce((SELECT CASE WHEN per_group > 0 THEN room + 64"              \
+    "                    ELSE room END FROM lim), 0)),"                                  \
+    " fit AS MATERIALIZED (SELECT f.id, f.priority, f.run_at FROM (SELECT h.id,"         \
+    "      h.job_group, h.priority, h.run_at, coalesce(b.n, 0) AS busy, row_number()"   \
+    "      OVER (PARTITION BY h.job_group ORDER BY h.priority DESC, h.run_at, h.id)"    \
+    "      AS rn FROM head h LEFT JOIN busy b ON b.job_group = h.job_group) f, lim"      \
+    "    WHERE f.job_group IS NULL OR lim.per_group = 0 OR f.busy + f.rn <= lim.per_group" \
+    "       OR ($7::int8 > 1 AND f.busy < lim.per_group AND f.rn <= $7::int8)),"        \
+    " walk AS MATERIALIZED (SELECT per_group > 0 AND (SELECT count(*) FROM fit) < room"  \
+    "      AND (SELECT count(*) FROM head) = room + 64 AS w FROM lim),"              \
     " grp AS (SELECT (SELECT job_group FROM TQ.jobs WHERE queue = $1"                    \
     "      AND state = 'ready' AND job_group IS NOT NULL ORDER BY job_group LIMIT 1) AS g" \
-    "    FROM lim WHERE per_group > 0 AND room > 0"                                      \
+    "    FROM walk WHERE w"                                                              \
     "    UNION ALL SELECT (SELECT job_group FROM TQ.jobs WHERE queue = $1"               \
     "      AND state = 'ready' AND job_group > grp.g ORDER BY job_group LIMIT 1)"        \
     "    FROM grp WHERE grp.g IS NOT NULL),"                                             \
-    " cand AS (SELECT h.id, h.priority, h.run_at FROM grp CROSS JOIN lim,"               \
+    " roomy AS MATERIALIZED (SELECT g, lim.per_group"                                    \
+    "      - coalesce((SELECT n FROM busy WHERE busy.job_group = grp.g), 0) AS k"        \
+    "    FROM grp CROSS JOIN lim WHERE grp.g IS NOT NULL),"                              \
+    " span AS (SELECT CASE WHEN $7::int8 > 1 THEN greatest(1, least($7::int8,"           \
+    "      ceil((SELECT room FROM lim)::float8 / greatest(count(*), 1))::int8))"         \
+    "      END AS n FROM roomy WHERE k > 0),"                                            \
+    " cand AS (SELECT id, priority, run_at FROM fit WHERE NOT (SELECT w FROM walk)"      \
+    "    UNION ALL SELECT h.id, h.priority, h.run_at FROM roomy CROSS JOIN span,"        \
     "    LATERAL (SELECT id, priority, run_at FROM TQ.jobs"                              \
-    "      WHERE queue = $1 AND state = 'ready' AND job_group = grp.g"                   \
+    "      WHERE queue = $1 AND state = 'ready' AND job_group = roomy.g"                 \
     "        AND run_at <= now() ORDER BY priority DESC, run_at, id"                     \
-    "      LIMIT greatest(0, lim.per_group"                                              \
-    "        - coalesce((SELECT n FROM busy WHERE busy.job_group = grp.g), 0))) h"       \
-    "    WHERE grp.g IS NOT NULL"                                                        \
-    "    UNION ALL SELECT id, priority, run_at FROM (SELECT id, priority, run_at,"       \
-    "      job_group FROM TQ.jobs WHERE queue = $1 AND state = 'ready'"                  \
-    "        AND run_at <= now() " order_by                                              \
-    "      LIMIT coalesce((SELECT CASE WHEN per_group > 0 THEN least(room, 64) + 32"     \
-    "                      ELSE room END FROM lim), 0)) u"                               \
-    "    WHERE u.job_group IS NULL OR (SELECT per_group FROM lim) = 0),"                 \
+    "      LIMIT coalesce(span.n, roomy.k)) h"                                           \
+    "    WHERE roomy.k > 0"                                                              \
+    "    UNION ALL SELECT id, priority, run_at FROM head"                                \
+    "      WHERE job_group IS NULL AND (SELECT w FROM walk)),"                           \
     " picked AS MATERIALIZED (SELECT j.id FROM TQ.jobs j WHERE j.id IN (SELECT id"       \
     "      FROM cand " order_by " LIMIT coalesce((SELECT room FROM lim), 0))"            \
     "    AND j.state = 'ready' FOR UPDATE OF j SKIP LOCKED),"                            \
@@ -2517,8 +2531,7 @@ static int exchange_prepare(tq *db, exchange_state *x)
         ((rc = prepare(db, claim_id(x->claim->order, x->claim->limited),
                        "claiming jobs")) ||
          (x->claim->limited && (rc = prepare(db, S_LIMIT_LOCK, "claiming jobs"))) ||
-         (x->claim->limited && x->claim->rate &&
-          (rc = prepare(db, S_RATE_WAIT, "claiming jobs")))))
+         (x->claim->limited && (rc = prepare(db, S_RATE_WAIT, "claiming jobs")))))
         return rc;
     return 0;
 }
@@ -2565,9 +2578,12 @@ static int exchange_send(pipeline *pl, exchange_state *x)
         p_i64(&p, x->claim->lease_us);
         p_i64(&p, x->claim->max_attempts);
         p_text(&p, x->claim->start ? "true" : "false");
+        if (x->claim->limited && x->claim->order != TQ_LIFO) /* CLAIM_GROUPS */
+            p_i64(&p, (int64_t)x->claim->chain);
         rc = pipe_send(pl, claim_id(x->claim->order, x->claim->limited), &p, 0);
     }
-    if (!rc && x->claim && x->claim->limited && x->claim->rate) {
+    /* Whatever the claimer knows of the rate: rate_found. */
+    if (!rc && x->claim && x->claim->limited) {
         params p = {0};
         p_text(&p, x->claim->queue);
         rc = pipe_send(pl, S_RATE_WAIT, &p, 0);
@@ -2605,6 +2621,7 @@ static int exchange_take(tq *db, const pipeline *pl, size_t q, PGresult *r,
     case S_LIMIT_LOCK:
         break;
     case S_RATE_WAIT:
+        x->claim->rate_found = PQntuples(r) > 0;
         x->claim->rate_wait_us = PQntuples(r) ? g_i64(r, 0, 0) : 0;
         x->claim->taken_after_us = PQntuples(r) ? g_i64(r, 0, 1) : 0;
         if (x->claim->taken_after_us < 0) /* it took none: an older rate_at */

@@ -527,11 +527,12 @@ static const char *const migrations[SCHEMA_VERSION] = {
 /*
  * A claim: ?1 queue, ?2 now, ?3 how many, ?4 worker, ?5 lease end, ?6 the
  * queue's max attempts as the claimer knows it, ?7 1 to start the jobs or
- * 0 to hold them. A start charges the attempt unless the job is out of
- * them (the worker then ends it unrun); so does a hold of a job whose
- * claims ended twice in a rescue with no start recorded (engine.h). A
- * paused queue yields nothing, and so does a queue with concurrency
- * limits (CLAIM_LIMITED claims there). It returns only what the claimer
+ * 0 to hold them (and CLAIM_GROUPS's ?8, tq__claim.chain). A start
+ * charges the attempt unless the job is out of them (the worker then ends
+ * it unrun); so does a hold of a job whose claims ended twice in a rescue
+ * with no start recorded (engine.h). A paused queue yields nothing, and so
+ * does a queue with concurrency or rate limits (CLAIM_GROUPS and
+ * CLAIM_LIMITED claim there). It returns only what the claimer
  * does not know (tq__claimed_cols).
  */
 #define CHARGE                                                                           \
@@ -619,42 +620,60 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
 /*
  * The limited claim of a FIFO or unordered queue, with CLAIM_LIMITED's
  * parameters, lim and busy. Without a group limit: the first room ready
- * rows. With one, it never steps over a full group's ready jobs, however
- * many wait (a customer's thousand jobs at the head of the queue), but
- * finds the groups with room wherever their jobs are: grp walks the
- * distinct groups with ready jobs in tq_jobs_ready_group (one seek each),
- * roomy keeps those with room (k: how many more of it may run), heads
- * takes each one's first per_group ready jobs and then its first k of
- * them (ranked in a handful of rows, not in the queue). Jobs without a
- * group come from the first min(room, 64) + 32 ready rows, in order: they
- * have no index of their own (one would cost every job of every queue).
- * picked: of all these, the first room in the queue's order. The cost is
- * a seek per group with ready jobs, not a row per job stepped over.
+ * rows. With one, first the head of the queue: of its first room + 64
+ * ready rows (head), those that fit their group (fit: counting the group's
+ * running jobs and its earlier rows here; for a claimer that runs a
+ * group's jobs one at a time, ?8 > 1 (tq__claim.chain), up to ?8 of a group
+ * with room). When that is not room jobs and the head was full (walk),
+ * full groups' jobs fill the head of the queue (a customer's thousand
+ * jobs): then, rather than step over them, the claim finds the groups with
+ * room wherever their jobs are. grp walks the distinct groups with ready
+ * jobs in tq_jobs_ready_group (one seek each), roomy keeps those with room
+ * (k: how many more of it may run), heads takes each one's first span jobs
+ * (per_group, or for a chain an even share of room among those groups, at
+ * most ?8), and of those the first k (or all, for a chain); the jobs
+ * without a group come from the head (they have no index of their own,
+ * which would cost every job of every queue). picked: the first room of
+ * these in the queue's order. The cost is the head's rows, and, only when
+ * full groups fill the head, a seek per group with ready jobs.
  */
 #define CLAIM_GROUPS(order_by)                                                           \
     "WITH RECURSIVE lim AS MATERIALIZED " LIMITS                                         \
+    " head AS MATERIALIZED (SELECT id, job_group, priority, run_at FROM tq_jobs"         \
+    "    WHERE queue = ?1 AND state = 'ready' AND run_at <= ?2 " order_by                \
+    "    LIMIT coalesce((SELECT CASE WHEN per_group > 0 THEN room + 64"              \
+    "                    ELSE room END FROM lim), 0)),"                                  \
+    " fit AS MATERIALIZED (SELECT id, priority, run_at FROM (SELECT h.id, h.job_group,"  \
+    "      h.priority, h.run_at, coalesce(b.n, 0) AS busy, row_number() OVER"           \
+    "      (PARTITION BY h.job_group ORDER BY h.priority DESC, h.run_at, h.id) AS rn"    \
+    "      FROM head h LEFT JOIN busy b ON b.job_group = h.job_group)"                   \
+    "    WHERE job_group IS NULL OR (SELECT per_group FROM lim) = 0"                     \
+    "       OR busy + rn <= (SELECT per_group FROM lim)"                                 \
+    "       OR (?8 > 1 AND busy < (SELECT per_group FROM lim) AND rn <= ?8)),"          \
+    " walk AS MATERIALIZED (SELECT per_group > 0 AND (SELECT count(*) FROM fit) < room"  \
+    "      AND (SELECT count(*) FROM head) = room + 64 AS w FROM lim),"              \
     " grp(g) AS (SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"                 \
     "      AND state = 'ready' AND job_group IS NOT NULL ORDER BY job_group LIMIT 1)"    \
-    "    WHERE (SELECT per_group > 0 AND room > 0 FROM lim)"                             \
+    "    WHERE (SELECT w FROM walk)"                                                     \
     "    UNION ALL SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"               \
     "      AND state = 'ready' AND job_group > grp.g ORDER BY job_group LIMIT 1)"        \
     "    FROM grp WHERE g IS NOT NULL),"                                                 \
     " roomy AS (SELECT g, (SELECT per_group FROM lim)"                                   \
     "      - coalesce((SELECT n FROM busy WHERE job_group = g), 0) AS k"                 \
     "    FROM grp WHERE g IS NOT NULL),"                                                 \
+    " span AS MATERIALIZED (SELECT CASE WHEN ?8 > 1 THEN max(1, min(?8,"                 \
+    "      ((SELECT room FROM lim) + count(*) - 1) / max(count(*), 1)))"                 \
+    "      ELSE (SELECT per_group FROM lim) END AS n FROM roomy WHERE k > 0),"           \
     " heads AS (SELECT j.id, j.job_group, j.priority, j.run_at, r.k"                     \
     "    FROM roomy r, tq_jobs j WHERE r.k > 0 AND j.id IN (SELECT id FROM tq_jobs"      \
     "      WHERE queue = ?1 AND state = 'ready' AND job_group = r.g AND run_at <= ?2"    \
-    "      ORDER BY priority DESC, run_at, id LIMIT (SELECT per_group FROM lim))),"      \
-    " cand AS (SELECT id, priority, run_at FROM (SELECT id, priority, run_at, k,"        \
+    "      ORDER BY priority DESC, run_at, id LIMIT (SELECT n FROM span))),"             \
+    " cand AS (SELECT id, priority, run_at FROM fit WHERE NOT (SELECT w FROM walk)"      \
+    "    UNION ALL SELECT id, priority, run_at FROM (SELECT id, priority, run_at, k,"    \
     "      row_number() OVER (PARTITION BY job_group ORDER BY priority DESC, run_at, id)" \
-    "      AS rn FROM heads) WHERE rn <= k"                                              \
-    "    UNION ALL SELECT id, priority, run_at FROM (SELECT id, priority, run_at,"       \
-    "      job_group FROM tq_jobs WHERE queue = ?1 AND state = 'ready' AND run_at <= ?2" \
-    "      " order_by                                                                    \
-    "      LIMIT coalesce((SELECT CASE WHEN per_group > 0 THEN min(room, 64) + 32"       \
-    "                      ELSE room END FROM lim), 0))"                                 \
-    "    WHERE job_group IS NULL OR (SELECT per_group FROM lim) = 0),"                   \
+    "      AS rn FROM heads) WHERE rn <= k OR ?8 > 1"                                    \
+    "    UNION ALL SELECT id, priority, run_at FROM head"                                \
+    "      WHERE job_group IS NULL AND (SELECT w FROM walk)),"                           \
     " picked AS (SELECT id FROM cand " order_by                                          \
     "    LIMIT coalesce((SELECT room FROM lim), 0))"                                     \
     CLAIM_SET " WHERE id IN (SELECT id FROM picked)" CLAIM_RETURNING
@@ -2157,6 +2176,7 @@ static int take_tokens(tq *db, tq__claim *c, int64_t now, size_t n)
         sqlite3_bind_int64(s, 3, (sqlite3_int64)n);
         if ((rc = run(db, s, "claiming jobs")))
             return rc;
+        c->rate_found = sqlite3_changes(C(db)->h) > 0;
     }
     return c->rate ? query_int(db, S_RATE_WAIT, c->queue, now, &c->rate_wait_us,
                                "claiming jobs")
@@ -2182,6 +2202,8 @@ static int claim_jobs(tq *db, const char *worker, tq__claim *c, int64_t now,
     sqlite3_bind_int64(s, 5, now + c->lease_us);
     sqlite3_bind_int(s, 6, c->max_attempts);
     sqlite3_bind_int(s, 7, !!c->start);
+    if (sqlite3_bind_parameter_count(s) >= 8) /* CLAIM_GROUPS */
+        sqlite3_bind_int64(s, 8, (sqlite3_int64)c->chain);
     const size_t before = *njobs;
     if ((rc = collect_jobs(db, s, &tq__claimed_cols, c->queue, worker, "claiming jobs",
                            jobs, njobs)))

@@ -88,7 +88,31 @@ expect_eq "$(grep -c '^l ' "$T/mixed")" 6 "limited jobs run beside a busy queue"
 [ "$last_l" -lt "$last_u" ] ||
     fail "the limited queue's jobs waited for the busy queue to run dry"
 
-# 4. Removing the limits lets the workers run 16 at once again.
+# 4. Short jobs, one at a time per group and no other limit: the workers
+# claim several jobs of a group at once (chains, run one after another by
+# the worker that claimed them), yet no two of a group ever run at once.
+handler fast.sh 'echo "S $(date +%s%N) $TQ_JOB_ID ${TQ_GROUP:--}" >>"'"$T"'/log"
+echo "E $(date +%s%N) $TQ_JOB_ID ${TQ_GROUP:--}" >>"'"$T"'/log"'
+: >"$T/log"
+"$TQ" queue chain --max-running-per-group 1 >/dev/null
+for g in c1 c2 c3 c4 c5 c6; do
+    seq 1 40 | "$TQ" enqueue --queue chain --group "$g" --lines >/dev/null
+done
+pids=()
+for w in 1 2 3 4; do
+    bg "$TQ" work --queue chain --concurrency 4 --drain --name "w$w-chain" -- "$T/fast.sh" \
+        2>>"$T/work.log"
+    pids+=("$BG")
+done
+for p in "${pids[@]}"; do
+    wait_rc "$p"
+    expect_eq "$RC" 0 "exit code of a worker of chain"
+done
+ran_once chain 240
+read -r top gtop < <(peaks "$T/log")
+expect_eq "$gtop" 1 "peak running of one group, short jobs (max-running-per-group 1)"
+
+# 5. Removing the limits lets the workers run 16 at once again.
 : >"$T/log"
 "$TQ" queue lim --max-running 0 >/dev/null
 seq 1 32 | "$TQ" enqueue --queue lim --lines >/dev/null
