@@ -710,7 +710,7 @@ static const char *claimed(void **state, const char *queue, size_t max, tq_job *
  * running (done, failed, released, cancelled, rescued) frees its place. */
 static void concurrency_limits(void **state)
 {
-    tq_job *run[32];
+    tq_job *run[48];
     size_t nrun = 0;
     tq_queue_info q;
 
@@ -762,6 +762,22 @@ static void concurrency_limits(void **state)
     assert_string_equal(claimed(state, "grp", 10, run, &nrun), "");
     OK(tq_job_complete(DB, run[first])); /* a1 */
     assert_string_equal(claimed(state, "grp", 10, run, &nrun), "a2");
+
+    /* A full group's jobs fill the head of the queue (room + 64 ready rows,
+     * CLAIM_GROUPS): the claim finds the other groups' first jobs behind
+     * them, as many as fit each group; a job without a group behind them
+     * waits (it has no index of its own). */
+    set_limits(state, "flood", 0, 2);
+    for (int i = 0; i < 100; i++)
+        enq_group(state, "flood", "f", "F");
+    enq_group(state, "flood", "b1", "B");
+    enq(state, "flood", "n1");
+    enq_group(state, "flood", "c1", "C");
+    enq_group(state, "flood", "c2", "C");
+    enq_group(state, "flood", "c3", "C");
+    assert_string_equal(claimed(state, "flood", 2, run, &nrun), "f f");
+    assert_string_equal(claimed(state, "flood", 10, run, &nrun), "b1 c1 c2");
+    assert_string_equal(claimed(state, "flood", 10, run, &nrun), "");
 
     /* Both: two per group, three in all. */
     set_limits(state, "both", 3, 2);

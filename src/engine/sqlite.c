@@ -484,7 +484,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
      * enter it: jobs without one, in any queue, pay nothing for it. */
     "CREATE INDEX tq_jobs_ready_group"
     "  ON tq_jobs (queue, job_group, priority DESC, run_at, id)"
-    "  WHERE state = 'ready' AND job_group IS NOT NULL;",
+    "  WHERE job_group IS NOT NULL AND state = 'ready';",
 };
 
 /* clang-format on */
