@@ -339,6 +339,18 @@ static held_job pop_held(tq_worker *w)
 
 static void wake_loop_locked(tq_worker *w);
 
+/* Whether held job h passed its start_by (pop_startable). */
+static int too_late(const held_job *h, int64_t now)
+{
+    return h->start_by && now > h->start_by;
+}
+
+/* Whether held job h's lease leaves it time to start (pop_startable). */
+static int lease_left(const held_job *h, int64_t now)
+{
+    return h->lease_end - now >= h->lease_us / 3;
+}
+
 /* Whether a job of held job h's group runs in this worker (the caller
  * holds mu in callback mode). */
 static int group_running(const tq_worker *w, const held_job *h)
@@ -363,8 +375,7 @@ static int pop_serial(tq_worker *w, int64_t now, held_job *out)
 {
     for (size_t i = 1; i < w->nheld; i++) {
         const held_job *h = held_at(w, i);
-        if ((h->start_by && now > h->start_by) || h->lease_end - now < h->lease_us / 3 ||
-            (h->serial && group_running(w, h)))
+        if (too_late(h, now) || !lease_left(h, now) || (h->serial && group_running(w, h)))
             continue;
         held_job found = *h;
         for (size_t k = i; k > 0; k--)
@@ -393,8 +404,8 @@ static int pop_startable(tq_worker *w, held_job *out)
         return 0; /* the results of finished jobs wait for the store */
     while (w->nheld) {
         const held_job *h = held_at(w, 0);
-        const int expired = h->start_by && now > h->start_by;
-        if (!expired && h->lease_end - now >= h->lease_us / 3) {
+        const int expired = too_late(h, now);
+        if (!expired && lease_left(h, now)) {
             if (h->serial && group_running(w, h))
                 return pop_serial(w, now, out);
             *out = pop_held(w);

@@ -9,12 +9,13 @@ handler h.sh 'echo "S $(date +%s%N) $TQ_JOB_ID ${TQ_GROUP:--}" >>"'"$T"'/log"
 sleep 0.2
 echo "E $(date +%s%N) $TQ_JOB_ID ${TQ_GROUP:--}" >>"'"$T"'/log"'
 
-# run QUEUE: 4 workers x 4 slots drain QUEUE; all must exit 0.
+# run QUEUE [HANDLER]: 4 workers x 4 slots drain QUEUE with HANDLER (h.sh);
+# all must exit 0.
 run() {
     local pids=() p
     for w in 1 2 3 4; do
-        bg "$TQ" work --queue "$1" --concurrency 4 --drain --name "w$w-$1" -- "$T/h.sh" \
-            2>>"$T/work.log"
+        bg "$TQ" work --queue "$1" --concurrency 4 --drain --name "w$w-$1" -- \
+            "$T/${2:-h.sh}" 2>>"$T/work.log"
         pids+=("$BG")
     done
     for p in "${pids[@]}"; do
@@ -98,16 +99,7 @@ echo "E $(date +%s%N) $TQ_JOB_ID ${TQ_GROUP:--}" >>"'"$T"'/log"'
 for g in c1 c2 c3 c4 c5 c6; do
     seq 1 40 | "$TQ" enqueue --queue chain --group "$g" --lines >/dev/null
 done
-pids=()
-for w in 1 2 3 4; do
-    bg "$TQ" work --queue chain --concurrency 4 --drain --name "w$w-chain" -- "$T/fast.sh" \
-        2>>"$T/work.log"
-    pids+=("$BG")
-done
-for p in "${pids[@]}"; do
-    wait_rc "$p"
-    expect_eq "$RC" 0 "exit code of a worker of chain"
-done
+run chain fast.sh
 ran_once chain 240
 read -r top gtop < <(peaks "$T/log")
 expect_eq "$gtop" 1 "peak running of one group, short jobs (max-running-per-group 1)"
