@@ -74,19 +74,32 @@ static int64_t enqueue(tq *db, const char *queue, int i)
     return id;
 }
 
-/* Claims up to max jobs of queue as worker "w"; returns how many. */
-static size_t claim(tq *db, const char *queue, size_t max, tq_job **out)
+/* Claims up to max jobs of queue as worker "w", a claimer that runs up to
+ * chain jobs of a group one after another (tq__claim.chain; 0: none) if the
+ * queue is limited; returns how many, in the queue's order. */
+static size_t claim_chain(tq *db, const char *queue, size_t max, size_t chain,
+                          tq_job **out)
 {
     tq__claim c = {.queue = queue,
                    .order = TQ_FIFO,
                    .lease_us = 30000000,
                    .max_attempts = 3,
                    .max = max,
-                   .start = 1};
+                   .start = 1,
+                   .chain = chain};
+    tq_queue_info q;
+    OK(db, tq_queue_get(&q, db, queue));
+    c.limited = tq__queue_limited(&q);
     size_t n = 0;
     OK(db, db->engine->exchange(db, "w", NULL, 0, &c, out, &n));
     tq__jobs_sort(*out, n, TQ_FIFO);
     return n;
+}
+
+/* Claims up to max jobs of queue as worker "w"; returns how many. */
+static size_t claim(tq *db, const char *queue, size_t max, tq_job **out)
+{
+    return claim_chain(db, queue, max, 0, out);
 }
 
 static tq_job *get(tq *db, int64_t id)
@@ -212,6 +225,84 @@ static void thousand_in_one(void **state)
     tq_job_array_free(jobs, N);
 }
 
+/* The payloads of jobs[0..n), joined by spaces (into out). */
+static const char *payloads(const tq_job *jobs, size_t n, char *out, size_t size)
+{
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + strlen(out), size - strlen(out), "%s%.*s", i ? " " : "",
+                 (int)jobs[i].payload_len, (const char *)jobs[i].payload);
+    return out;
+}
+
+static int64_t enqueue_in(tq *db, const char *queue, const char *payload,
+                          const char *group)
+{
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    int64_t id = 0;
+    eo.group = group;
+    OK(db, tq_job_enqueue(&id, db, queue, payload, strlen(payload), &eo));
+    return id;
+}
+
+/* Claims as chain_claims_whole_groups does; returns the payloads. */
+static const char *chain_claimed(tq *db, const char *queue, size_t max, size_t chain,
+                                 tq_job **jobs, size_t *n)
+{
+    static char out[256];
+    *n = claim_chain(db, queue, max, chain, jobs);
+    return payloads(*jobs, *n, out, sizeof out);
+}
+
+/*
+ * A claimer that runs a group's jobs one after another (CLAIM_CHAIN) takes
+ * the head's jobs without a group, then whole chains of the groups with
+ * room in the order their first jobs stand, rather than a few jobs of
+ * every group; when a full group's backlog fills the head, it finds the
+ * other groups behind it.
+ */
+static void chain_claims_whole_groups(void **state)
+{
+    tq *db = *state;
+    tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
+    o.set = TQ_SET_MAX_RUNNING_PER_GROUP;
+    o.max_running_per_group = 1;
+    OK(db, tq_queue_set(db, "c", &o));
+    OK(db, tq_queue_set(db, "w", &o));
+    static const char *const order[][2] = {
+        {"a1", "A"}, {"b1", "B"}, {"n1", NULL}, {"a2", "A"}, {"c1", "C"}, {"b2", "B"},
+        {"a3", "A"}, {"c2", "C"}, {"c3", "C"},  {"b3", "B"}, {"n2", NULL}};
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++)
+        enqueue_in(db, "c", order[i][0], order[i][1]);
+    tq_job *a, *c, *none, *again;
+    size_t na, nc, nnone, nagain;
+    /* n1 n2, then A's chain of 2, then B's first (room 5). */
+    assert_string_equal(chain_claimed(db, "c", 5, 2, &a, &na), "a1 b1 n1 a2 n2");
+    /* A and B run: C's chain. Then every group runs. */
+    assert_string_equal(chain_claimed(db, "c", 10, 2, &c, &nc), "c1 c2");
+    assert_string_equal(chain_claimed(db, "c", 10, 2, &none, &nnone), "");
+    /* A's chain done (n1 too): A has room again, B and C still run. */
+    tq__ack acks[3] = {ack(&a[0], TQ__ACK_DONE), ack(&a[2], TQ__ACK_DONE),
+                       ack(&a[3], TQ__ACK_DONE)};
+    OK(db, db->engine->exchange(db, "w", acks, 3, NULL, NULL, NULL));
+    assert_string_equal(chain_claimed(db, "c", 10, 2, &again, &nagain), "a3");
+    tq_job_array_free(a, na);
+    tq_job_array_free(c, nc);
+    tq_job_array_free(none, nnone);
+    tq_job_array_free(again, nagain);
+
+    /* 70 jobs of F fill the head (room + 64 rows) once F runs. */
+    for (int i = 0; i < 70; i++)
+        enqueue_in(db, "w", "f", "F");
+    enqueue_in(db, "w", "g1", "G");
+    enqueue_in(db, "w", "g2", "G");
+    enqueue_in(db, "w", "h1", "H");
+    assert_string_equal(chain_claimed(db, "w", 1, 2, &a, &na), "f");
+    assert_string_equal(chain_claimed(db, "w", 3, 2, &c, &nc), "g1 g2 h1");
+    tq_job_array_free(a, na);
+    tq_job_array_free(c, nc);
+}
+
 /* Taking over a name from a holder found gone succeeds only while the
  * name still shows that holder: of two workers that both found it gone,
  * the second is refused instead of taking the name from the first. */
@@ -257,6 +348,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(mixed_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(thousand_in_one, setup, teardown),
         cmocka_unit_test_setup_teardown(takeover_needs_the_same_holder, setup, teardown),
+        cmocka_unit_test_setup_teardown(chain_claims_whole_groups, setup, teardown),
     };
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     scratch_remove(tmpdir);

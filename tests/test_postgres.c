@@ -137,21 +137,22 @@ static char *in_schema(const char *t, const char *s)
 #define LONG_QUEUE "bench.1795374808.28451"
 
 /* The plan of a claim of queue in schema, as a worker runs it: in an
- * exchange, after its planner settings (EXPLAIN only: nothing is claimed). */
+ * exchange, after its planner settings (EXPLAIN only: nothing is claimed).
+ * kind: 0 without limits, 1 limited, 2 a chain's (tq__postgres_claim_sql). */
 static void claim_plan(PGconn *c, const char *schema, const char *queue, tq_order order,
-                       int limited, char *plan, size_t size)
+                       int kind, char *plan, size_t size)
 {
-    char *q = in_schema(tq__postgres_claim_sql(order, limited), schema);
+    char *q = in_schema(tq__postgres_claim_sql(order, kind), schema);
     char *prep = malloc(strlen(q) + 256);
     assert_non_null(prep);
-    /* The limited claim of the orders but LIFO (CLAIM_GROUPS) takes a chain. */
-    const int groups = limited && order != TQ_LIFO;
+    /* A chain's claim (CLAIM_CHAIN; LIFO has none) takes its length. */
+    const int chain = kind == 2 && order != TQ_LIFO;
     sprintf(prep, "PREPARE claim (text, int8, text, int8, int4, bool%s) AS %s",
-            groups ? ", int8" : "", q);
+            chain ? ", int8" : "", q);
     free(q);
     exec(c, prep);
     sprintf(prep, "EXECUTE claim ('%s', 10, 'w', 30000000, 3, true%s)", queue,
-            groups ? ", 4" : "");
+            chain ? ", 4" : "");
     exec(c, "BEGIN");
     exec(c, tq__postgres_plan_sql());
     explain(c, prep, plan, size);
@@ -178,14 +179,17 @@ static void check_plans(PGconn *c, const char *schema, const char *queue,
          * the jobs without a group at the head and the groups' first jobs,
          * found in jobs_ready_group), the running rows through
          * jobs_running; no table scan. */
-        claim_plan(c, schema, queue, (tq_order)order, 1, plan, sizeof plan);
-        if (strstr(plan, "Seq Scan") || strstr(plan, "Bitmap") ||
-            !strstr(plan, want[order]) || !strstr(plan, "LockRows") ||
-            (order != TQ_LIFO && !strstr(plan, "jobs_ready_group on jobs")) ||
-            !strstr(plan, "Index Scan using jobs_running on jobs") ||
-            !strstr(plan, "CTE Scan on picked"))
-            fail_msg("%s, order %s, limited: unexpected plan:\n%s", when,
-                     tq_order_name((tq_order)order), plan);
+        for (int kind = 1; kind <= 2; kind++) {
+            claim_plan(c, schema, queue, (tq_order)order, kind, plan, sizeof plan);
+            if (strstr(plan, "Seq Scan") || strstr(plan, "Bitmap") ||
+                !strstr(plan, want[order]) || !strstr(plan, "LockRows") ||
+                (order != TQ_LIFO && !strstr(plan, "jobs_ready_group on jobs")) ||
+                !strstr(plan, "Index Scan using jobs_running on jobs") ||
+                !strstr(plan, "CTE Scan on picked"))
+                fail_msg("%s, order %s, %s: unexpected plan:\n%s", when,
+                         tq_order_name((tq_order)order), kind == 1 ? "limited" : "chain",
+                         plan);
+        }
     }
 }
 

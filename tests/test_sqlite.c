@@ -58,6 +58,28 @@ static void plan_of(sqlite3 *h, const char *sql, char *out, size_t len)
     sqlite3_finalize(s);
 }
 
+/* The plan of a limited claim (kind 1), or a chain's (kind 2; LIFO's is
+ * the limited one): see check_plans. */
+static void limited_plan_ok(const char *plan, tq_order order, int kind, const char *when)
+{
+    const int lifo = order == TQ_LIFO;
+    if (strstr(plan, "SCAN tq_jobs\n") || strstr(plan, "SCAN j\n") ||
+        (lifo && !strstr(plan, "SEARCH j USING INDEX tq_jobs_ready_lifo")) ||
+        (!lifo && (!strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_group "
+                                 "(queue=? AND job_group>?)") ||
+                   !strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_group "
+                                 "(queue=? AND job_group=?)") ||
+                   (!strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_fifo "
+                                  "(queue=?)") &&
+                    (order == TQ_FIFO ||
+                     !strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_lifo "
+                                   "(queue=?)"))))) ||
+        !strstr(plan, "SCAN tq_jobs USING INDEX tq_jobs_running\n") ||
+        !strstr(plan, "SEARCH tq_jobs USING INTEGER PRIMARY KEY"))
+        fail_msg("%s, order %s, %s: unexpected plan:\n%s", when, tq_order_name(order),
+                 kind == 1 ? "limited" : "chain", plan);
+}
+
 static void check_plans(sqlite3 *h, const char *when)
 {
     static const char *const want[] = {"tq_jobs_ready_fifo", "tq_jobs_ready_lifo", NULL};
@@ -79,24 +101,12 @@ static void check_plans(sqlite3 *h, const char *when)
          * (it sorts only those, at most 4 x a batch + 32). The others: the
          * groups with ready jobs walked in the group index, a seek each for
          * the next group and for a group's first jobs, and the jobs
-         * without a group from the head of the ready index. */
-        plan_of(h, tq__sqlite_claim_sql((tq_order)order, 1), plan, sizeof plan);
-        const int lifo = order == TQ_LIFO;
-        if (strstr(plan, "SCAN tq_jobs\n") || strstr(plan, "SCAN j\n") ||
-            (lifo && !strstr(plan, "SEARCH j USING INDEX tq_jobs_ready_lifo")) ||
-            (!lifo && (!strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_group "
-                                     "(queue=? AND job_group>?)") ||
-                       !strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_group "
-                                     "(queue=? AND job_group=?)") ||
-                       (!strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_fifo "
-                                      "(queue=?)") &&
-                        (order == TQ_FIFO ||
-                         !strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_lifo "
-                                       "(queue=?)"))))) ||
-            !strstr(plan, "SCAN tq_jobs USING INDEX tq_jobs_running\n") ||
-            !strstr(plan, "SEARCH tq_jobs USING INTEGER PRIMARY KEY"))
-            fail_msg("%s, order %s, limited: unexpected plan:\n%s", when,
-                     tq_order_name((tq_order)order), plan);
+         * without a group from the head of the ready index; a chain's
+         * claim too (its groups' chains are such seeks). */
+        for (int kind = 1; kind <= 2; kind++) {
+            plan_of(h, tq__sqlite_claim_sql((tq_order)order, kind), plan, sizeof plan);
+            limited_plan_ok(plan, (tq_order)order, kind, when);
+        }
     }
 }
 

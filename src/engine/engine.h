@@ -155,14 +155,14 @@ typedef struct tq__claim {
      * limited claim then also asks when the next token is due. (The claim
      * keeps the rate whatever this says.) */
     int rate;
-    /* A limited claim of a FIFO or unordered queue (CLAIM_GROUPS): when > 1,
-     * it may take up to this many jobs of a group with room (about an even
-     * share of max among the groups that have room), however many of that
-     * group may run at once, and the claimer runs the claimed jobs of a
-     * group one at a time (its other running jobs of that group included):
-     * the others of the group wait in the claimer, counted as running by
+    /* A limited claim of a FIFO or unordered queue: when > 1 (CLAIM_CHAIN),
+     * it may take up to this many jobs of a group with room, however many
+     * of that group may run at once, whole chains of few groups rather than
+     * some of every group, and the claimer runs the claimed jobs of a group
+     * one at a time (its other running jobs of that group included): the
+     * others of the group wait in the claimer, counted as running by
      * everyone else, so the group never runs more than its limit. 0 or 1:
-     * no more of a group than may run at once. */
+     * no more of a group than may run at once (CLAIM_GROUPS). */
     size_t chain;
     /* Out, from a limited claim of a queue with a rate limit: > 0 when the
      * rate stopped it (no token left), how long until the next token; and
@@ -176,6 +176,13 @@ typedef struct tq__claim {
      * a limit set since the claimer last read the queue's settings). */
     int rate_found;
 } tq__claim;
+
+/* Which statement a claim takes: 0 the one without limits, 1 the limited
+ * one, 2 a chain's (tq__claim.chain; LIFO queues have none). */
+static inline int tq__claim_kind(const tq__claim *c)
+{
+    return !c->limited ? 0 : c->chain > 1 && c->order != TQ_LIFO ? 2 : 1;
+}
 
 /*
  * What an engine can do beyond the required entries, said one way: a bit
@@ -342,17 +349,18 @@ static inline int tq__same_holder(const tq_worker_info *h, const tq_worker_info 
 }
 
 extern const struct tq__engine tq__engine_sqlite;
-/* For the plan tests: the SQLite claim statement of an order. */
-const char *tq__sqlite_claim_sql(tq_order order, int limited);
+/* For the plan tests: the SQLite claim statement of an order and a kind
+ * (tq__claim_kind). */
+const char *tq__sqlite_claim_sql(tq_order order, int kind);
 /* For the plan tests: the acknowledgement of one done job. */
 const char *tq__sqlite_ack_sql(void);
 /* For the upgrade test: the SQL that takes a store to version (1-based). */
 const char *tq__sqlite_migration(int version);
 #ifdef TQ_WITH_POSTGRES
 extern const struct tq__engine tq__engine_postgres;
-/* For the plan tests: the PostgreSQL claim statement of an order, with
- * "TQ." standing for the schema. */
-const char *tq__postgres_claim_sql(tq_order order, int limited);
+/* For the plan tests: the PostgreSQL claim statement of an order and a
+ * kind (tq__claim_kind), with "TQ." standing for the schema. */
+const char *tq__postgres_claim_sql(tq_order order, int kind);
 /* For the plan tests: the planner settings each exchange starts with. */
 const char *tq__postgres_plan_sql(void);
 /* For the plan tests: the setting sent before grouped acknowledgements. */

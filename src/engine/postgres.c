@@ -709,7 +709,7 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "                 count(*) AS n FROM claimed) c"                                     \
     "    WHERE name = $1 AND rate_limit > 0 AND c.n > 0)"
 /* The limited claim of a FIFO or unordered queue, as SQLite's CLAIM_GROUPS
- * says ($7: its ?8, tq__claim.chain), its rows locked once picked (a row another transaction holds is
+ * says, its rows locked once picked (a row another transaction holds is
  * left, and one no longer ready once its lock came is not taken). */
 #define CLAIM_GROUPS(order_by)                                                           \
     "WITH RECURSIVE lim AS MATERIALIZED " LIMITS                                         \
@@ -721,8 +721,8 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "      h.job_group, h.priority, h.run_at, coalesce(b.n, 0) AS busy, row_number()"   \
     "      OVER (PARTITION BY h.job_group ORDER BY h.priority DESC, h.run_at, h.id)"    \
     "      AS rn FROM head h LEFT JOIN busy b ON b.job_group = h.job_group) f, lim"      \
-    "    WHERE f.job_group IS NULL OR lim.per_group = 0 OR f.busy + f.rn <= lim.per_group" \
-    "       OR ($7::int8 > 1 AND f.busy < lim.per_group AND f.rn <= $7::int8)),"        \
+    "    WHERE f.job_group IS NULL OR lim.per_group = 0"                                 \
+    "       OR f.busy + f.rn <= lim.per_group),"                                         \
     " walk AS MATERIALIZED (SELECT per_group > 0 AND (SELECT count(*) FROM fit) < room"  \
     "      AND (SELECT count(*) FROM head) = room + 64 AS w FROM lim),"              \
     " grp AS (SELECT (SELECT job_group FROM TQ.jobs WHERE queue = $1"                    \
@@ -734,15 +734,11 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     " roomy AS MATERIALIZED (SELECT g, lim.per_group"                                    \
     "      - coalesce((SELECT n FROM busy WHERE busy.job_group = grp.g), 0) AS k"        \
     "    FROM grp CROSS JOIN lim WHERE grp.g IS NOT NULL),"                              \
-    " span AS (SELECT CASE WHEN $7::int8 > 1 THEN greatest(1, least($7::int8,"           \
-    "      ceil((SELECT room FROM lim)::float8 / greatest(count(*), 1))::int8))"         \
-    "      END AS n FROM roomy WHERE k > 0),"                                            \
     " cand AS (SELECT id, priority, run_at FROM fit WHERE NOT (SELECT w FROM walk)"      \
-    "    UNION ALL SELECT h.id, h.priority, h.run_at FROM roomy CROSS JOIN span,"        \
+    "    UNION ALL SELECT h.id, h.priority, h.run_at FROM roomy,"                        \
     "    LATERAL (SELECT id, priority, run_at FROM TQ.jobs"                              \
     "      WHERE queue = $1 AND state = 'ready' AND job_group = roomy.g"                 \
-    "        AND run_at <= now() ORDER BY priority DESC, run_at, id"                     \
-    "      LIMIT coalesce(span.n, roomy.k)) h"                                           \
+    "        AND run_at <= now() ORDER BY priority DESC, run_at, id LIMIT roomy.k) h"    \
     "    WHERE roomy.k > 0"                                                              \
     "    UNION ALL SELECT id, priority, run_at FROM head"                                \
     "      WHERE job_group IS NULL AND (SELECT w FROM walk)),"                           \
@@ -752,6 +748,43 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     " claimed AS (" CLAIM_UPDATE("(SELECT at FROM lim)") "),"                            \
     " taken AS " TAKEN                                                                   \
     " SELECT * FROM claimed"
+/* The claim of a FIFO or unordered queue for a claimer that runs a group's
+ * jobs one after another ($7 of them, tq__claim.chain), as SQLite's
+ * CLAIM_CHAIN says. */
+#define CLAIM_CHAIN(order_by)                                                            \
+    "WITH RECURSIVE lim AS MATERIALIZED " LIMITS                                         \
+    " head AS MATERIALIZED (SELECT id, job_group, priority, run_at FROM TQ.jobs"         \
+    "    WHERE queue = $1 AND state = 'ready' AND run_at <= now() " order_by             \
+    "    LIMIT coalesce((SELECT room + 64 FROM lim), 0)),"                               \
+    " firsts AS MATERIALIZED (SELECT f.job_group AS g FROM (SELECT DISTINCT ON"          \
+    "      (h.job_group) h.job_group, h.priority, h.run_at, h.id FROM head h"            \
+    "      WHERE h.job_group IS NOT NULL AND " ROOMY("h.job_group")                      \
+    "      ORDER BY h.job_group, h.priority DESC, h.run_at, h.id) f"                     \
+    "    ORDER BY f.priority DESC, f.run_at, f.id),"                                     \
+    " grp AS (SELECT (SELECT job_group FROM TQ.jobs WHERE queue = $1"                    \
+    "      AND state = 'ready' AND job_group IS NOT NULL ORDER BY job_group LIMIT 1) AS g" \
+    "    FROM lim WHERE NOT EXISTS (SELECT 1 FROM firsts)"                               \
+    "      AND (SELECT count(*) FROM head) = lim.room + 64"                              \
+    "    UNION ALL SELECT (SELECT job_group FROM TQ.jobs WHERE queue = $1"               \
+    "      AND state = 'ready' AND job_group > grp.g ORDER BY job_group LIMIT 1)"        \
+    "    FROM grp WHERE grp.g IS NOT NULL),"                                             \
+    " groups AS (SELECT g FROM firsts UNION ALL SELECT g FROM grp"                       \
+    "    WHERE g IS NOT NULL AND " ROOMY("grp.g") "),"                                   \
+    " cand AS (SELECT id FROM head WHERE job_group IS NULL"                              \
+    "    UNION ALL SELECT c.id FROM groups CROSS JOIN LATERAL (SELECT id FROM TQ.jobs"   \
+    "      WHERE queue = $1 AND state = 'ready' AND job_group = groups.g"                \
+    "        AND run_at <= now() ORDER BY priority DESC, run_at, id LIMIT $7) c),"       \
+    " picked AS MATERIALIZED (SELECT j.id FROM TQ.jobs j WHERE j.id IN (SELECT id"       \
+    "      FROM cand LIMIT coalesce((SELECT room FROM lim), 0))"                         \
+    "    AND j.state = 'ready' FOR UPDATE OF j SKIP LOCKED),"                            \
+    " claimed AS (" CLAIM_UPDATE("(SELECT at FROM lim)") "),"                            \
+    " taken AS " TAKEN                                                                   \
+    " SELECT * FROM claimed"
+/* Whether group g has room (its running jobs, busy, are fewer than the
+ * limit). */
+#define ROOMY(g)                                                                         \
+    "NOT EXISTS (SELECT 1 FROM busy b WHERE b.job_group = " g                            \
+    "  AND b.n >= (SELECT per_group FROM lim))"
 /* How many jobs of row j's group run (busy: none without a group limit). */
 #define GROUP_BUSY                                                                       \
     "coalesce((SELECT n FROM busy WHERE busy.job_group = j.job_group), 0)"
@@ -803,6 +836,8 @@ enum stmt_id {
     S_CLAIM_LIMITED_FIFO,
     S_CLAIM_LIMITED_LIFO,
     S_CLAIM_LIMITED_ANY,
+    S_CLAIM_CHAIN_FIFO,
+    S_CLAIM_CHAIN_ANY,
     S_LIMIT_LOCK,
     S_RATE_WAIT,
     S_PLAN,
@@ -887,6 +922,8 @@ static const char *const sql[S_COUNT] = {
     [S_CLAIM_LIMITED_FIFO] = CLAIM_GROUPS(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_LIMITED_LIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, id DESC"),
     [S_CLAIM_LIMITED_ANY] = CLAIM_GROUPS(""),
+    [S_CLAIM_CHAIN_FIFO] = CLAIM_CHAIN(" ORDER BY priority DESC, run_at, id"),
+    [S_CLAIM_CHAIN_ANY] = CLAIM_CHAIN(""),
     /* Before a limited claim, $1 the queue: a lock on the queue, held to
      * the end of the transaction. Always, not only when this statement sees
      * limits: two claims could each miss a limit set between their lock
@@ -2428,13 +2465,19 @@ typedef struct exchange_state {
     size_t njobs;
 } exchange_state;
 
-/* The claim statement of a queue order, with or without its limits. */
-static enum stmt_id claim_id(tq_order order, int limited)
+/* The claim statement of a queue order and a kind (tq__claim_kind). */
+static enum stmt_id claim_id(tq_order order, int kind)
 {
-    static const enum stmt_id ids[2][3] = {
+    static const enum stmt_id ids[3][3] = {
         {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY},
-        {S_CLAIM_LIMITED_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_LIMITED_ANY}};
-    return ids[!!limited][order];
+        {S_CLAIM_LIMITED_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_LIMITED_ANY},
+        {S_CLAIM_CHAIN_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_CHAIN_ANY}};
+    return ids[kind][order];
+}
+
+static enum stmt_id claim_stmt(const tq__claim *c)
+{
+    return claim_id(c->order, tq__claim_kind(c));
 }
 
 /* The statement of an ack that goes one job at a time (those that carry a
@@ -2528,8 +2571,7 @@ static int exchange_prepare(tq *db, exchange_state *x)
                      (rc = prepare(db, S_PLAN_CLAIM, "exchanging with the store")))))
         return rc;
     if (x->claim &&
-        ((rc = prepare(db, claim_id(x->claim->order, x->claim->limited),
-                       "claiming jobs")) ||
+        ((rc = prepare(db, claim_stmt(x->claim), "claiming jobs")) ||
          (x->claim->limited && (rc = prepare(db, S_LIMIT_LOCK, "claiming jobs"))) ||
          (x->claim->limited && (rc = prepare(db, S_RATE_WAIT, "claiming jobs")))))
         return rc;
@@ -2578,9 +2620,9 @@ static int exchange_send(pipeline *pl, exchange_state *x)
         p_i64(&p, x->claim->lease_us);
         p_i64(&p, x->claim->max_attempts);
         p_text(&p, x->claim->start ? "true" : "false");
-        if (x->claim->limited && x->claim->order != TQ_LIFO) /* CLAIM_GROUPS */
+        if (tq__claim_kind(x->claim) == 2) /* CLAIM_CHAIN */
             p_i64(&p, (int64_t)x->claim->chain);
-        rc = pipe_send(pl, claim_id(x->claim->order, x->claim->limited), &p, 0);
+        rc = pipe_send(pl, claim_stmt(x->claim), &p, 0);
     }
     /* Whatever the claimer knows of the rate: rate_found. */
     if (!rc && x->claim && x->claim->limited) {
@@ -3384,9 +3426,9 @@ static int pg_notify_drain(tq *db, int *count, int64_t *again_us)
     return 0;
 }
 
-const char *tq__postgres_claim_sql(tq_order order, int limited)
+const char *tq__postgres_claim_sql(tq_order order, int kind)
 {
-    return (unsigned)order < 3 ? sql[claim_id(order, limited)] : NULL;
+    return (unsigned)order < 3 && (unsigned)kind < 3 ? sql[claim_id(order, kind)] : NULL;
 }
 
 const char *tq__postgres_plan_sql(void)

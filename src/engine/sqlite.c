@@ -622,20 +622,17 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
  * parameters, lim and busy. Without a group limit: the first room ready
  * rows. With one, first the head of the queue: of its first room + 64
  * ready rows (head), those that fit their group (fit: counting the group's
- * running jobs and its earlier rows here; for a claimer that runs a
- * group's jobs one at a time, ?8 > 1 (tq__claim.chain), up to ?8 of a group
- * with room). When that is not room jobs and the head was full (walk),
- * full groups' jobs fill the head of the queue (a customer's thousand
- * jobs): then, rather than step over them, the claim finds the groups with
- * room wherever their jobs are. grp walks the distinct groups with ready
- * jobs in tq_jobs_ready_group (one seek each), roomy keeps those with room
- * (k: how many more of it may run), heads takes each one's first span jobs
- * (per_group, or for a chain an even share of room among those groups, at
- * most ?8), and of those the first k (or all, for a chain); the jobs
- * without a group come from the head (they have no index of their own,
- * which would cost every job of every queue). picked: the first room of
- * these in the queue's order. The cost is the head's rows, and, only when
- * full groups fill the head, a seek per group with ready jobs.
+ * running jobs and its earlier rows here). When that is not room jobs and
+ * the head was full (walk), full groups' jobs fill the head of the queue
+ * (a customer's thousand jobs): then, rather than step over them, the
+ * claim finds the groups with room wherever their jobs are. grp walks the
+ * distinct groups with ready jobs in tq_jobs_ready_group (one seek each),
+ * roomy keeps those with room (k: how many more of it may run), heads
+ * takes each one's first k jobs; the jobs without a group come from the
+ * head (they have no index of their own, which would cost every job of
+ * every queue). picked: the first room of these in the queue's order.
+ * The cost is the head's rows, and, only when full groups fill the head,
+ * a seek per group with ready jobs.
  */
 #define CLAIM_GROUPS(order_by)                                                           \
     "WITH RECURSIVE lim AS MATERIALIZED " LIMITS                                         \
@@ -648,8 +645,7 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "      (PARTITION BY h.job_group ORDER BY h.priority DESC, h.run_at, h.id) AS rn"    \
     "      FROM head h LEFT JOIN busy b ON b.job_group = h.job_group)"                   \
     "    WHERE job_group IS NULL OR (SELECT per_group FROM lim) = 0"                     \
-    "       OR busy + rn <= (SELECT per_group FROM lim)"                                 \
-    "       OR (?8 > 1 AND busy < (SELECT per_group FROM lim) AND rn <= ?8)),"          \
+    "       OR busy + rn <= (SELECT per_group FROM lim)),"                               \
     " walk AS MATERIALIZED (SELECT per_group > 0 AND (SELECT count(*) FROM fit) < room"  \
     "      AND (SELECT count(*) FROM head) = room + 64 AS w FROM lim),"              \
     " grp(g) AS (SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"                 \
@@ -661,22 +657,61 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     " roomy AS (SELECT g, (SELECT per_group FROM lim)"                                   \
     "      - coalesce((SELECT n FROM busy WHERE job_group = g), 0) AS k"                 \
     "    FROM grp WHERE g IS NOT NULL),"                                                 \
-    " span AS MATERIALIZED (SELECT CASE WHEN ?8 > 1 THEN max(1, min(?8,"                 \
-    "      ((SELECT room FROM lim) + count(*) - 1) / max(count(*), 1)))"                 \
-    "      ELSE (SELECT per_group FROM lim) END AS n FROM roomy WHERE k > 0),"           \
     " heads AS (SELECT j.id, j.job_group, j.priority, j.run_at, r.k"                     \
     "    FROM roomy r, tq_jobs j WHERE r.k > 0 AND j.id IN (SELECT id FROM tq_jobs"      \
     "      WHERE queue = ?1 AND state = 'ready' AND job_group = r.g AND run_at <= ?2"    \
-    "      ORDER BY priority DESC, run_at, id LIMIT (SELECT n FROM span))),"             \
+    "      ORDER BY priority DESC, run_at, id LIMIT (SELECT per_group FROM lim))),"      \
     " cand AS (SELECT id, priority, run_at FROM fit WHERE NOT (SELECT w FROM walk)"      \
     "    UNION ALL SELECT id, priority, run_at FROM (SELECT id, priority, run_at, k,"    \
     "      row_number() OVER (PARTITION BY job_group ORDER BY priority DESC, run_at, id)" \
-    "      AS rn FROM heads) WHERE rn <= k OR ?8 > 1"                                    \
+    "      AS rn FROM heads) WHERE rn <= k"                                              \
     "    UNION ALL SELECT id, priority, run_at FROM head"                                \
     "      WHERE job_group IS NULL AND (SELECT w FROM walk)),"                           \
     " picked AS (SELECT id FROM cand " order_by                                          \
     "    LIMIT coalesce((SELECT room FROM lim), 0))"                                     \
     CLAIM_SET " WHERE id IN (SELECT id FROM picked)" CLAIM_RETURNING
+
+/*
+ * The claim of a FIFO or unordered queue for a claimer that runs a group's
+ * jobs one at a time, ?8 > 1 of them in a row (tq__claim.chain), with
+ * CLAIM_LIMITED's parameters, lim and busy: whole chains of few groups
+ * rather than a few jobs of every group, so that the other claimers find
+ * groups of their own. Of the head of the queue (its first room + 64 ready
+ * rows), the jobs without a group, then, for each group with room in the
+ * order its first job stands there (firsts), its first ?8 ready jobs,
+ * until room jobs are taken. Only when no group of a full head has room
+ * (a group's backlog fills it) are the groups with room found wherever
+ * their jobs are (grp, as CLAIM_GROUPS walks them).
+ */
+#define CLAIM_CHAIN(order_by)                                                            \
+    "WITH RECURSIVE lim AS MATERIALIZED " LIMITS                                         \
+    " head AS MATERIALIZED (SELECT id, job_group, priority, run_at FROM tq_jobs"         \
+    "    WHERE queue = ?1 AND state = 'ready' AND run_at <= ?2 " order_by                \
+    "    LIMIT coalesce((SELECT room + 64 FROM lim), 0)),"                               \
+    " firsts AS MATERIALIZED (SELECT job_group AS g FROM (SELECT job_group,"             \
+    "      row_number() OVER (ORDER BY priority DESC, run_at, id) AS pos FROM head) h"   \
+    "    WHERE job_group IS NOT NULL AND " ROOMY("h.job_group")                          \
+    "    GROUP BY job_group ORDER BY min(pos)),"                                         \
+    " grp(g) AS (SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"                 \
+    "      AND state = 'ready' AND job_group IS NOT NULL ORDER BY job_group LIMIT 1)"    \
+    "    WHERE NOT EXISTS (SELECT 1 FROM firsts)"                                        \
+    "      AND (SELECT count(*) FROM head) = (SELECT room + 64 FROM lim)"                \
+    "    UNION ALL SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"               \
+    "      AND state = 'ready' AND job_group > grp.g ORDER BY job_group LIMIT 1)"        \
+    "    FROM grp WHERE g IS NOT NULL),"                                                 \
+    " groups AS (SELECT g FROM firsts UNION ALL SELECT g FROM grp"                       \
+    "    WHERE g IS NOT NULL AND " ROOMY("grp.g") "),"                                   \
+    " cand AS (SELECT id FROM head WHERE job_group IS NULL"                              \
+    "    UNION ALL SELECT j.id FROM groups r, tq_jobs j WHERE j.id IN (SELECT id"        \
+    "      FROM tq_jobs WHERE queue = ?1 AND state = 'ready' AND job_group = r.g"        \
+    "        AND run_at <= ?2 ORDER BY priority DESC, run_at, id LIMIT ?8)),"            \
+    " picked AS (SELECT id FROM cand LIMIT coalesce((SELECT room FROM lim), 0))"         \
+    CLAIM_SET " WHERE id IN (SELECT id FROM picked)" CLAIM_RETURNING
+/* Whether group g has room (its running jobs, busy, are fewer than the
+ * limit). */
+#define ROOMY(g)                                                                         \
+    "NOT EXISTS (SELECT 1 FROM busy b WHERE b.job_group = " g                            \
+    "  AND b.n >= (SELECT per_group FROM lim))"
 
 /* What a rescue does to a running row: back to ready, or dead when its
  * started run used the last attempt; a claim that never started is put
@@ -731,6 +766,8 @@ enum stmt_id {
     S_CLAIM_LIMITED_FIFO,
     S_CLAIM_LIMITED_LIFO,
     S_CLAIM_LIMITED_ANY,
+    S_CLAIM_CHAIN_FIFO,
+    S_CLAIM_CHAIN_ANY,
     S_RATE_TAKE,
     S_RATE_WAIT,
     S_DONE,
@@ -826,6 +863,8 @@ static const char *const sql[S_COUNT] = {
     [S_CLAIM_LIMITED_FIFO] = CLAIM_GROUPS(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_LIMITED_LIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, id DESC"),
     [S_CLAIM_LIMITED_ANY] = CLAIM_GROUPS(""),
+    [S_CLAIM_CHAIN_FIFO] = CLAIM_CHAIN(" ORDER BY priority DESC, run_at, id"),
+    [S_CLAIM_CHAIN_ANY] = CLAIM_CHAIN(""),
     /* After a limited claim took ?3 jobs (> 0), in its transaction: the
      * rate's tokens less those, as of ?2 now. Not after a claim that took
      * none: a write would wake every idle worker (they watch the store's
@@ -2152,13 +2191,14 @@ static int apply_ack(tq *db, const char *worker, tq__ack *a, int64_t now)
     return 0;
 }
 
-/* The claim statement of a queue order, with or without its limits. */
-static enum stmt_id claim_id(tq_order order, int limited)
+/* The claim statement of a queue order and a kind (tq__claim_kind). */
+static enum stmt_id claim_id(tq_order order, int kind)
 {
-    static const enum stmt_id ids[2][3] = {
+    static const enum stmt_id ids[3][3] = {
         {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY},
-        {S_CLAIM_LIMITED_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_LIMITED_ANY}};
-    return ids[!!limited][order];
+        {S_CLAIM_LIMITED_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_LIMITED_ANY},
+        {S_CLAIM_CHAIN_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_CHAIN_ANY}};
+    return ids[kind][order];
 }
 
 /* A limited claim's rate: the n jobs it took from the bucket (if the
@@ -2192,7 +2232,7 @@ static int claim_jobs(tq *db, const char *worker, tq__claim *c, int64_t now,
     if (c->order == TQ_LIFO &&
         (rc = exec_id(db, S_LIFO_INDEX, "creating the LIFO index")))
         return rc;
-    sqlite3_stmt *s = stmt(db, claim_id(c->order, c->limited), &rc);
+    sqlite3_stmt *s = stmt(db, claim_id(c->order, tq__claim_kind(c)), &rc);
     if (!s)
         return rc;
     sqlite3_bind_text(s, 1, c->queue, -1, SQLITE_STATIC);
@@ -2202,7 +2242,7 @@ static int claim_jobs(tq *db, const char *worker, tq__claim *c, int64_t now,
     sqlite3_bind_int64(s, 5, now + c->lease_us);
     sqlite3_bind_int(s, 6, c->max_attempts);
     sqlite3_bind_int(s, 7, !!c->start);
-    if (sqlite3_bind_parameter_count(s) >= 8) /* CLAIM_GROUPS */
+    if (sqlite3_bind_parameter_count(s) >= 8) /* CLAIM_CHAIN */
         sqlite3_bind_int64(s, 8, (sqlite3_int64)c->chain);
     const size_t before = *njobs;
     if ((rc = collect_jobs(db, s, &tq__claimed_cols, c->queue, worker, "claiming jobs",
@@ -3023,9 +3063,9 @@ static int sqlite_notify_drain(tq *db, int *count, int64_t *again_us)
     return 0;
 }
 
-const char *tq__sqlite_claim_sql(tq_order order, int limited)
+const char *tq__sqlite_claim_sql(tq_order order, int kind)
 {
-    return (unsigned)order < 3 ? sql[claim_id(order, limited)] : NULL;
+    return (unsigned)order < 3 && (unsigned)kind < 3 ? sql[claim_id(order, kind)] : NULL;
 }
 
 const char *tq__sqlite_ack_sql(void)
