@@ -521,6 +521,7 @@ int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
                    .max = max,
                    .start = 1,
                    .limited = tq__queue_limited(&q),
+                   .grouped = q.max_running_per_group > 0,
                    .rate = q.rate_limit > 0};
     tq_job *jobs = NULL;
     size_t n = 0;

@@ -1913,17 +1913,22 @@ static void note_late(tq_worker *w, size_t n)
 }
 
 /* After the settings were read again: held jobs of a paused queue go back
- * at once instead of starting, and so do a rate-limited queue's held jobs
- * without a start_by: claimed ahead before the rate was seen, they took no
- * tokens (a rate-limited claim's jobs start at once, or within
- * LIMITED_HOLD_US, or go back). */
+ * at once instead of starting, and so do those of a queue that holds none
+ * (serves_limited: claimed ahead before its limit was seen, a chain, say,
+ * they count as running and keep their places from the other workers), and
+ * a rate-limited queue's held jobs without a start_by: claimed ahead before
+ * the rate was seen, they took no tokens (a rate-limited claim's jobs start
+ * at once, or within LIMITED_HOLD_US, or go back). */
 static int release_unstartable(tq_worker *w)
 {
     int rc = 0;
-    for (size_t qi = 0; qi < w->nqueues && !rc; qi++)
-        if (w->qinfo[qi].paused || w->qinfo[qi].rate_limit > 0)
-            rc = release_held(
-                w, (held_sel){.qi = qi, .unbounded_only = !w->qinfo[qi].paused}, NULL);
+    for (size_t qi = 0; qi < w->nqueues && !rc; qi++) {
+        const tq_queue_info *q = &w->qinfo[qi];
+        const int all = q->paused || q->max_running > 0 ||
+                        (q->max_running_per_group > 0 && q->order == TQ_LIFO);
+        if (all || q->rate_limit > 0)
+            rc = release_held(w, (held_sel){.qi = qi, .unbounded_only = !all}, NULL);
+    }
     return rc;
 }
 
@@ -2646,7 +2651,8 @@ static int maintain_settings(tq_worker *w, const pass *p)
  * held jobs would take from other workers, 1 when one has a rate limit,
  * 0 when none has either. A per-group limit alone is 0 in FIFO and
  * unordered queues: a held job takes its group's slot, but the claim
- * finds the groups with room wherever their jobs are (CLAIM_GROUPS), and
+ * finds the groups with room wherever their jobs are (CLAIM_GROUPS,
+ * CLAIM_CHAIN), and
  * no more than PREFETCH_WINDOW_US of work is held. A LIFO queue's claim
  * steps over the full groups' jobs, so it holds none. */
 static int serves_limited(const tq_worker *w)
@@ -2718,6 +2724,7 @@ static int claim_jobs(tq_worker *w, pass *p)
                            .max_attempts = q->max_attempts,
                            .max = room,
                            .limited = tq__queue_limited(q),
+                           .grouped = q->max_running_per_group > 0,
                            .rate = q->rate_limit > 0,
                            .chain = chain_of(w, q, target)};
             int claimed = 0;

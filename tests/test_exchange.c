@@ -90,6 +90,7 @@ static size_t claim_chain(tq *db, const char *queue, size_t max, size_t chain,
     tq_queue_info q;
     OK(db, tq_queue_get(&q, db, queue));
     c.limited = tq__queue_limited(&q);
+    c.grouped = q.max_running_per_group > 0;
     size_t n = 0;
     OK(db, db->engine->exchange(db, "w", NULL, 0, &c, out, &n));
     tq__jobs_sort(*out, n, TQ_FIFO);
@@ -255,11 +256,12 @@ static const char *chain_claimed(tq *db, const char *queue, size_t max, size_t c
 }
 
 /*
- * A claimer that runs a group's jobs one after another (CLAIM_CHAIN) takes
- * the head's jobs without a group, then whole chains of the groups with
- * room in the order their first jobs stand, rather than a few jobs of
- * every group; when a full group's backlog fills the head, it finds the
- * other groups behind it.
+ * A claimer that runs a group's jobs one after another (CLAIM_CHAIN) takes,
+ * in the order they stand at the head of the queue, the jobs without a
+ * group and whole chains of the groups with room (each where its first job
+ * stands), rather than a few jobs of every group; when those do not fill
+ * the claim and full groups fill the head, it finds the other groups
+ * behind them, oldest first.
  */
 static void chain_claims_whole_groups(void **state)
 {
@@ -268,6 +270,7 @@ static void chain_claims_whole_groups(void **state)
     o.set = TQ_SET_MAX_RUNNING_PER_GROUP;
     o.max_running_per_group = 1;
     OK(db, tq_queue_set(db, "c", &o));
+    OK(db, tq_queue_set(db, "o", &o));
     OK(db, tq_queue_set(db, "w", &o));
     static const char *const order[][2] = {
         {"a1", "A"}, {"b1", "B"}, {"n1", NULL}, {"a2", "A"}, {"c1", "C"}, {"b2", "B"},
@@ -276,10 +279,10 @@ static void chain_claims_whole_groups(void **state)
         enqueue_in(db, "c", order[i][0], order[i][1]);
     tq_job *a, *c, *none, *again;
     size_t na, nc, nnone, nagain;
-    /* n1 n2, then A's chain of 2, then B's first (room 5). */
-    assert_string_equal(chain_claimed(db, "c", 5, 2, &a, &na), "a1 b1 n1 a2 n2");
-    /* A and B run: C's chain. Then every group runs. */
-    assert_string_equal(chain_claimed(db, "c", 10, 2, &c, &nc), "c1 c2");
+    /* A's chain of 2, B's, then n1 (room 5). */
+    assert_string_equal(chain_claimed(db, "c", 5, 2, &a, &na), "a1 b1 n1 a2 b2");
+    /* A and B run: C's chain and n2. Then every group runs. */
+    assert_string_equal(chain_claimed(db, "c", 10, 2, &c, &nc), "c1 c2 n2");
     assert_string_equal(chain_claimed(db, "c", 10, 2, &none, &nnone), "");
     /* A's chain done (n1 too): A has room again, B and C still run. */
     tq__ack acks[3] = {ack(&a[0], TQ__ACK_DONE), ack(&a[2], TQ__ACK_DONE),
@@ -291,14 +294,27 @@ static void chain_claims_whole_groups(void **state)
     tq_job_array_free(none, nnone);
     tq_job_array_free(again, nagain);
 
-    /* 70 jobs of F fill the head (room + 64 rows) once F runs. */
-    for (int i = 0; i < 70; i++)
+    /* A group's job ahead of more jobs without a group than the claim
+     * takes is not passed over. */
+    enqueue_in(db, "o", "x1", "X");
+    for (int i = 0; i < 10; i++)
+        enqueue_in(db, "o", "u", NULL);
+    assert_string_equal(chain_claimed(db, "o", 5, 2, &a, &na), "x1 u u u u");
+    tq_job_array_free(a, na);
+
+    /* F's jobs fill the head (room + 64 rows) once F runs; Y's one job
+     * there does not fill the claim: the others behind, oldest first. */
+    for (int i = 0; i < 30; i++)
         enqueue_in(db, "w", "f", "F");
+    enqueue_in(db, "w", "y1", "Y");
+    for (int i = 0; i < 40; i++)
+        enqueue_in(db, "w", "f", "F");
+    enqueue_in(db, "w", "z1", "Z");
     enqueue_in(db, "w", "g1", "G");
     enqueue_in(db, "w", "g2", "G");
     enqueue_in(db, "w", "h1", "H");
     assert_string_equal(chain_claimed(db, "w", 1, 2, &a, &na), "f");
-    assert_string_equal(chain_claimed(db, "w", 3, 2, &c, &nc), "g1 g2 h1");
+    assert_string_equal(chain_claimed(db, "w", 4, 2, &c, &nc), "y1 z1 g1 g2");
     tq_job_array_free(a, na);
     tq_job_array_free(c, nc);
 }

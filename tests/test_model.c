@@ -527,15 +527,17 @@ static void exchange(store *s, model *m, int w, int n_claim, int start)
     }
     mrow *claimed[MAX_JOBS];
     int nc = model_claim(m, w, n_claim, start, claimed);
-    /* The limited claim, on a queue without limits, claims as the plain
-     * one does: the model checks either. */
+    /* The limited claims (counting groups or not, a chain's), on a queue
+     * without limits, claim as the plain one does: the model checks each. */
     tq__claim c = {.queue = QUEUE,
                    .order = TQ_FIFO,
                    .lease_us = 3600000000LL,
                    .max_attempts = m->max_attempts,
                    .max = (size_t)n_claim,
                    .start = start,
-                   .limited = (int)rnd(2)};
+                   .limited = (int)rnd(2),
+                   .grouped = (int)rnd(2),
+                   .chain = rnd(2) ? 0 : 2 + (size_t)rnd(3)};
     tq_job *jobs = NULL;
     size_t got = 0;
     ok(s,

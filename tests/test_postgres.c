@@ -178,14 +178,27 @@ static void check_plans(PGconn *c, const char *schema, const char *queue,
          * (LIFO sorts only those, at most 4 x a batch + 32; the others only
          * the jobs without a group at the head and the groups' first jobs,
          * found in jobs_ready_group), the running rows through
-         * jobs_running; no table scan. */
+         * jobs_running; no table scan. The orders but LIFO look their
+         * picks up by id (PICK says what else a planner did). */
+        /* Without a group limit (kind 3): as the plain claim, and the
+         * running rows (max_running) through jobs_running. */
+        claim_plan(c, schema, queue, (tq_order)order, 3, plan, sizeof plan);
+        if (strstr(plan, "Sort") || strstr(plan, "Seq Scan") || strstr(plan, "Bitmap") ||
+            !strstr(plan, want[order]) || !strstr(plan, "LockRows") ||
+            !strstr(plan, "Index Scan using jobs_running on jobs") ||
+            !strstr(plan, "CTE Scan on picked"))
+            fail_msg("%s, order %s, limited without groups: unexpected plan:\n%s", when,
+                     tq_order_name((tq_order)order), plan);
         for (int kind = 1; kind <= 2; kind++) {
             claim_plan(c, schema, queue, (tq_order)order, kind, plan, sizeof plan);
             if (strstr(plan, "Seq Scan") || strstr(plan, "Bitmap") ||
                 !strstr(plan, want[order]) || !strstr(plan, "LockRows") ||
                 (order != TQ_LIFO && !strstr(plan, "jobs_ready_group on jobs")) ||
                 !strstr(plan, "Index Scan using jobs_running on jobs") ||
-                !strstr(plan, "CTE Scan on picked"))
+                !strstr(plan, "CTE Scan on picked") ||
+                (order != TQ_LIFO &&
+                 !strstr(plan, "Index Scan using jobs_pkey on jobs j\n"
+                               "                Index Cond: (id = ANY ")))
                 fail_msg("%s, order %s, %s: unexpected plan:\n%s", when,
                          tq_order_name((tq_order)order), kind == 1 ? "limited" : "chain",
                          plan);

@@ -107,6 +107,16 @@ static void check_plans(sqlite3 *h, const char *when)
             plan_of(h, tq__sqlite_claim_sql((tq_order)order, kind), plan, sizeof plan);
             limited_plan_ok(plan, (tq_order)order, kind, when);
         }
+        /* Without a group limit: as the plain claim, and the running rows
+         * (max_running) through the running-row index. */
+        plan_of(h, tq__sqlite_claim_sql((tq_order)order, 3), plan, sizeof plan);
+        if (strstr(plan, "TEMP B-TREE") || strstr(plan, "SCAN tq_jobs\n") ||
+            (want[order] && !strstr(plan, want[order])) ||
+            !strstr(plan, "SEARCH tq_jobs USING INDEX tq_jobs_ready_") ||
+            !strstr(plan, "SCAN tq_jobs USING INDEX tq_jobs_running\n") ||
+            !strstr(plan, "SEARCH tq_jobs USING INTEGER PRIMARY KEY"))
+            fail_msg("%s, order %s, limited without groups: unexpected plan:\n%s", when,
+                     tq_order_name((tq_order)order), plan);
     }
 }
 

@@ -151,6 +151,10 @@ typedef struct tq__claim {
      * has none: the cheaper statement) takes nothing from a queue that has
      * limits. */
     int limited;
+    /* Whether a limited claim's queue has a group limit, as the claimer
+     * knows it: without one, the cheaper statement that counts no groups
+     * (CLAIM_ROOM), which takes nothing from a queue that has one. */
+    int grouped;
     /* Whether the queue has a rate limit, as the claimer knows it: a
      * limited claim then also asks when the next token is due. (The claim
      * keeps the rate whatever this says.) */
@@ -178,10 +182,14 @@ typedef struct tq__claim {
 } tq__claim;
 
 /* Which statement a claim takes: 0 the one without limits, 1 the limited
- * one, 2 a chain's (tq__claim.chain; LIFO queues have none). */
+ * one, 2 a chain's (tq__claim.chain; LIFO queues have none), 3 the limited
+ * one of a queue without a group limit. */
 static inline int tq__claim_kind(const tq__claim *c)
 {
-    return !c->limited ? 0 : c->chain > 1 && c->order != TQ_LIFO ? 2 : 1;
+    return !c->limited                           ? 0
+           : !c->grouped                         ? 3
+           : c->chain > 1 && c->order != TQ_LIFO ? 2
+                                                 : 1;
 }
 
 /*

@@ -480,7 +480,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "   WHERE EXISTS (SELECT 1 FROM tq_jobs WHERE id = OLD.child);"
     "END;",
     /* 14: the ready jobs of each group, in FIFO order, for the claim of a
-     * queue with a per-group limit (CLAIM_GROUPS). Only rows with a group
+     * queue with a per-group limit (CLAIM_GROUPS, CLAIM_CHAIN). Only rows with a group
      * enter it: jobs without one, in any queue, pay nothing for it. */
     "CREATE INDEX tq_jobs_ready_group"
     "  ON tq_jobs (queue, job_group, priority DESC, run_at, id)"
@@ -527,12 +527,13 @@ static const char *const migrations[SCHEMA_VERSION] = {
 /*
  * A claim: ?1 queue, ?2 now, ?3 how many, ?4 worker, ?5 lease end, ?6 the
  * queue's max attempts as the claimer knows it, ?7 1 to start the jobs or
- * 0 to hold them (and CLAIM_GROUPS's ?8, tq__claim.chain). A start
+ * 0 to hold them (and CLAIM_CHAIN's ?8, tq__claim.chain). A start
  * charges the attempt unless the job is out of them (the worker then ends
  * it unrun); so does a hold of a job whose claims ended twice in a rescue
  * with no start recorded (engine.h). A paused queue yields nothing, and so
- * does a queue with concurrency or rate limits (CLAIM_GROUPS and
- * CLAIM_LIMITED claim there). It returns only what the claimer
+ * does a queue with concurrency or rate limits (CLAIM_ROOM,
+ * CLAIM_GROUPS, CLAIM_CHAIN and CLAIM_LIMITED claim there). It returns
+ * only what the claimer
  * does not know (tq__claimed_cols).
  */
 #define CHARGE                                                                           \
@@ -587,10 +588,11 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "    GROUP BY job_group),"
 
 /*
- * The claim of a LIFO queue with concurrency or rate limits (the other
- * orders' is CLAIM_GROUPS), with CLAIM's parameters. lim: how many may
- * start (room: ?3, or what max_running leaves, 0 when paused; no more than
- * the rate's whole tokens) and the group limit. busy: the running jobs of each group, with
+ * The claim of a LIFO queue with a group limit (the other orders' is
+ * CLAIM_GROUPS or CLAIM_CHAIN; without a group limit, CLAIM_ROOM), with
+ * CLAIM's parameters. lim: how many may start (room: ?3, or what
+ * max_running leaves, 0 when paused; no more than the rate's whole
+ * tokens) and the group limit. busy: the running jobs of each group, with
  * a group limit (the queue's running rows, through tq_jobs_running: no
  * index of their own, which every update of every job would pay for).
  * cand: the first ready rows in the queue's order whose group has room;
@@ -671,42 +673,68 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "    LIMIT coalesce((SELECT room FROM lim), 0))"                                     \
     CLAIM_SET " WHERE id IN (SELECT id FROM picked)" CLAIM_RETURNING
 
+/* The limited claim of a queue without a group limit (as the claimer knows
+ * it; one that has one gets nothing), with CLAIM_LIMITED's parameters and
+ * lim: the first room ready rows, as CLAIM takes them. */
+#define CLAIM_ROOM(order_by)                                                             \
+    "WITH lim AS MATERIALIZED " LIMITS                                                   \
+    " picked AS (SELECT id FROM tq_jobs"                                                 \
+    "    WHERE queue = ?1 AND state = 'ready' AND run_at <= ?2 " order_by                \
+    "    LIMIT coalesce((SELECT CASE WHEN per_group = 0 THEN room ELSE 0 END"            \
+    "                    FROM lim), 0))"                                                 \
+    CLAIM_SET " WHERE id IN (SELECT id FROM picked)" CLAIM_RETURNING
+
 /*
  * The claim of a FIFO or unordered queue for a claimer that runs a group's
  * jobs one at a time, ?8 > 1 of them in a row (tq__claim.chain), with
  * CLAIM_LIMITED's parameters, lim and busy: whole chains of few groups
  * rather than a few jobs of every group, so that the other claimers find
- * groups of their own. Of the head of the queue (its first room + 64 ready
- * rows), the jobs without a group, then, for each group with room in the
- * order its first job stands there (firsts), its first ?8 ready jobs,
- * until room jobs are taken. Only when no group of a full head has room
- * (a group's backlog fills it) are the groups with room found wherever
- * their jobs are (grp, as CLAIM_GROUPS walks them).
+ * groups of their own. slots: the head of the queue (its first room + 64
+ * ready rows) in its order, each job without a group, and each group with
+ * room where its first job stands; for a group, its first ?8 ready jobs
+ * (CHAIN). Only when those do not fill room and the head is full (a
+ * group's backlog fills it) come the groups with room found elsewhere
+ * (grp, as CLAIM_GROUPS walks them; walked: each one's first job), oldest
+ * first. The slots are taken in order until room jobs are (the nested
+ * loops keep their outer order; only which jobs are taken rests on it,
+ * never how many). The LIMITs keep the ORDER BYs, which SQLite drops from
+ * a subquery without one.
  */
 #define CLAIM_CHAIN(order_by)                                                            \
     "WITH RECURSIVE lim AS MATERIALIZED " LIMITS                                         \
     " head AS MATERIALIZED (SELECT id, job_group, priority, run_at FROM tq_jobs"         \
     "    WHERE queue = ?1 AND state = 'ready' AND run_at <= ?2 " order_by                \
     "    LIMIT coalesce((SELECT room + 64 FROM lim), 0)),"                               \
-    " firsts AS MATERIALIZED (SELECT job_group AS g FROM (SELECT job_group,"             \
-    "      row_number() OVER (ORDER BY priority DESC, run_at, id) AS pos FROM head) h"   \
-    "    WHERE job_group IS NOT NULL AND " ROOMY("h.job_group")                          \
-    "    GROUP BY job_group ORDER BY min(pos)),"                                         \
+    " slots AS MATERIALIZED (SELECT g, id FROM (SELECT job_group AS g,"                  \
+    "      CASE WHEN job_group IS NULL THEN id END AS id, min(pos) AS pos FROM"          \
+    "      (SELECT id, job_group, row_number() OVER"                                     \
+    "        (ORDER BY priority DESC, run_at, id) AS pos FROM head) h"                   \
+    "      WHERE job_group IS NULL OR " ROOMY("h.job_group")                             \
+    "      GROUP BY coalesce(job_group, id))"                                            \
+    "    ORDER BY pos LIMIT (SELECT room + 64 FROM lim)),"                             \
     " grp(g) AS (SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"                 \
     "      AND state = 'ready' AND job_group IS NOT NULL ORDER BY job_group LIMIT 1)"    \
-    "    WHERE NOT EXISTS (SELECT 1 FROM firsts)"                                        \
-    "      AND (SELECT count(*) FROM head) = (SELECT room + 64 FROM lim)"                \
+    "    WHERE (SELECT count(*) FROM head) = (SELECT room + 64 FROM lim)"                \
     "    UNION ALL SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"               \
     "      AND state = 'ready' AND job_group > grp.g ORDER BY job_group LIMIT 1)"        \
     "    FROM grp WHERE g IS NOT NULL),"                                                 \
-    " groups AS (SELECT g FROM firsts UNION ALL SELECT g FROM grp"                       \
-    "    WHERE g IS NOT NULL AND " ROOMY("grp.g") "),"                                   \
-    " cand AS (SELECT id FROM head WHERE job_group IS NULL"                              \
-    "    UNION ALL SELECT j.id FROM groups r, tq_jobs j WHERE j.id IN (SELECT id"        \
-    "      FROM tq_jobs WHERE queue = ?1 AND state = 'ready' AND job_group = r.g"        \
-    "        AND run_at <= ?2 ORDER BY priority DESC, run_at, id LIMIT ?8)),"            \
+    " walked AS (SELECT grp.g AS g, f.priority, f.run_at, f.id FROM grp, tq_jobs f"      \
+    "    WHERE grp.g IS NOT NULL AND " ROOMY("grp.g")                                    \
+    "      AND NOT EXISTS (SELECT 1 FROM slots WHERE slots.g = grp.g)"                   \
+    "      AND f.id = (SELECT id FROM tq_jobs WHERE queue = ?1 AND state = 'ready'"      \
+    "        AND job_group = grp.g AND run_at <= ?2"                                     \
+    "        ORDER BY priority DESC, run_at, id LIMIT 1)),"                              \
+    " cand AS (SELECT j.id FROM slots s, tq_jobs j WHERE j.id IN (SELECT s.id"           \
+    "      WHERE s.g IS NULL UNION ALL SELECT * FROM " CHAIN("s.g") ")"                  \
+    "    UNION ALL SELECT j.id FROM (SELECT g FROM walked ORDER BY priority DESC,"       \
+    "      run_at, id LIMIT (SELECT room FROM lim)) w, tq_jobs j"                        \
+    "    WHERE j.id IN " CHAIN("w.g") "),"                                               \
     " picked AS (SELECT id FROM cand LIMIT coalesce((SELECT room FROM lim), 0))"         \
     CLAIM_SET " WHERE id IN (SELECT id FROM picked)" CLAIM_RETURNING
+/* The first ?8 ready jobs of group g due now, in the queue's order. */
+#define CHAIN(g)                                                                         \
+    "(SELECT id FROM tq_jobs WHERE queue = ?1 AND state = 'ready' AND job_group = " g    \
+    "  AND run_at <= ?2 ORDER BY priority DESC, run_at, id LIMIT ?8)"
 /* Whether group g has room (its running jobs, busy, are fewer than the
  * limit). */
 #define ROOMY(g)                                                                         \
@@ -768,6 +796,9 @@ enum stmt_id {
     S_CLAIM_LIMITED_ANY,
     S_CLAIM_CHAIN_FIFO,
     S_CLAIM_CHAIN_ANY,
+    S_CLAIM_ROOM_FIFO,
+    S_CLAIM_ROOM_LIFO,
+    S_CLAIM_ROOM_ANY,
     S_RATE_TAKE,
     S_RATE_WAIT,
     S_DONE,
@@ -865,6 +896,9 @@ static const char *const sql[S_COUNT] = {
     [S_CLAIM_LIMITED_ANY] = CLAIM_GROUPS(""),
     [S_CLAIM_CHAIN_FIFO] = CLAIM_CHAIN(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_CHAIN_ANY] = CLAIM_CHAIN(""),
+    [S_CLAIM_ROOM_FIFO] = CLAIM_ROOM(" ORDER BY priority DESC, run_at, id"),
+    [S_CLAIM_ROOM_LIFO] = CLAIM_ROOM(" ORDER BY priority DESC, id DESC"),
+    [S_CLAIM_ROOM_ANY] = CLAIM_ROOM(""),
     /* After a limited claim took ?3 jobs (> 0), in its transaction: the
      * rate's tokens less those, as of ?2 now. Not after a claim that took
      * none: a write would wake every idle worker (they watch the store's
@@ -2194,10 +2228,11 @@ static int apply_ack(tq *db, const char *worker, tq__ack *a, int64_t now)
 /* The claim statement of a queue order and a kind (tq__claim_kind). */
 static enum stmt_id claim_id(tq_order order, int kind)
 {
-    static const enum stmt_id ids[3][3] = {
+    static const enum stmt_id ids[4][3] = {
         {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY},
         {S_CLAIM_LIMITED_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_LIMITED_ANY},
-        {S_CLAIM_CHAIN_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_CHAIN_ANY}};
+        {S_CLAIM_CHAIN_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_CHAIN_ANY},
+        {S_CLAIM_ROOM_FIFO, S_CLAIM_ROOM_LIFO, S_CLAIM_ROOM_ANY}};
     return ids[kind][order];
 }
 
@@ -3065,7 +3100,7 @@ static int sqlite_notify_drain(tq *db, int *count, int64_t *again_us)
 
 const char *tq__sqlite_claim_sql(tq_order order, int kind)
 {
-    return (unsigned)order < 3 && (unsigned)kind < 3 ? sql[claim_id(order, kind)] : NULL;
+    return (unsigned)order < 3 && (unsigned)kind < 4 ? sql[claim_id(order, kind)] : NULL;
 }
 
 const char *tq__sqlite_ack_sql(void)
