@@ -1851,11 +1851,12 @@ static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t se
 
 /* Which held jobs release_held gives back: those of queue qi (every
  * queue's when SIZE_MAX); with unbounded_only, only those without a
- * start_by (claimed as a queue without limits); with late_at, only those
- * whose start_by passed before it. */
+ * start_by (claimed as a queue without limits); with chained_only, only
+ * those claimed in a chain; with late_at, only those whose start_by
+ * passed before it. */
 typedef struct held_sel {
     size_t qi;
-    int unbounded_only;
+    int unbounded_only, chained_only;
     int64_t late_at;
 } held_sel;
 
@@ -1863,7 +1864,7 @@ static int held_goes(const held_job *h, const held_sel *sel)
 {
     if (sel->qi != SIZE_MAX && h->qi != sel->qi)
         return 0;
-    if (sel->unbounded_only && h->start_by)
+    if ((sel->unbounded_only && h->start_by) || (sel->chained_only && !h->serial))
         return 0;
     return !sel->late_at || (h->start_by && sel->late_at > h->start_by);
 }
@@ -1912,13 +1913,33 @@ static void note_late(tq_worker *w, size_t n)
                n, (long long)LIMITED_HOLD_US / 1000);
 }
 
+/*
+ * How many jobs of one group a claim of queue q may take, to run one after
+ * another (tq__claim.chain): none but in a FIFO or unordered queue whose
+ * only limit is one at a time per group, and there a slot's share of the
+ * jobs held (target), so that one group's chain keeps no more than one
+ * slot busy for PREFETCH_WINDOW_US. (A queue with a higher group limit
+ * runs more of a group at once, which a chain would not; a rate limit
+ * bounds how late a job may start.)
+ */
+static size_t chain_of(const tq_worker *w, const tq_queue_info *q, size_t target)
+{
+    const size_t n = target / (size_t)w->concurrency;
+    if (q->max_running_per_group != 1 || q->max_running > 0 || q->rate_limit > 0 ||
+        q->order == TQ_LIFO || n < 2)
+        return 0;
+    return n;
+}
+
 /* After the settings were read again: held jobs of a paused queue go back
  * at once instead of starting, and so do those of a queue that holds none
  * (serves_limited: claimed ahead before its limit was seen, a chain, say,
- * they count as running and keep their places from the other workers), and
- * a rate-limited queue's held jobs without a start_by: claimed ahead before
- * the rate was seen, they took no tokens (a rate-limited claim's jobs start
- * at once, or within LIMITED_HOLD_US, or go back). */
+ * they count as running and keep their places from the other workers), a
+ * rate-limited queue's held jobs without a start_by (claimed ahead before
+ * the rate was seen, they took no tokens: a rate-limited claim's jobs
+ * start at once, or within LIMITED_HOLD_US, or go back), and a chain's
+ * held jobs once the queue claims none (chain_of: its group limit raised,
+ * say, while the chain keeps the group to one at a time). */
 static int release_unstartable(tq_worker *w)
 {
     int rc = 0;
@@ -1928,6 +1949,8 @@ static int release_unstartable(tq_worker *w)
                         (q->max_running_per_group > 0 && q->order == TQ_LIFO);
         if (all || q->rate_limit > 0)
             rc = release_held(w, (held_sel){.qi = qi, .unbounded_only = !all}, NULL);
+        else if (!chain_of(w, q, SIZE_MAX))
+            rc = release_held(w, (held_sel){.qi = qi, .chained_only = 1}, NULL);
     }
     return rc;
 }
@@ -2666,24 +2689,6 @@ static int serves_limited(const tq_worker *w)
             most = 1;
     }
     return most;
-}
-
-/*
- * How many jobs of one group a claim of queue q may take, to run one after
- * another (tq__claim.chain): none but in a FIFO or unordered queue whose
- * only limit is one at a time per group, and there a slot's share of the
- * jobs held (target), so that one group's chain keeps no more than one
- * slot busy for PREFETCH_WINDOW_US. (A queue with a higher group limit
- * runs more of a group at once, which a chain would not; a rate limit
- * bounds how late a job may start.)
- */
-static size_t chain_of(const tq_worker *w, const tq_queue_info *q, size_t target)
-{
-    const size_t n = target / (size_t)w->concurrency;
-    if (q->max_running_per_group != 1 || q->max_running > 0 || q->rate_limit > 0 ||
-        q->order == TQ_LIFO || n < 2)
-        return 0;
-    return n;
 }
 
 /*

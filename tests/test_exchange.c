@@ -236,14 +236,21 @@ static const char *payloads(const tq_job *jobs, size_t n, char *out, size_t size
     return out;
 }
 
-static int64_t enqueue_in(tq *db, const char *queue, const char *payload,
-                          const char *group)
+static int64_t enqueue_at(tq *db, const char *queue, const char *payload,
+                          const char *group, int priority)
 {
     tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
     int64_t id = 0;
     eo.group = group;
+    eo.priority = priority;
     OK(db, tq_job_enqueue(&id, db, queue, payload, strlen(payload), &eo));
     return id;
+}
+
+static int64_t enqueue_in(tq *db, const char *queue, const char *payload,
+                          const char *group)
+{
+    return enqueue_at(db, queue, payload, group, 0);
 }
 
 /* Claims as chain_claims_whole_groups does; returns the payloads. */
@@ -300,6 +307,18 @@ static void chain_claims_whole_groups(void **state)
     for (int i = 0; i < 10; i++)
         enqueue_in(db, "o", "u", NULL);
     assert_string_equal(chain_claimed(db, "o", 5, 2, &a, &na), "x1 u u u u");
+    tq_job_array_free(a, na);
+
+    /* A claim that ends within a chain takes the group's first jobs in
+     * the queue's order (here by priority), not its oldest. */
+    OK(db, tq_queue_set(db, "p", &o));
+    enqueue_at(db, "p", "a-low", "A", 0);
+    enqueue_at(db, "p", "a-high", "A", 9);
+    enqueue_at(db, "p", "n", NULL, 5);
+    enqueue_at(db, "p", "b", "B", 0);
+    assert_string_equal(chain_claimed(db, "p", 1, 2, &a, &na), "a-high");
+    tq_job_array_free(a, na);
+    assert_string_equal(chain_claimed(db, "p", 2, 2, &a, &na), "n b");
     tq_job_array_free(a, na);
 
     /* F's jobs fill the head (room + 64 rows) once F runs; Y's one job

@@ -695,17 +695,20 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
  * (CHAIN). Only when those do not fill room and the head is full (a
  * group's backlog fills it) come the groups with room found elsewhere
  * (grp, as CLAIM_GROUPS walks them; walked: each one's first job), oldest
- * first. The slots are taken in order until room jobs are (the nested
- * loops keep their outer order; only which jobs are taken rests on it,
- * never how many). The LIMITs keep the ORDER BYs, which SQLite drops from
- * a subquery without one.
+ * first. The slots are read in order until room + ?8 jobs are (the
+ * nested loops keep their outer order, and a chain has at most ?8: every
+ * one that starts within the first room is whole), and of those the
+ * first room in slot and queue order are taken (a chain comes in id
+ * order: a claim that ends within one takes its first jobs, not its
+ * oldest ids). The LIMITs keep the ORDER BYs, which SQLite drops from a
+ * subquery without one.
  */
 #define CLAIM_CHAIN(order_by)                                                            \
     "WITH RECURSIVE lim AS MATERIALIZED " LIMITS                                         \
     " head AS MATERIALIZED (SELECT id, job_group, priority, run_at FROM tq_jobs"         \
     "    WHERE queue = ?1 AND state = 'ready' AND run_at <= ?2 " order_by                \
     "    LIMIT coalesce((SELECT room + 64 FROM lim), 0)),"                               \
-    " slots AS MATERIALIZED (SELECT g, id FROM (SELECT job_group AS g,"                  \
+    " slots AS MATERIALIZED (SELECT g, id, pos FROM (SELECT job_group AS g,"             \
     "      CASE WHEN job_group IS NULL THEN id END AS id, min(pos) AS pos FROM"          \
     "      (SELECT id, job_group, row_number() OVER"                                     \
     "        (ORDER BY priority DESC, run_at, id) AS pos FROM head) h"                   \
@@ -724,12 +727,17 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "      AND f.id = (SELECT id FROM tq_jobs WHERE queue = ?1 AND state = 'ready'"      \
     "        AND job_group = grp.g AND run_at <= ?2"                                     \
     "        ORDER BY priority DESC, run_at, id LIMIT 1)),"                              \
-    " cand AS (SELECT j.id FROM slots s, tq_jobs j WHERE j.id IN (SELECT s.id"           \
-    "      WHERE s.g IS NULL UNION ALL SELECT * FROM " CHAIN("s.g") ")"                  \
-    "    UNION ALL SELECT j.id FROM (SELECT g FROM walked ORDER BY priority DESC,"       \
-    "      run_at, id LIMIT (SELECT room FROM lim)) w, tq_jobs j"                        \
+    " cand AS (SELECT s.pos, j.id, j.priority, j.run_at FROM slots s, tq_jobs j"         \
+    "    WHERE j.id IN (SELECT s.id WHERE s.g IS NULL"                                   \
+    "      UNION ALL SELECT * FROM " CHAIN("s.g") ")"                                    \
+    "    UNION ALL SELECT (SELECT room + 64 FROM lim) + w.r, j.id, j.priority, j.run_at" \
+    "    FROM (SELECT g, row_number() OVER (ORDER BY priority DESC, run_at, id) AS r"    \
+    "      FROM walked ORDER BY r LIMIT (SELECT room FROM lim)) w, tq_jobs j"            \
     "    WHERE j.id IN " CHAIN("w.g") "),"                                               \
-    " picked AS (SELECT id FROM cand LIMIT coalesce((SELECT room FROM lim), 0))"         \
+    " picked AS (SELECT id FROM (SELECT * FROM cand"                                     \
+    "      LIMIT coalesce((SELECT room FROM lim), 0) + ?8)"                              \
+    "    ORDER BY pos, priority DESC, run_at, id"                                        \
+    "    LIMIT coalesce((SELECT room FROM lim), 0))"                                     \
     CLAIM_SET " WHERE id IN (SELECT id FROM picked)" CLAIM_RETURNING
 /* The first ?8 ready jobs of group g due now, in the queue's order. */
 #define CHAIN(g)                                                                         \
