@@ -2675,9 +2675,8 @@ static int maintain_settings(tq_worker *w, const pass *p)
  * 0 when none has either. A per-group limit alone is 0 in FIFO and
  * unordered queues: a held job takes its group's slot, but the claim
  * finds the groups with room wherever their jobs are (CLAIM_GROUPS,
- * CLAIM_CHAIN), and
- * no more than PREFETCH_WINDOW_US of work is held. A LIFO queue's claim
- * steps over the full groups' jobs, so it holds none. */
+ * CLAIM_CHAIN), and no more than PREFETCH_WINDOW_US of work is held. A
+ * LIFO queue's claim steps over the full groups' jobs, so it holds none. */
 static int serves_limited(const tq_worker *w)
 {
     int most = 0;

@@ -671,16 +671,16 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
 /*
  * The claim of a LIFO queue with a group limit (the other orders' is
  * CLAIM_GROUPS or CLAIM_CHAIN; without a group limit, CLAIM_ROOM), with
- * CLAIM's parameters, as SQLite's
- * CLAIM_LIMITED says (lim, busy, cand, picked), then its rate's tokens
- * taken (taken; only when it claimed any, as SQLite's S_RATE_TAKE says). The room is counted by the clock once the lock is
- * held, not at the transaction's start; the tokens are taken by the clock
- * once the claimed rows are (the bucket only gained since), the moment
- * the jobs' starts trail (S_RATE_WAIT says it). The counts are only
- * right if no other claim of the queue commits between this statement's
- * snapshot and its own commit: S_LIMIT_LOCK, sent just before it in the
- * same transaction, serialises the limited claims of a queue, and this
- * statement's snapshot is taken after the lock was granted.
+ * CLAIM's parameters, as SQLite's CLAIM_LIMITED says (lim, busy, cand,
+ * picked), then its rate's tokens taken (taken; only when it claimed any,
+ * as SQLite's S_RATE_TAKE says). The room is counted by the clock once the
+ * lock is held, not at the transaction's start; the tokens are taken by
+ * the clock once the claimed rows are (the bucket only gained since), the
+ * moment the jobs' starts trail (S_RATE_WAIT says it). The counts are
+ * only right if no other claim of the queue commits between this
+ * statement's snapshot and its own commit: S_LIMIT_LOCK, sent just before
+ * it in the same transaction, serialises the limited claims of a queue,
+ * and this statement's snapshot is taken after the lock was granted.
  */
 #define CLAIM_LIMITED(order_by)                                                          \
     "WITH lim AS MATERIALIZED " LIMITS                                                   \
@@ -710,8 +710,7 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "                 count(*) AS n FROM claimed) c"                                     \
     "    WHERE name = $1 AND rate_limit > 0 AND c.n > 0)"
 /* The limited claim of a FIFO or unordered queue, as SQLite's CLAIM_GROUPS
- * says, its rows locked once picked (a row another transaction holds is
- * left, and one no longer ready once its lock came is not taken). */
+ * says, its rows locked once picked (PICK). */
 #define CLAIM_GROUPS(order_by)                                                           \
     "WITH RECURSIVE lim AS MATERIALIZED " LIMITS                                         \
     " head AS MATERIALIZED (SELECT id, job_group, priority, run_at FROM TQ.jobs"         \
@@ -762,7 +761,8 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     " SELECT * FROM claimed"
 /* The claim of a FIFO or unordered queue for a claimer that runs a group's
  * jobs one after another ($7 of them, tq__claim.chain), as SQLite's
- * CLAIM_CHAIN says. */
+ * CLAIM_CHAIN says; here LATERAL keeps each chain in the queue's order,
+ * so the first room of cand are the ones to take. */
 #define CLAIM_CHAIN(order_by)                                                            \
     "WITH RECURSIVE lim AS MATERIALIZED " LIMITS                                         \
     " head AS MATERIALIZED (SELECT id, job_group, row_number() OVER"                     \

@@ -480,8 +480,9 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "   WHERE EXISTS (SELECT 1 FROM tq_jobs WHERE id = OLD.child);"
     "END;",
     /* 14: the ready jobs of each group, in FIFO order, for the claim of a
-     * queue with a per-group limit (CLAIM_GROUPS, CLAIM_CHAIN). Only rows with a group
-     * enter it: jobs without one, in any queue, pay nothing for it. */
+     * queue with a per-group limit (CLAIM_GROUPS, CLAIM_CHAIN). Only rows
+     * with a group enter it: jobs without one, in any queue, pay nothing
+     * for it. */
     "CREATE INDEX tq_jobs_ready_group"
     "  ON tq_jobs (queue, job_group, priority DESC, run_at, id)"
     "  WHERE job_group IS NOT NULL AND state = 'ready';",
@@ -533,8 +534,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
  * with no start recorded (engine.h). A paused queue yields nothing, and so
  * does a queue with concurrency or rate limits (CLAIM_ROOM,
  * CLAIM_GROUPS, CLAIM_CHAIN and CLAIM_LIMITED claim there). It returns
- * only what the claimer
- * does not know (tq__claimed_cols).
+ * only what the claimer does not know (tq__claimed_cols).
  */
 #define CHARGE                                                                           \
     "((?7 OR unknown_starts >= 2) AND attempts < COALESCE(max_attempts, ?6))"
