@@ -519,10 +519,8 @@ int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
                    .lease_us = q.lease_us,
                    .max_attempts = q.max_attempts,
                    .max = max,
-                   .start = 1,
-                   .limited = tq__queue_limited(&q),
-                   .grouped = q.max_running_per_group > 0,
-                   .rate = q.rate_limit > 0};
+                   .start = 1};
+    tq__claim_limits(&c, &q);
     tq_job *jobs = NULL;
     size_t n = 0;
     if ((rc = db->engine->exchange(db, worker, NULL, 0, &c, &jobs, &n)))

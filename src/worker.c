@@ -1913,6 +1913,13 @@ static void note_late(tq_worker *w, size_t n)
                n, (long long)LIMITED_HOLD_US / 1000);
 }
 
+/* Whether a worker holds none of queue q's jobs beyond its free slots
+ * (serves_limited says why). */
+static int holds_none(const tq_queue_info *q)
+{
+    return q->max_running > 0 || (q->max_running_per_group > 0 && q->order == TQ_LIFO);
+}
+
 /*
  * How many jobs of one group a claim of queue q may take, to run one after
  * another (tq__claim.chain): none but in a FIFO or unordered queue whose
@@ -1945,8 +1952,7 @@ static int release_unstartable(tq_worker *w)
     int rc = 0;
     for (size_t qi = 0; qi < w->nqueues && !rc; qi++) {
         const tq_queue_info *q = &w->qinfo[qi];
-        const int all = q->paused || q->max_running > 0 ||
-                        (q->max_running_per_group > 0 && q->order == TQ_LIFO);
+        const int all = q->paused || holds_none(q);
         if (all || q->rate_limit > 0)
             rc = release_held(w, (held_sel){.qi = qi, .unbounded_only = !all}, NULL);
         else if (!chain_of(w, q, SIZE_MAX))
@@ -2682,7 +2688,7 @@ static int serves_limited(const tq_worker *w)
     int most = 0;
     for (size_t i = 0; i < w->nqueues; i++) {
         const tq_queue_info *q = &w->qinfo[i];
-        if (q->max_running > 0 || (q->max_running_per_group > 0 && q->order == TQ_LIFO))
+        if (holds_none(q))
             return 2;
         if (q->rate_limit > 0)
             most = 1;
@@ -2727,10 +2733,8 @@ static int claim_jobs(tq_worker *w, pass *p)
                            .lease_us = q->lease_us,
                            .max_attempts = q->max_attempts,
                            .max = room,
-                           .limited = tq__queue_limited(q),
-                           .grouped = q->max_running_per_group > 0,
-                           .rate = q->rate_limit > 0,
                            .chain = chain_of(w, q, target)};
+            tq__claim_limits(&c, q);
             int claimed = 0;
             rc = exchange(w, &c, qi, &claimed);
             if (!rc && c.rate_found && !c.rate)

@@ -89,8 +89,7 @@ static size_t claim_chain(tq *db, const char *queue, size_t max, size_t chain,
                    .chain = chain};
     tq_queue_info q;
     OK(db, tq_queue_get(&q, db, queue));
-    c.limited = tq__queue_limited(&q);
-    c.grouped = q.max_running_per_group > 0;
+    tq__claim_limits(&c, &q);
     size_t n = 0;
     OK(db, db->engine->exchange(db, "w", NULL, 0, &c, out, &n));
     tq__jobs_sort(*out, n, TQ_FIFO);

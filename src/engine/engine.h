@@ -181,6 +181,15 @@ typedef struct tq__claim {
     int rate_found;
 } tq__claim;
 
+/* A claim's limited, grouped and rate, from the queue's settings q as the
+ * claimer read them. */
+static inline void tq__claim_limits(tq__claim *c, const tq_queue_info *q)
+{
+    c->limited = tq__queue_limited(q);
+    c->grouped = q->max_running_per_group > 0;
+    c->rate = q->rate_limit > 0;
+}
+
 /* Which statement a claim takes: 0 the one without limits, 1 the limited
  * one, 2 a chain's (tq__claim.chain; LIFO queues have none), 3 the limited
  * one of a queue without a group limit. */

@@ -725,20 +725,13 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "       OR f.busy + f.rn <= lim.per_group),"                                         \
     " walk AS MATERIALIZED (SELECT per_group > 0 AND (SELECT count(*) FROM fit) < room"  \
     "      AND (SELECT count(*) FROM head) = room + 64 AS w FROM lim),"              \
-    " grp AS (SELECT (SELECT job_group FROM TQ.jobs WHERE queue = $1"                    \
-    "      AND state = 'ready' AND job_group IS NOT NULL ORDER BY job_group LIMIT 1) AS g" \
-    "    FROM walk WHERE w"                                                              \
-    "    UNION ALL SELECT (SELECT job_group FROM TQ.jobs WHERE queue = $1"               \
-    "      AND state = 'ready' AND job_group > grp.g ORDER BY job_group LIMIT 1)"        \
-    "    FROM grp WHERE grp.g IS NOT NULL),"                                             \
+    GROUP_WALK("FROM walk WHERE w")                                                      \
     " roomy AS MATERIALIZED (SELECT g, lim.per_group"                                    \
     "      - coalesce((SELECT n FROM busy WHERE busy.job_group = grp.g), 0) AS k"        \
     "    FROM grp CROSS JOIN lim WHERE grp.g IS NOT NULL),"                              \
     " cand AS (SELECT id, priority, run_at FROM fit WHERE NOT (SELECT w FROM walk)"      \
     "    UNION ALL SELECT h.id, h.priority, h.run_at FROM roomy,"                        \
-    "    LATERAL (SELECT id, priority, run_at FROM TQ.jobs"                              \
-    "      WHERE queue = $1 AND state = 'ready' AND job_group = roomy.g"                 \
-    "        AND run_at <= now() ORDER BY priority DESC, run_at, id LIMIT roomy.k) h"    \
+    "    LATERAL " FIRST_DUE("id, priority, run_at", "roomy.g", "roomy.k") " h"         \
     "    WHERE roomy.k > 0"                                                              \
     "    UNION ALL SELECT id, priority, run_at FROM head"                                \
     "      WHERE job_group IS NULL AND (SELECT w FROM walk)),"                           \
@@ -774,32 +767,36 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "      UNION ALL SELECT job_group, NULL::int8, min(pos) FROM head"                   \
     "      WHERE job_group IS NOT NULL AND " ROOMY("head.job_group")                     \
     "      GROUP BY job_group) s ORDER BY pos),"                                         \
-    " grp AS (SELECT (SELECT job_group FROM TQ.jobs WHERE queue = $1"                    \
-    "      AND state = 'ready' AND job_group IS NOT NULL ORDER BY job_group LIMIT 1) AS g" \
-    "    FROM lim WHERE (SELECT count(*) FROM head) = lim.room + 64"                     \
-    "    UNION ALL SELECT (SELECT job_group FROM TQ.jobs WHERE queue = $1"               \
-    "      AND state = 'ready' AND job_group > grp.g ORDER BY job_group LIMIT 1)"        \
-    "    FROM grp WHERE grp.g IS NOT NULL),"                                             \
-    " walked AS (SELECT grp.g, f.priority, f.run_at, f.id FROM grp CROSS JOIN LATERAL"   \
-    "      (SELECT priority, run_at, id FROM TQ.jobs WHERE queue = $1"                   \
-    "        AND state = 'ready' AND job_group = grp.g AND run_at <= now()"              \
-    "        ORDER BY priority DESC, run_at, id LIMIT 1) f"                              \
+    GROUP_WALK("FROM lim WHERE (SELECT count(*) FROM head) = lim.room + 64")             \
+    " walked AS (SELECT grp.g, f.priority, f.run_at, f.id FROM grp CROSS JOIN LATERAL "  \
+    FIRST_DUE("priority, run_at, id", "grp.g", "1") " f"                                 \
     "    WHERE grp.g IS NOT NULL AND " ROOMY("grp.g")                                    \
     "      AND NOT EXISTS (SELECT 1 FROM slots WHERE slots.g = grp.g)),"                 \
     " cand AS (SELECT c.id FROM slots CROSS JOIN LATERAL (SELECT slots.id AS id"         \
-    "      WHERE slots.g IS NULL UNION ALL " CHAIN("slots.g") ") c"                      \
+    "      WHERE slots.g IS NULL UNION ALL " FIRST_DUE("id", "slots.g", "$7") ") c"                      \
     "    UNION ALL SELECT c.id FROM (SELECT g FROM walked ORDER BY priority DESC,"       \
     "      run_at, id LIMIT (SELECT room FROM lim)) w"                                   \
-    "    CROSS JOIN LATERAL " CHAIN("w.g") " c),"                                        \
+    "    CROSS JOIN LATERAL " FIRST_DUE("id", "w.g", "$7") " c),"                                        \
     " picked AS MATERIALIZED " PICK("SELECT id FROM cand"                                \
                                     " LIMIT coalesce((SELECT room FROM lim), 0)") ","   \
     " claimed AS (" CLAIM_UPDATE("(SELECT at FROM lim)") "),"                            \
     " taken AS " TAKEN                                                                   \
     " SELECT * FROM claimed"
-/* The first $7 ready jobs of group g due now, in the queue's order. */
-#define CHAIN(g)                                                                         \
-    "(SELECT id FROM TQ.jobs WHERE queue = $1 AND state = 'ready' AND job_group = " g    \
-    "  AND run_at <= now() ORDER BY priority DESC, run_at, id LIMIT $7)"
+/* The columns cols of the first n ready jobs of group g due now, in the
+ * queue's order: a scan of jobs_ready_group. */
+#define FIRST_DUE(cols, g, n)                                                            \
+    "(SELECT " cols " FROM TQ.jobs WHERE queue = $1 AND state = 'ready'"                 \
+    "  AND job_group = " g " AND run_at <= now()"                                        \
+    "  ORDER BY priority DESC, run_at, id LIMIT " n ")"
+/* grp: the distinct groups with ready jobs in name order, a seek each in
+ * jobs_ready_group, starting from the row the FROM clause from gives. */
+#define GROUP_WALK(from)                                                                 \
+    " grp AS (SELECT (SELECT job_group FROM TQ.jobs WHERE queue = $1"                    \
+    "      AND state = 'ready' AND job_group IS NOT NULL ORDER BY job_group LIMIT 1) AS g" \
+    "    " from                                                                          \
+    "    UNION ALL SELECT (SELECT job_group FROM TQ.jobs WHERE queue = $1"               \
+    "      AND state = 'ready' AND job_group > grp.g ORDER BY job_group LIMIT 1)"        \
+    "    FROM grp WHERE grp.g IS NOT NULL),"
 /* Whether group g has room (its running jobs, busy, are fewer than the
  * limit). */
 #define ROOMY(g)                                                                         \

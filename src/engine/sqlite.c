@@ -650,19 +650,13 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "       OR busy + rn <= (SELECT per_group FROM lim)),"                               \
     " walk AS MATERIALIZED (SELECT per_group > 0 AND (SELECT count(*) FROM fit) < room"  \
     "      AND (SELECT count(*) FROM head) = room + 64 AS w FROM lim),"              \
-    " grp(g) AS (SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"                 \
-    "      AND state = 'ready' AND job_group IS NOT NULL ORDER BY job_group LIMIT 1)"    \
-    "    WHERE (SELECT w FROM walk)"                                                     \
-    "    UNION ALL SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"               \
-    "      AND state = 'ready' AND job_group > grp.g ORDER BY job_group LIMIT 1)"        \
-    "    FROM grp WHERE g IS NOT NULL),"                                                 \
+    GROUP_WALK("(SELECT w FROM walk)")                                                   \
     " roomy AS (SELECT g, (SELECT per_group FROM lim)"                                   \
     "      - coalesce((SELECT n FROM busy WHERE job_group = g), 0) AS k"                 \
     "    FROM grp WHERE g IS NOT NULL),"                                                 \
     " heads AS (SELECT j.id, j.job_group, j.priority, j.run_at, r.k"                     \
-    "    FROM roomy r, tq_jobs j WHERE r.k > 0 AND j.id IN (SELECT id FROM tq_jobs"      \
-    "      WHERE queue = ?1 AND state = 'ready' AND job_group = r.g AND run_at <= ?2"    \
-    "      ORDER BY priority DESC, run_at, id LIMIT (SELECT per_group FROM lim))),"      \
+    "    FROM roomy r, tq_jobs j WHERE r.k > 0"                                          \
+    "      AND j.id IN " FIRST_DUE("r.g", "(SELECT per_group FROM lim)") "),"            \
     " cand AS (SELECT id, priority, run_at FROM fit WHERE NOT (SELECT w FROM walk)"      \
     "    UNION ALL SELECT id, priority, run_at FROM (SELECT id, priority, run_at, k,"    \
     "      row_number() OVER (PARTITION BY job_group ORDER BY priority DESC, run_at, id)" \
@@ -692,7 +686,7 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
  * groups of their own. slots: the head of the queue (its first room + 64
  * ready rows) in its order, each job without a group, and each group with
  * room where its first job stands; for a group, its first ?8 ready jobs
- * (CHAIN). Only when those do not fill room and the head is full (a
+ * (FIRST_DUE). Only when those do not fill room and the head is full (a
  * group's backlog fills it) come the groups with room found elsewhere
  * (grp, as CLAIM_GROUPS walks them; walked: each one's first job), oldest
  * first. The slots are read in order until room + ?8 jobs are (the
@@ -715,34 +709,37 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "      WHERE job_group IS NULL OR " ROOMY("h.job_group")                             \
     "      GROUP BY coalesce(job_group, id))"                                            \
     "    ORDER BY pos LIMIT (SELECT room + 64 FROM lim)),"                             \
-    " grp(g) AS (SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"                 \
-    "      AND state = 'ready' AND job_group IS NOT NULL ORDER BY job_group LIMIT 1)"    \
-    "    WHERE (SELECT count(*) FROM head) = (SELECT room + 64 FROM lim)"                \
-    "    UNION ALL SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"               \
-    "      AND state = 'ready' AND job_group > grp.g ORDER BY job_group LIMIT 1)"        \
-    "    FROM grp WHERE g IS NOT NULL),"                                                 \
+    GROUP_WALK("(SELECT count(*) FROM head) = (SELECT room + 64 FROM lim)")              \
     " walked AS (SELECT grp.g AS g, f.priority, f.run_at, f.id FROM grp, tq_jobs f"      \
     "    WHERE grp.g IS NOT NULL AND " ROOMY("grp.g")                                    \
     "      AND NOT EXISTS (SELECT 1 FROM slots WHERE slots.g = grp.g)"                   \
-    "      AND f.id = (SELECT id FROM tq_jobs WHERE queue = ?1 AND state = 'ready'"      \
-    "        AND job_group = grp.g AND run_at <= ?2"                                     \
-    "        ORDER BY priority DESC, run_at, id LIMIT 1)),"                              \
+    "      AND f.id = " FIRST_DUE("grp.g", "1") "),"                                     \
     " cand AS (SELECT s.pos, j.id, j.priority, j.run_at FROM slots s, tq_jobs j"         \
     "    WHERE j.id IN (SELECT s.id WHERE s.g IS NULL"                                   \
-    "      UNION ALL SELECT * FROM " CHAIN("s.g") ")"                                    \
+    "      UNION ALL SELECT * FROM " FIRST_DUE("s.g", "?8") ")"                                    \
     "    UNION ALL SELECT (SELECT room + 64 FROM lim) + w.r, j.id, j.priority, j.run_at" \
     "    FROM (SELECT g, row_number() OVER (ORDER BY priority DESC, run_at, id) AS r"    \
     "      FROM walked ORDER BY r LIMIT (SELECT room FROM lim)) w, tq_jobs j"            \
-    "    WHERE j.id IN " CHAIN("w.g") "),"                                               \
+    "    WHERE j.id IN " FIRST_DUE("w.g", "?8") "),"                                               \
     " picked AS (SELECT id FROM (SELECT * FROM cand"                                     \
     "      LIMIT coalesce((SELECT room FROM lim), 0) + ?8)"                              \
     "    ORDER BY pos, priority DESC, run_at, id"                                        \
     "    LIMIT coalesce((SELECT room FROM lim), 0))"                                     \
     CLAIM_SET " WHERE id IN (SELECT id FROM picked)" CLAIM_RETURNING
-/* The first ?8 ready jobs of group g due now, in the queue's order. */
-#define CHAIN(g)                                                                         \
+/* The ids of the first n ready jobs of group g due now (?2), in the
+ * queue's order: a seek in tq_jobs_ready_group. */
+#define FIRST_DUE(g, n)                                                                  \
     "(SELECT id FROM tq_jobs WHERE queue = ?1 AND state = 'ready' AND job_group = " g    \
-    "  AND run_at <= ?2 ORDER BY priority DESC, run_at, id LIMIT ?8)"
+    "  AND run_at <= ?2 ORDER BY priority DESC, run_at, id LIMIT " n ")"
+/* grp: the distinct groups with ready jobs in name order, a seek each in
+ * tq_jobs_ready_group, when the condition holds. */
+#define GROUP_WALK(when)                                                                 \
+    " grp(g) AS (SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"                 \
+    "      AND state = 'ready' AND job_group IS NOT NULL ORDER BY job_group LIMIT 1)"    \
+    "    WHERE " when                                                                    \
+    "    UNION ALL SELECT (SELECT job_group FROM tq_jobs WHERE queue = ?1"               \
+    "      AND state = 'ready' AND job_group > grp.g ORDER BY job_group LIMIT 1)"        \
+    "    FROM grp WHERE g IS NOT NULL),"
 /* Whether group g has room (its running jobs, busy, are fewer than the
  * limit). */
 #define ROOMY(g)                                                                         \

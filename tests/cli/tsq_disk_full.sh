@@ -1,10 +1,10 @@
 # Disk full (SQLite): the store lives on a 2 MiB tmpfs that a ballast file
 # fills up. An enqueue then fails cleanly, saying "disk full", one line and
 # exit 1; the store stays readable and intact; the workers running then say
-# so (once each time they find it full) and wait: one stopped meanwhile (SIGTERM) leaves after its grace
-# time with its results unsaved (their jobs come back by lease), the other
-# carries on when space comes back; every job ends done, and the history
-# checker passes. Without the right to mount (or with TQ_TEST_NO_MOUNT set),
+# so (once each time they find it full) and wait: one stopped meanwhile
+# (SIGTERM) leaves after its grace time with its results unsaved (their
+# jobs come back by lease), the other carries on when space comes back;
+# every job ends done, and the history checker passes. Without the right to mount (or with TQ_TEST_NO_MOUNT set),
 # ENOSPC is injected into the enqueues with libfiu instead (the workers are
 # then not tested).
 . "$(dirname "$0")/lib.sh"
