@@ -18,12 +18,13 @@ else
 fi
 BG_PIDS=()
 
-# Runs SQL on the store, as any other program would.
+# Runs SQL on the store, as any other program would: with a busy timeout,
+# since a worker may hold the write lock for a moment.
 sql() {
     if [ "$ENGINE" = postgres ]; then
         psql -X -q -v ON_ERROR_STOP=1 -At "$TQ_TEST_PG_URL" -c "$1"
     else
-        sqlite3 "$TQ_DB" "$1"
+        sqlite3 "$TQ_DB" ".timeout 10000" "$1"
     fi
 }
 
