@@ -527,8 +527,9 @@ static void exchange(store *s, model *m, int w, int n_claim, int start)
     }
     mrow *claimed[MAX_JOBS];
     int nc = model_claim(m, w, n_claim, start, claimed);
-    /* The limited claims (counting groups or not, a chain's), on a queue
-     * without limits, claim as the plain one does: the model checks each. */
+    /* The limited claims (counting groups or not, a chain's, a rate's
+     * that takes its tokens after its rows), on a queue without limits,
+     * claim as the plain one does: the model checks each. */
     tq__claim c = {.queue = QUEUE,
                    .order = TQ_FIFO,
                    .lease_us = 3600000000LL,
@@ -537,6 +538,8 @@ static void exchange(store *s, model *m, int w, int n_claim, int start)
                    .start = start,
                    .limited = (int)rnd(2),
                    .grouped = (int)rnd(2),
+                   .rate = (int)rnd(2),
+                   .capped = (int)rnd(2),
                    .chain = rnd(2) ? 0 : 2 + (size_t)rnd(3)};
     tq_job *jobs = NULL;
     size_t got = 0;

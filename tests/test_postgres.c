@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../src/engine/engine.h"
@@ -138,7 +139,8 @@ static char *in_schema(const char *t, const char *s)
 
 /* The plan of a claim of queue in schema, as a worker runs it: in an
  * exchange, after its planner settings (EXPLAIN only: nothing is claimed).
- * kind: 0 without limits, 1 limited, 2 a chain's (tq__postgres_claim_sql). */
+ * kind: 0 without limits, 1 limited, 2 a chain's, 3 limited without groups,
+ * 4 a rate's with its tokens taken (tq__postgres_claim_sql). */
 static void claim_plan(PGconn *c, const char *schema, const char *queue, tq_order order,
                        int kind, char *plan, size_t size)
 {
@@ -180,12 +182,16 @@ static void check_plans(PGconn *c, const char *schema, const char *queue,
                                        "jobs_ready_"};
     for (int order = TQ_FIFO; order <= TQ_UNORDERED; order++) {
         char plan[8192];
-        claim_plan(c, schema, queue, (tq_order)order, 0, plan, sizeof plan);
-        if (strstr(plan, "Sort") || strstr(plan, "Seq Scan on jobs") ||
-            !strstr(plan, want[order]) || !strstr(plan, "LockRows") ||
-            !strstr(plan, "CTE Scan on picked"))
-            fail_msg("%s, order %s: unexpected plan:\n%s", when,
-                     tq_order_name((tq_order)order), plan);
+        /* The plain claim, and a rate's once its tokens were taken (kind 4,
+         * CLAIM_RATE). */
+        for (int kind = 0; kind <= 4; kind += 4) {
+            claim_plan(c, schema, queue, (tq_order)order, kind, plan, sizeof plan);
+            if (strstr(plan, "Sort") || strstr(plan, "Seq Scan on jobs") ||
+                !strstr(plan, want[order]) || !strstr(plan, "LockRows") ||
+                !strstr(plan, "CTE Scan on picked"))
+                fail_msg("%s, order %s, kind %d: unexpected plan:\n%s", when,
+                         tq_order_name((tq_order)order), kind, plan);
+        }
         /* The limited claim: the same ordered index scan for its candidates
          * (LIFO sorts only those, at most 4 x a batch + 32; the others only
          * the jobs without a group at the head and the groups' first jobs,
@@ -293,6 +299,272 @@ static int cmp64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return (x > y) - (x < y);
+}
+
+/* A queue whose only limit is a rate: a worker's claim (which holds its
+ * jobs) takes its rows first and its tokens after them (CLAIM_RATE,
+ * rate_take); a claim that starts its jobs (tq_job_claim) takes the tokens
+ * as it counts them. Claimers of both kinds racing on one queue take no
+ * more than the rate allows, and no job twice; the jobs a claim finds no
+ * token for go back to ready, unspent. */
+typedef struct rate_claimer {
+    char url[512];
+    int64_t until_us;
+    int holds, got, failed;
+    int64_t ids[2000];
+} rate_claimer;
+
+static int64_t mono_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+/* A claim as a worker makes it of a queue it knows has a rate and no other
+ * limit: its jobs held, not started. */
+static int hold_claim(tq *db, const char *queue, size_t max, tq_job **jobs, size_t *n,
+                      tq__claim *c)
+{
+    *c = (tq__claim){.queue = queue,
+                     .order = TQ_FIFO,
+                     .lease_us = 3600000000LL,
+                     .max_attempts = 3,
+                     .max = max,
+                     .limited = 1,
+                     .rate = 1};
+    return db->engine->exchange(db, "holder", NULL, 0, c, jobs, n);
+}
+
+static void *rate_loop(void *arg)
+{
+    rate_claimer *c = arg;
+    tq *db = NULL;
+    char name[32];
+    snprintf(name, sizeof name, "w%p", arg);
+    if (tq_open(&db, c->url, NULL)) {
+        c->failed = 1;
+        tq_close(db);
+        return NULL;
+    }
+    while (mono_us() < c->until_us) {
+        tq_job *jobs;
+        size_t n;
+        tq__claim cl;
+        if (c->holds ? hold_claim(db, "r", 50, &jobs, &n, &cl)
+                     : tq_job_claim(&jobs, &n, db, "r", name, 50)) {
+            c->failed = 1;
+            break;
+        }
+        for (size_t i = 0; i < n && c->got < 2000; i++)
+            c->ids[c->got++] = jobs[i].id;
+        tq_job_array_free(jobs, n);
+    }
+    tq_close(db);
+    return NULL;
+}
+
+/* A worker's claim of up to 10 of queue "back", from a thread, while
+ * session c holds the queue's lock: it takes its rows and waits for the
+ * lock; then c runs between (an UPDATE) and lets go. */
+typedef struct back_claim {
+    const char *url;
+    int rc;
+    size_t n;
+} back_claim;
+
+static void *back_loop(void *arg)
+{
+    back_claim *b = arg;
+    tq *db = NULL;
+    tq_job *jobs = NULL;
+    tq__claim cl;
+    b->rc = tq_open(&db, b->url, NULL);
+    if (!b->rc)
+        b->rc = hold_claim(db, "back", 10, &jobs, &b->n, &cl);
+    if (!b->rc)
+        tq_job_array_free(jobs, b->n);
+    tq_close(db);
+    return NULL;
+}
+
+static int64_t count_of(PGconn *c, const char *sql);
+
+static size_t claim_back_around(PGconn *c, const char *url, const char *between)
+{
+    const char *lock = "'rates.queues'::regclass::oid::int4, hashtext('back')";
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(%s)", lock);
+    exec(c, sql);
+    back_claim bc = {.url = url};
+    pthread_t t;
+    pthread_create(&t, NULL, back_loop, &bc);
+    for (int i = 0;
+         count_of(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                     " AND NOT granted") == 0;
+         i++) {
+        if (i == 1000)
+            fail_msg("the claim never waited for the queue's lock");
+        usleep(10000);
+    }
+    exec(c, between);
+    snprintf(sql, sizeof sql, "SELECT pg_advisory_unlock(%s)", lock);
+    exec(c, sql);
+    pthread_join(t, NULL);
+    assert_int_equal(bc.rc, 0);
+    return bc.n;
+}
+
+static int64_t count_of(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
+        fail_msg("%s: %s", sql, PQerrorMessage(c));
+    int64_t v = atoll(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return v;
+}
+
+static void rate_claims_take_tokens_after_rows(void **state)
+{
+    (void)state;
+    enum { N = 3000, T = 6 };
+    tq *db = store("rates");
+    tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
+    o.set = TQ_SET_RATE;
+    o.rate_limit = 2000; /* a burst of 20, then 1,960 a second */
+    o.rate_period_us = 1000000;
+    assert_int_equal(tq_queue_set(db, "r", &o), 0);
+    tq_payload items[N];
+    for (int i = 0; i < N; i++)
+        items[i] = (tq_payload){"x", 1};
+    assert_int_equal(tq_job_enqueue_batch(NULL, db, "r", items, N, NULL), 0);
+    static rate_claimer cs[T];
+    pthread_t th[T];
+    const int64_t t0 = mono_us();
+    for (int i = 0; i < T; i++) {
+        memset(&cs[i], 0, sizeof cs[i]);
+        snprintf(cs[i].url, sizeof cs[i].url, "%s&tq_schema=rates", base);
+        cs[i].until_us = t0 + 400000;
+        cs[i].holds = i % 3 != 0; /* two of three as workers claim */
+        pthread_create(&th[i], NULL, rate_loop, &cs[i]);
+    }
+    static int64_t all[T * 2000];
+    int total = 0, held = 0;
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(cs[i].failed, 0);
+        for (int k = 0; k < cs[i].got; k++)
+            all[total++] = cs[i].ids[k];
+        held += cs[i].holds ? cs[i].got : 0;
+    }
+    const int64_t took = mono_us() - t0;
+    /* The burst, and what the rate refills in the time they claimed. */
+    const int64_t most = 20 + took * 1960 / 1000000 + 1;
+    print_message(
+        "%d claimed (%d held) in %lld ms by %d claimers (the rate allows %lld)\n", total,
+        held, (long long)took / 1000, T, (long long)most);
+    assert_true(held > 20);
+    assert_true(total <= most);
+    qsort(all, (size_t)total, sizeof all[0], cmp64);
+    for (int i = 1; i < total; i++)
+        assert_true(all[i] != all[i - 1]);
+    PGconn *c = pg();
+    /* What they claimed is running, the rest ready: none went back spent. */
+    assert_int_equal(count_of(c, "SELECT count(*) FROM rates.jobs WHERE queue = 'r'"
+                                 " AND state = 'running'"),
+                     total);
+    assert_int_equal(count_of(c, "SELECT count(*) FROM rates.jobs WHERE queue = 'r'"
+                                 " AND state = 'ready' AND attempts = 0"),
+                     N - total);
+
+    /* A full bucket of 10 and 30 jobs: a claim of up to 30 takes the first
+     * 10 and says when the next token is due. */
+    o.rate_limit = 1000;
+    assert_int_equal(tq_queue_set(db, "few", &o), 0);
+    for (int i = 0; i < 30; i++)
+        assert_int_equal(tq_job_enqueue(NULL, db, "few", "f", 1, NULL), 0);
+    const int64_t first =
+        count_of(c, "SELECT min(id) FROM rates.jobs WHERE queue = 'few'");
+    tq_job *jobs;
+    size_t n;
+    tq__claim cl;
+    assert_int_equal(hold_claim(db, "few", 30, &jobs, &n, &cl), 0);
+    assert_int_equal(n, 10);
+    for (size_t i = 0; i < n; i++)
+        assert_true(jobs[i].id >= first && jobs[i].id <= first + 9 &&
+                    !jobs[i].started_at);
+    tq_job_array_free(jobs, n);
+    assert_true(cl.rate_found && cl.rate_wait_us > 0);
+    assert_int_equal(count_of(c, "SELECT count(*) FROM rates.jobs WHERE queue = 'few'"
+                                 " AND state = 'running'"),
+                     10);
+    assert_int_equal(count_of(c, "SELECT floor(rate_tokens) FROM rates.queues"
+                                 " WHERE name = 'few'"),
+                     0);
+    /* From an empty bucket (no refill for an hour) nothing is claimed,
+     * nothing written, and the answer says when the next token is due. */
+    exec(c, "UPDATE rates.queues SET rate_tokens = 0, rate_at = now() + interval '1 hour'"
+            " WHERE name = 'few'");
+    assert_int_equal(hold_claim(db, "few", 30, &jobs, &n, &cl), 0);
+    tq_job_array_free(jobs, n);
+    assert_int_equal(n, 0);
+    assert_true(cl.rate_found && cl.rate_wait_us > 0);
+    assert_int_equal(count_of(c, "SELECT count(*) FROM rates.jobs WHERE queue = 'few'"
+                                 " AND state = 'ready' AND claims = 0"),
+                     20);
+
+    /* Tokens short at the take (another claim took them meanwhile): the
+     * jobs beyond them go back as they were before the claim. A session
+     * holds the queue's lock while the claim takes its rows and waits for
+     * it; meanwhile the bucket is left 3 tokens and no refill (its time an
+     * hour ahead). The last 4 jobs had two claims end with no start known,
+     * so the claim charged them an attempt (CHARGE) and they come first
+     * (tq__jobs_sort): 3 are kept, and the 4th's charge is undone. */
+    assert_int_equal(tq_queue_set(db, "back", &o), 0);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(tq_job_enqueue(NULL, db, "back", "b", 1, NULL), 0);
+    exec(c, "UPDATE rates.jobs SET unknown_starts = 2 WHERE id > (SELECT max(id) - 4"
+            " FROM rates.jobs WHERE queue = 'back')");
+    assert_int_equal(
+        claim_back_around(c, cs[0].url,
+                          "UPDATE rates.queues SET rate_tokens = 3, rate_at ="
+                          " now() + interval '1 hour' WHERE name = 'back'"),
+        3);
+    assert_int_equal(count_of(c, "SELECT count(*) FROM rates.jobs WHERE queue = 'back'"
+                                 " AND state = 'running' AND claims = 1 AND attempts = 1"
+                                 " AND id > (SELECT max(id) - 4 FROM rates.jobs"
+                                 " WHERE queue = 'back')"),
+                     3);
+    assert_int_equal(count_of(c, "SELECT count(*) FROM rates.jobs WHERE queue = 'back'"
+                                 " AND state = 'ready' AND claims = 0 AND attempts = 0"
+                                 " AND started_at IS NULL AND lease_until IS NULL"),
+                     7);
+    assert_int_equal(
+        count_of(c, "SELECT count(*) FROM rates.jobs WHERE queue = 'back'"
+                    " AND state = 'ready' AND unknown_starts = 2 AND id >"
+                    " (SELECT max(id) - 4 FROM rates.jobs WHERE queue = 'back')"),
+        1);
+
+    /* Paused between: none kept, all back as they were. */
+    exec(c, "UPDATE rates.queues SET rate_tokens = 10 WHERE name = 'back'");
+    assert_int_equal(claim_back_around(c, cs[0].url,
+                                       "UPDATE rates.queues SET paused = true"
+                                       " WHERE name = 'back'"),
+                     0);
+    assert_int_equal(count_of(c, "SELECT count(*) FROM rates.jobs WHERE queue = 'back'"
+                                 " AND state = 'ready' AND claims = 0 AND attempts = 0"),
+                     7);
+
+    /* A queue without a rate (the claimer's settings are stale): all kept. */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(tq_job_enqueue(NULL, db, "none", "n", 1, NULL), 0);
+    assert_int_equal(hold_claim(db, "none", 30, &jobs, &n, &cl), 0);
+    tq_job_array_free(jobs, n);
+    assert_int_equal(n, 5);
+    assert_true(!cl.rate_found && cl.rate_wait_us == 0);
+    PQfinish(c);
+    tq_close(db);
 }
 
 /* Every worker rescues expired leases each second: the statement must walk
@@ -854,6 +1126,14 @@ static void version_9_store_migrates(void **state)
     tq_job_array_free(jobs, n);
     assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 30), 0);
     assert_int_equal(n, 0); /* the bucket was written: no token left */
+    /* A worker's claim locks the queue's row to take its token (S_RATE_TAKE),
+     * which the role's grant on the bucket's columns allows. */
+    exec(c, "UPDATE v9.queues SET rate_tokens = 1, rate_at = now() WHERE name = 'q'");
+    tq__claim cl;
+    assert_int_equal(hold_claim(db, "q", 30, &jobs, &n, &cl), 0);
+    assert_int_equal(n, 1);
+    tq_job_array_free(jobs, n);
+    assert_true(cl.rate_found);
     tq_close(db);
     expect_refused(c, "SET ROLE tq_v9_worker; UPDATE v9.queues SET rate_limit = 0",
                    "42501");
@@ -1126,6 +1406,7 @@ int main(void)
         cmocka_unit_test(ack_plan_is_id_lookup),
         cmocka_unit_test(ack_plan_without_statistics),
         cmocka_unit_test(claims_never_exceed_limit),
+        cmocka_unit_test(rate_claims_take_tokens_after_rows),
         cmocka_unit_test(concurrent_init),
         cmocka_unit_test(plain_inserts_check_queue_names),
         cmocka_unit_test(keyed_enqueue_when_the_kept_row_vanishes),

@@ -159,6 +159,9 @@ typedef struct tq__claim {
      * limited claim then also asks when the next token is due. (The claim
      * keeps the rate whatever this says.) */
     int rate;
+    /* Whether the queue has a limit on its running jobs (max_running), as
+     * the claimer knows it. (Either way the claim keeps the store's.) */
+    int capped;
     /* A limited claim of a FIFO or unordered queue: when > 1 (CLAIM_CHAIN),
      * it may take up to this many jobs of a group with room, however many
      * of that group may run at once, whole chains of few groups rather than
@@ -188,6 +191,7 @@ static inline void tq__claim_limits(tq__claim *c, const tq_queue_info *q)
     c->limited = tq__queue_limited(q);
     c->grouped = q->max_running_per_group > 0;
     c->rate = q->rate_limit > 0;
+    c->capped = q->max_running > 0;
 }
 
 /* Which statement a claim takes: 0 the one without limits, 1 the limited
