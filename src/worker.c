@@ -395,14 +395,16 @@ static int pop_serial(tq_worker *w, int64_t now, held_job *out)
 
 /* A held job starts now (under mu in callback mode): the time since the
  * one before counts towards avg_start_gap_us if more were held then (they
- * waited for this worker, not for the store). Returns 1. */
+ * waited for this worker), and if it is shorter than LIMITED_HOLD_US: a
+ * longer one waited for something else (a pause, results not yet sent, a
+ * ring emptied by give-backs), and a worker that slow to start holds none
+ * of them anyway. Returns 1. */
 static int held_started(tq_worker *w, int64_t now)
 {
-    if (w->held_after_start) {
-        const int64_t gap = now > w->last_held_start ? now - w->last_held_start : 1;
+    const int64_t gap = now > w->last_held_start ? now - w->last_held_start : 1;
+    if (w->held_after_start && gap < LIMITED_HOLD_US)
         w->avg_start_gap_us =
             w->avg_start_gap_us ? (w->avg_start_gap_us * 7 + gap) / 8 : gap;
-    }
     w->last_held_start = now;
     w->held_after_start = w->nheld > 0;
     return 1;
