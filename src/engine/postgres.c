@@ -1003,17 +1003,18 @@ static const char *const sql[S_COUNT] = {
                     " rate_burst, rate_period_us, rate_at FROM TQ.queues"
                     " WHERE name = $1 AND rate_limit > 0) s",
     /* After CLAIM_RATE, in its transaction and behind S_LIMIT_LOCK: the
-     * tokens for the jobs it claimed, $3 their ids in the queue's order and
-     * $4 their claims ($1 the queue, $2 the worker), as many as the bucket
-     * has whole ones as of the moment its row is locked, none if the queue
-     * was paused or given other limits since (the locked claims count
-     * running jobs, and these were not there to count); the jobs beyond
-     * those are put back as they were before the claim (its claim and any
-     * attempt it charged undone: no one saw them claimed). Always one row:
-     * how many it kept (all of them when the queue has no rate now), how
-     * long until the bucket has a whole token again (0: it has one, or no
-     * rate), how long after the transaction's start the tokens were taken,
-     * and whether the queue has a rate. */
+     * tokens for the jobs it claimed, $3 their ids in the order they are to
+     * be kept (tq__jobs_sort's: those the claim charged, then the queue's
+     * order) and $4 their claims ($1 the queue, $2 the worker), as many as
+     * the bucket has whole ones as of the moment its row is locked, none if
+     * the queue was paused or given other limits since (the locked claims
+     * count running jobs, and these were not there to count); the jobs
+     * beyond those are put back as they were before the claim (its claim
+     * and any attempt it charged undone: no one saw them claimed). Always
+     * one row: how many it kept (all of them when the queue has no rate
+     * now), how long until the bucket has a whole token again (0: it has
+     * one, or no rate), how long after the transaction's start the tokens
+     * were taken, and whether the queue has a rate. */
     [S_RATE_TAKE] =
         "WITH b AS MATERIALIZED (SELECT name, rate_limit, rate_period_us, rate_burst,"
         "    rate_tokens, rate_at, paused OR max_running > 0 OR max_running_per_group > 0"
