@@ -1749,8 +1749,9 @@ static size_t target_held(const tq_worker *w)
  * (avg_start_gap_us: short jobs start no faster than a worker can hand them
  * out, which the run time does not show; tq bench, PostgreSQL, a rate far
  * above the achievable, claims that take their tokens after their rows:
- * 0.73 -> 0.84 of the same queue without it, median of 12 alternated runs), and no more
- * than the worker was found to start in time (limited_claimed).
+ * 0.73 -> 0.84 of the same queue without it, median of 12 alternated
+ * runs), and no more than the worker was found to start in time
+ * (limited_claimed).
  */
 static size_t limited_target(tq_worker *w)
 {

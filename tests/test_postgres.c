@@ -392,10 +392,8 @@ static int64_t count_of(PGconn *c, const char *sql);
 
 static size_t claim_back_around(PGconn *c, const char *url, const char *between)
 {
-    const char *lock = "'rates.queues'::regclass::oid::int4, hashtext('back')";
-    char sql[160];
-    snprintf(sql, sizeof sql, "SELECT pg_advisory_lock(%s)", lock);
-    exec(c, sql);
+    exec(c, "SELECT pg_advisory_lock('rates.queues'::regclass::oid::int4,"
+            " hashtext('back'))");
     back_claim bc = {.url = url};
     pthread_t t;
     pthread_create(&t, NULL, back_loop, &bc);
@@ -408,8 +406,8 @@ static size_t claim_back_around(PGconn *c, const char *url, const char *between)
         usleep(10000);
     }
     exec(c, between);
-    snprintf(sql, sizeof sql, "SELECT pg_advisory_unlock(%s)", lock);
-    exec(c, sql);
+    exec(c, "SELECT pg_advisory_unlock('rates.queues'::regclass::oid::int4,"
+            " hashtext('back'))");
     pthread_join(t, NULL);
     assert_int_equal(bc.rc, 0);
     return bc.n;

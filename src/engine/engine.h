@@ -184,8 +184,8 @@ typedef struct tq__claim {
     int rate_found;
 } tq__claim;
 
-/* A claim's limited, grouped and rate, from the queue's settings q as the
- * claimer read them. */
+/* A claim's limited, grouped, rate and capped, from the queue's settings q
+ * as the claimer read them. */
 static inline void tq__claim_limits(tq__claim *c, const tq_queue_info *q)
 {
     c->limited = tq__queue_limited(q);
