@@ -852,7 +852,7 @@ int tq_rescue_expired(int64_t *out_count, tq *db)
 {
     int64_t n = 0;
     tq__clearerr(db);
-    int rc = db->engine->rescue(db, NULL, &n);
+    int rc = db->engine->rescue(db, NULL, 0, &n);
     if (out_count)
         *out_count = n;
     return rc;

@@ -180,7 +180,7 @@ struct tq_worker {
     void *log_ud;
     int concurrency, drain, log_jobs;
     int64_t timeout_us, grace_us, poll_max_us;
-    int64_t lease_us; /* the longest lease of its queues: its own liveness */
+    int64_t lease_us; /* the longest lease its queues had: its own liveness */
 
     slot *slots;
     pending_ack *acks;
@@ -667,7 +667,11 @@ static int check_worker_name(tq *db, const char *name)
 }
 
 /* Reads the settings of every queue; an unknown queue gets the defaults
- * (it will be created by its first enqueue). */
+ * (it will be created by its first enqueue). The registration's lease
+ * (w->lease_us, sent with the next heartbeat) grows to the longest of
+ * theirs and never shrinks: the name stays held at least as long as any
+ * job's lease this worker renewed, so that no one takes it over and puts
+ * those jobs back while this worker, merely stalled, may still run them. */
 static int refresh_queues(tq_worker *w)
 {
     for (size_t i = 0; i < w->nqueues; i++) {
@@ -676,6 +680,8 @@ static int refresh_queues(tq_worker *w)
             tq__queue_defaults(&w->qinfo[i], w->queues[i]);
         else if (rc)
             return rc;
+        if (w->qinfo[i].lease_us > w->lease_us)
+            w->lease_us = w->me.lease_us = w->qinfo[i].lease_us;
     }
     return 0;
 }
@@ -905,7 +911,7 @@ static int register_name(tq_worker *w, const char *host)
      * (stalled, cut off) may still be running jobs whose leases it extended
      * beyond that, and those come back when the leases expire. */
     int64_t n = 0;
-    if (gone && (rc = db->engine->rescue(db, w->name, &n)))
+    if (gone && (rc = db->engine->rescue(db, w->name, holder.started_at, &n)))
         return rc;
     if (n)
         worker_log(w, TQ_LOG_WARN,
@@ -990,10 +996,6 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     }
     if ((rc = refresh_queues(w)))
         goto fail;
-    w->lease_us = 0;
-    for (size_t i = 0; i < nqueues; i++)
-        if (w->qinfo[i].lease_us > w->lease_us)
-            w->lease_us = w->qinfo[i].lease_us;
     /* Every later wait for the store is bounded, registering included. */
     if ((rc = set_wait_limit(w)))
         goto fail;
@@ -2768,7 +2770,8 @@ static int claim_jobs(tq_worker *w, pass *p)
                            .lease_us = q->lease_us,
                            .max_attempts = q->max_attempts,
                            .max = room,
-                           .chain = chain_of(w, q, target)};
+                           .chain = chain_of(w, q, target),
+                           .worker_since = w->me.started_at};
             tq__claim_limits(&c, q);
             int claimed = 0;
             rc = exchange(w, &c, qi, &claimed);
@@ -2852,7 +2855,7 @@ static int maintain_leases(tq_worker *w, pass *p)
     if (w->disconnected || w->nacks)
         return 0;
     int64_t n = 0;
-    if ((rc = ride_out(w, db->engine->rescue(db, NULL, &n))))
+    if ((rc = ride_out(w, db->engine->rescue(db, NULL, 0, &n))))
         return rc;
     if (n)
         worker_log(w, TQ_LOG_WARN, "rescued %lld job(s) whose lease expired",

@@ -372,6 +372,71 @@ static void takeover_needs_the_same_holder(void **state)
     tq_free(v);
 }
 
+/* Claims up to max jobs of queue "q" as worker name under registration
+ * since; returns how many. */
+static size_t claim_as(tq *db, const char *name, int64_t since, size_t max, tq_job **out)
+{
+    tq__claim c = {.queue = "q",
+                   .order = TQ_FIFO,
+                   .lease_us = 3600000000LL,
+                   .max_attempts = 3,
+                   .max = max,
+                   .start = 1,
+                   .worker_since = since};
+    size_t n = 0;
+    OK(db, db->engine->exchange(db, name, NULL, 0, &c, out, &n));
+    return n;
+}
+
+/*
+ * A name held by one registration (a), lapsed while its process still ran
+ * jobs, then taken by a second (b): the rescue of b, gone, puts back b's
+ * jobs alone, and a's stay running under their leases. Each registration
+ * of a name is later than the one before, and a heartbeat of the earlier
+ * one no longer counts, even from the same pid and host.
+ */
+static void rescue_takes_one_registration(void **state)
+{
+    tq *db = *state;
+    tq_worker_info a = {0}, b, seen;
+    snprintf(a.name, sizeof a.name, "shared");
+    snprintf(a.host, sizeof a.host, "h");
+    snprintf(a.host_id, sizeof a.host_id, "boot/pid:[1]");
+    a.pid = 4242;
+    a.lease_us = 3600000000LL;
+    b = a;
+    OK(db, db->engine->worker_register(db, &a, NULL, &seen));
+    assert_true(a.started_at > 0);
+    for (int i = 0; i < 6; i++)
+        enqueue(db, "q", i);
+    tq_job *ja = NULL, *jb = NULL;
+    assert_int_equal(claim_as(db, "shared", a.started_at, 2, &ja), 2);
+    /* b takes the name over (as from a holder found gone). */
+    tq_worker_info holder, was;
+    assert_int_equal(db->engine->worker_register(db, &b, NULL, &holder), TQ_EINUSE);
+    assert_true(holder.started_at == a.started_at);
+    OK(db, db->engine->worker_register(db, &b, &holder, &was));
+    assert_true(b.started_at > a.started_at);
+    assert_int_equal(claim_as(db, "shared", b.started_at, 3, &jb), 3);
+    assert_int_equal(db->engine->worker_beat(db, &a), TQ_EINUSE);
+    OK(db, db->engine->worker_beat(db, &b));
+    /* A third finds b gone and puts back b's jobs. */
+    int64_t n = -1;
+    OK(db, db->engine->rescue(db, "shared", b.started_at, &n));
+    assert_int_equal(n, 3);
+    for (int i = 0; i < 2; i++)
+        expect_state(db, ja[i].id, TQ_RUNNING);
+    for (int i = 0; i < 3; i++)
+        expect_state(db, jb[i].id, TQ_READY);
+    /* a's jobs are still a's: their acknowledgements apply. */
+    tq__ack done[2] = {ack(&ja[0], TQ__ACK_DONE), ack(&ja[1], TQ__ACK_DONE)};
+    OK(db, db->engine->exchange(db, "shared", done, 2, NULL, NULL, NULL));
+    assert_int_equal(done[0].result, 0);
+    assert_int_equal(done[1].result, 0);
+    tq_job_array_free(ja, 2);
+    tq_job_array_free(jb, 3);
+}
+
 int main(void)
 {
     int rc;
@@ -383,6 +448,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(thousand_in_one, setup, teardown),
         cmocka_unit_test_setup_teardown(takeover_needs_the_same_holder, setup, teardown),
         cmocka_unit_test_setup_teardown(chain_claims_whole_groups, setup, teardown),
+        cmocka_unit_test_setup_teardown(rescue_takes_one_registration, setup, teardown),
     };
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     scratch_remove(tmpdir);

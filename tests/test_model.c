@@ -90,6 +90,10 @@ typedef struct vworker {
     int nheld, nrunning;
     vack pending[MAX_PENDING];
     int npending;
+    /* Its registration (tq__claim.worker_since), new at each restart: the
+     * rescue at a restart takes the last one's jobs, which are all it has
+     * under the name (each restart takes them all). */
+    int64_t since;
 } vworker;
 
 typedef struct model {
@@ -540,7 +544,8 @@ static void exchange(store *s, model *m, int w, int n_claim, int start)
                    .grouped = (int)rnd(2),
                    .rate = (int)rnd(2),
                    .capped = (int)rnd(2),
-                   .chain = rnd(2) ? 0 : 2 + (size_t)rnd(3)};
+                   .chain = rnd(2) ? 0 : 2 + (size_t)rnd(3),
+                   .worker_since = v->since};
     tq_job *jobs = NULL;
     size_t got = 0;
     ok(s,
@@ -733,7 +738,8 @@ static void crash(store *s, model *m, int w, int restart)
             want++;
         }
     }
-    ok(s, s->db->engine->rescue(s->db, v->name, &count), "restart rescue");
+    ok(s, s->db->engine->rescue(s->db, v->name, v->since, &count), "restart rescue");
+    v->since++;
     CHECK_EQ(count, want, "jobs put back at restart");
     note("%s crashes and restarts: %lld put back", v->name, (long long)want);
 }
@@ -953,8 +959,10 @@ static void run_seed(store *s, unsigned long long seed, int nsteps_per_seed)
     reset_store(s);
     m->max_attempts = 3;
     m->keep_done = 1;
-    for (int w = 0; w < NWORKERS; w++)
+    for (int w = 0; w < NWORKERS; w++) {
         snprintf(m->w[w].name, sizeof m->w[w].name, "w%d", w);
+        m->w[w].since = 1;
+    }
     tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
     o.set = TQ_SET_BACKOFF | TQ_SET_LEASE | TQ_SET_MAX_ATTEMPTS;
     o.backoff_base_us = o.backoff_cap_us = 0; /* a failed job is due at once */

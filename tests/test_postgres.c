@@ -149,11 +149,11 @@ static void claim_plan(PGconn *c, const char *schema, const char *queue, tq_orde
     assert_non_null(prep);
     /* A chain's claim (CLAIM_CHAIN; LIFO has none) takes its length. */
     const int chain = kind == 2 && order != TQ_LIFO;
-    sprintf(prep, "PREPARE claim (text, int8, text, int8, int4, bool%s) AS %s",
+    sprintf(prep, "PREPARE claim (text, int8, text, int8, int4, bool, int8%s) AS %s",
             chain ? ", int8" : "", q);
     free(q);
     exec(c, prep);
-    sprintf(prep, "EXECUTE claim ('%s', 10, 'w', 30000000, 3, true%s)", queue,
+    sprintf(prep, "EXECUTE claim ('%s', 10, 'w', 30000000, 3, true, 0%s)", queue,
             chain ? ", 4" : "");
     exec(c, "BEGIN");
     exec(c, tq__postgres_plan_sql());
@@ -624,14 +624,14 @@ static void worker_rescue_reads_running_index(void **state)
             " finished_at) SELECT 'q', 'done', 'p', 1, now(), now()"
             " FROM generate_series(1, 100000)");
     exec(c, "INSERT INTO wresc.jobs (queue, state, payload, attempts, worker,"
-            " started_at, lease_until) SELECT 'q', 'running', 'p', 1,"
-            " CASE WHEN g <= 3 THEN 'w' ELSE 'v' END, now(), now() + interval '1 h'"
-            " FROM generate_series(1, 5) g");
+            " worker_since, started_at, lease_until) SELECT 'q', 'running', 'p', 1,"
+            " CASE WHEN g <= 3 THEN 'w' ELSE 'v' END, 'epoch'::timestamptz, now(),"
+            " now() + interval '1 h' FROM generate_series(1, 5) g");
     char url[512];
     snprintf(url, sizeof url, "%s&tq_schema=wresc", base);
     assert_int_equal(tq_open(&db, url, NULL), 0);
     int64_t n = -1;
-    assert_int_equal(db->engine->rescue(db, "w", &n), 0);
+    assert_int_equal(db->engine->rescue(db, "w", 0, &n), 0);
     assert_int_equal(n, 3);
     tq_close(db); /* its backend reports its statistics as it ends */
     long long scans = 0;
@@ -918,9 +918,11 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
  * version by tq init, keeping its jobs. */
 /* Takes a store of schema s back to what schema 6 made: migrations 8 and
  * 7 undone, the insert trigger's function as 6 had it. */
-/* Undo migrations 14 (the group index), 13 (dependencies), 12 (the
- * control channel), 11 (periodic jobs) and 10 (rate limits). */
-#define UNDO_14 "DROP INDEX TQ.jobs_ready_group;"
+/* Undo migrations 15 (the claiming registration), 14 (the group index),
+ * 13 (dependencies), 12 (the control channel), 11 (periodic jobs) and 10
+ * (rate limits). */
+#define UNDO_15 "ALTER TABLE TQ.jobs DROP COLUMN worker_since;"
+#define UNDO_14 UNDO_15 "DROP INDEX TQ.jobs_ready_group;"
 #define UNDO_13                                                                          \
     UNDO_14                                                                              \
     "DROP TABLE TQ.deps;"                                                                \
@@ -1248,6 +1250,56 @@ static void version_12_store_migrates(void **state)
 /* A store of schema 13 gains the index of each group's ready jobs
  * (migration 14), holding exactly the ready rows with a group, and its
  * per-group limits hold through the claim that walks it. */
+/* A store of version 14 with a job running under a worker's name: after
+ * tq init it runs on, its claim unknown to any registration, so that a
+ * worker taking the name over leaves it to its lease; new claims record
+ * theirs. */
+static void version_14_store_migrates(void **state)
+{
+    (void)state;
+    char url[512];
+    tq *db = store("v14");
+    int64_t ids[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(tq_job_enqueue(&ids[i], db, "q", "j", 1, NULL), 0);
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 1), 0);
+    assert_int_equal(n, 1);
+    tq_job_array_free(jobs, n);
+    tq_close(db);
+    PGconn *c = pg();
+    char *undo = in_schema(UNDO_15, "v14");
+    exec(c, undo);
+    free(undo);
+    exec(c, "UPDATE v14.meta SET value = '14' WHERE key = 'schema_version'");
+    db = upgraded(url, sizeof url, "v14");
+    expect_row(
+        c,
+        "SELECT count(*) FILTER (WHERE state = 'running' AND worker_since IS NULL),"
+        " count(*) FILTER (WHERE state = 'ready') FROM v14.jobs",
+        2, (const char *[]){"1", "1"});
+    check_plans(c, "v14", "q", "store upgraded from 14");
+    tq__claim cl = {.queue = "q",
+                    .order = TQ_FIFO,
+                    .lease_us = 30000000,
+                    .max_attempts = 3,
+                    .max = 5,
+                    .start = 1,
+                    .worker_since = 1700000000000000LL};
+    assert_int_equal(db->engine->exchange(db, "w", NULL, 0, &cl, &jobs, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(jobs[0].id, ids[1]);
+    tq_job_array_free(jobs, n);
+    int64_t back = -1;
+    assert_int_equal(db->engine->rescue(db, "w", 1700000000000000LL, &back), 0);
+    assert_int_equal(back, 1);
+    expect_row(c, "SELECT string_agg(state, ',' ORDER BY id) FROM v14.jobs", 1,
+               (const char *[]){"running,ready"});
+    tq_close(db);
+    PQfinish(c);
+}
+
 static void version_13_store_migrates(void **state)
 {
     (void)state;
@@ -1416,6 +1468,7 @@ int main(void)
         cmocka_unit_test(version_11_store_migrates),
         cmocka_unit_test(version_12_store_migrates),
         cmocka_unit_test(version_13_store_migrates),
+        cmocka_unit_test(version_14_store_migrates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -178,6 +178,11 @@ typedef struct tq__claim {
      * their tokens by no more than they trail that moment. 0 when not
      * known. */
     int64_t rate_wait_us, taken_after_us;
+    /* The claimer's registration (the started_at of its worker's row, which
+     * never repeats for a name: engine worker_register), recorded in each
+     * job it claims, so that a rescue of that registration takes its jobs
+     * and no others of the name; 0: none (tq_job_claim). */
+    int64_t worker_since;
     /* Out, from a limited claim that took jobs: whether the store's queue
      * has a rate limit, whatever rate said (its jobs must then start soon,
      * a limit set since the claimer last read the queue's settings). */
@@ -253,9 +258,10 @@ struct tq__engine {
                     tq__claim *claim, tq_job **out, size_t *out_n);
 
     /* Running jobs back to ready, or dead when out of attempts (a claim
-     * that never started goes back to ready unspent): those held by worker
-     * (any lease) if worker is not NULL, else those whose lease expired. */
-    int (*rescue)(tq *db, const char *worker, int64_t *count);
+     * that never started goes back to ready unspent): those claimed under
+     * worker by its registration since (tq__claim.worker_since; any lease)
+     * if worker is not NULL, else those whose lease expired. */
+    int (*rescue)(tq *db, const char *worker, int64_t since, int64_t *count);
     /* Whether any job of queue is ready (due or not) or running. */
     int (*pending)(tq *db, const char *queue, int *out);
 
@@ -310,13 +316,16 @@ struct tq__engine {
      * expect (a holder the caller found gone): take the name over only if
      * the row is still that holder (same pid, host_id and started_at),
      * else EINUSE, without a message: the caller words it from *holder.
+     * On success w->started_at is the registration's, the store's clock,
+     * and later than any the name had before (the holder's plus 1 at
+     * least): (name, started_at) names one registration forever.
      */
-    int (*worker_register)(tq *db, const tq_worker_info *w, const tq_worker_info *expect,
+    int (*worker_register)(tq *db, tq_worker_info *w, const tq_worker_info *expect,
                            tq_worker_info *holder);
-    /* Refresh the registration's heartbeat, or mark it stopped: only while
-     * the name is still registered to me (same pid, host and host_id);
-     * TQ_EINUSE (without a message) when another process has registered
-     * it since. */
+    /* Refresh the registration's heartbeat and its lease (me->lease_us),
+     * or mark it stopped: only while the name is still registered to me
+     * (same pid, host, host_id and started_at); TQ_EINUSE (without a
+     * message) when another process has registered it since. */
     int (*worker_beat)(tq *db, const tq_worker_info *me);
     int (*worker_stop)(tq *db, const tq_worker_info *me);
     /* 0 while the store the handle opened is still the one its address

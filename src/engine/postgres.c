@@ -553,6 +553,9 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "CREATE INDEX jobs_ready_group ON TQ.jobs (queue, job_group, priority DESC, run_at, "
     "id)"
     "  WHERE state = 'ready' AND job_group IS NOT NULL;",
+    /* 15: the registration that claimed a running job, as SQLite's
+     * migration 15 says (a column without a default: no table rewrite). */
+    "ALTER TABLE TQ.jobs ADD COLUMN worker_since timestamptz;",
 };
 
 /* clang-format off */
@@ -623,9 +626,10 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
 /*
  * A claim: $1 queue, $2 how many, $3 worker, $4 lease, $5 the queue's max
  * attempts as the claimer knows it, $6 true to start the jobs or false to
- * hold them. A start charges the attempt unless the job is out of them (the
- * worker then ends it unrun); so does a hold of a job whose claims ended
- * twice in a rescue with no start recorded (engine.h). A paused queue
+ * hold them, $7 the worker's registration (tq__claim.worker_since) or 0.
+ * A start charges the attempt unless the job is out of them (the worker
+ * then ends it unrun); so does a hold of a job whose claims ended twice in
+ * a rescue with no start recorded (engine.h). A paused queue
  * yields nothing, and so does one with concurrency limits (CLAIM_LIMITED
  * claims there): the NOT EXISTS is uncorrelated, run once per claim.
  */
@@ -772,7 +776,7 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "  FOR UPDATE SKIP LOCKED)"                                                          \
     CLAIM_UPDATE("now()")
 /* The claim of a FIFO or unordered queue for a claimer that runs a group's
- * jobs one after another ($7 of them, tq__claim.chain), as SQLite's
+ * jobs one after another ($8 of them, tq__claim.chain), as SQLite's
  * CLAIM_CHAIN says; here LATERAL keeps each chain in the queue's order,
  * so the first room of cand are the ones to take. */
 #define CLAIM_CHAIN(order_by)                                                            \
@@ -792,10 +796,10 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "    WHERE grp.g IS NOT NULL AND " ROOMY("grp.g")                                    \
     "      AND NOT EXISTS (SELECT 1 FROM slots WHERE slots.g = grp.g)),"                 \
     " cand AS (SELECT c.id FROM slots CROSS JOIN LATERAL (SELECT slots.id AS id"         \
-    "      WHERE slots.g IS NULL UNION ALL " FIRST_DUE("id", "slots.g", "$7") ") c"                      \
+    "      WHERE slots.g IS NULL UNION ALL " FIRST_DUE("id", "slots.g", "$8") ") c"                      \
     "    UNION ALL SELECT c.id FROM (SELECT g FROM walked ORDER BY priority DESC,"       \
     "      run_at, id LIMIT (SELECT room FROM lim)) w"                                   \
-    "    CROSS JOIN LATERAL " FIRST_DUE("id", "w.g", "$7") " c),"                                        \
+    "    CROSS JOIN LATERAL " FIRST_DUE("id", "w.g", "$8") " c),"                                        \
     " picked AS MATERIALIZED " PICK("SELECT id FROM cand"                                \
                                     " LIMIT coalesce((SELECT room FROM lim), 0)") ","   \
     " claimed AS (" CLAIM_UPDATE("(SELECT at FROM lim)") "),"                            \
@@ -841,6 +845,7 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "  started_at = CASE WHEN " CHARGE " THEN " start " END,"                            \
     "  unknown_starts = CASE WHEN " CHARGE " THEN 0 ELSE j.unknown_starts END,"          \
     "  worker = $3,"                                                                     \
+    "  worker_since = CASE WHEN $7::int8 > 0 THEN " TS("$7") " END,"                     \
     "  lease_until = now() + " DUR("$4") ","                                             \
     "  finished_at = NULL"                                                               \
     " FROM picked WHERE j.id = picked.id"                                                \
@@ -1184,7 +1189,8 @@ static const char *const sql[S_COUNT] = {
         " FROM expired WHERE j.id = expired.id",
     [S_RESCUE_WORKER] =
         RESCUE("'worker ' || j.worker || ' restarted while running it'")
-        " WHERE j.state = 'running' AND j.worker = $1 AND j.lease_until IS NOT NULL",
+        " WHERE j.state = 'running' AND j.worker = $1 AND j.lease_until IS NOT NULL"
+        "   AND j.worker_since = " TS("$2"),
     /* Many rows in one statement: payloads as one bytea[] parameter. */
     [S_ENQUEUE_MANY] =
         "INSERT INTO TQ.jobs (queue, payload, priority, run_at, max_attempts, traceparent,"
@@ -1376,7 +1382,7 @@ static const char *const sql[S_COUNT] = {
         "                        lease_us, host_id)"
         " VALUES ($1, $2, $3, now(), now(), NULL, $4, $5)"
         " ON CONFLICT (name) DO NOTHING"
-        " RETURNING 1",
+        " RETURNING " US("started_at"),
     [S_WORKER_GET] =
         "SELECT host, pid,"
         "  (stopped_at IS NULL AND"
@@ -1387,15 +1393,18 @@ static const char *const sql[S_COUNT] = {
         " FOR UPDATE",
     [S_WORKER_PUT] =
         "UPDATE TQ.workers SET"
-        "  host = $2, pid = $3, started_at = now(), heartbeat_at = now(),"
+        "  host = $2, pid = $3, heartbeat_at = now(),"
+        "  started_at = greatest(now(), started_at + interval '1 microsecond'),"
         "  stopped_at = NULL, lease_us = $4, host_id = $5"
-        " WHERE name = $1",
+        " WHERE name = $1"
+        " RETURNING " US("started_at"),
     /* Only the registration that is mine (engine.h). */
-    [S_WORKER_BEAT] = "UPDATE TQ.workers SET heartbeat_at = now() WHERE name = $1"
-                      " AND pid = $2 AND host = $3 AND coalesce(host_id, '') = $4",
+    [S_WORKER_BEAT] = "UPDATE TQ.workers SET heartbeat_at = now(), lease_us = $6"
+                      " WHERE name = $1 AND pid = $2 AND host = $3"
+                      " AND coalesce(host_id, '') = $4 AND started_at = " TS("$5"),
     [S_WORKER_STOP] = "UPDATE TQ.workers SET stopped_at = now(), heartbeat_at = now()"
-                      " WHERE name = $1"
-                      " AND pid = $2 AND host = $3 AND coalesce(host_id, '') = $4",
+                      " WHERE name = $1 AND pid = $2 AND host = $3"
+                      " AND coalesce(host_id, '') = $4 AND started_at = " TS("$5"),
     [S_WORKER_LIST] =
         "SELECT name, host, pid, " US("started_at") ", " US("heartbeat_at") ","
         "  coalesce(" US("stopped_at") ", 0), lease_us,"
@@ -2737,6 +2746,7 @@ static int exchange_send(pipeline *pl, exchange_state *x)
         p_i64(&p, x->claim->lease_us);
         p_i64(&p, x->claim->max_attempts);
         p_text(&p, x->claim->start ? "true" : "false");
+        p_i64(&p, x->claim->worker_since);
         if (!x->rate_after && tq__claim_kind(x->claim) == 2) /* CLAIM_CHAIN */
             p_i64(&p, (int64_t)x->claim->chain);
         rc = pipe_send(pl, claim_stmt(x), &p, 0);
@@ -2982,7 +2992,7 @@ done:
     return 0;
 }
 
-static int pg_rescue(tq *db, const char *worker, int64_t *count)
+static int pg_rescue(tq *db, const char *worker, int64_t since, int64_t *count)
 {
     params p = {0};
     if (worker) {
@@ -2991,6 +3001,7 @@ static int pg_rescue(tq *db, const char *worker, int64_t *count)
          * worker's start read the whole table (tq bench, 100,000 jobs, 16
          * workers: a sequential scan of 100,000 rows each, ~250 ms). */
         p_text(&p, worker);
+        p_i64(&p, since);
         int rc;
         if ((rc = begin(db)) ||
             (rc = run_count(db, S_PLAN, NULL, NULL, "rescuing jobs")) ||
@@ -3402,8 +3413,8 @@ static int pg_finished_since(tq *db, tq_state st, int64_t at, int64_t after_id,
  * then finds its row (READ COMMITTED: each statement sees what committed
  * before it) and locks it.
  */
-static int pg_worker_register(tq *db, const tq_worker_info *w,
-                              const tq_worker_info *expect, tq_worker_info *holder)
+static int pg_worker_register(tq *db, tq_worker_info *w, const tq_worker_info *expect,
+                              tq_worker_info *holder)
 {
     int rc;
     params p = {0};
@@ -3418,10 +3429,12 @@ static int pg_worker_register(tq *db, const tq_worker_info *w,
     PGresult *r = run(db, S_WORKER_NEW, &p, &rc, "registering the worker");
     if (!r)
         goto fail;
-    int fresh = PQntuples(r) == 1;
-    PQclear(r);
-    if (fresh)
+    if (PQntuples(r) == 1) { /* a new name */
+        w->started_at = g_i64(r, 0, 0);
+        PQclear(r);
         return commit(db);
+    }
+    PQclear(r);
     params g = {0};
     p_text(&g, w->name);
     if (!(r = run(db, S_WORKER_GET, &g, &rc, "registering the worker")))
@@ -3442,8 +3455,10 @@ static int pg_worker_register(tq *db, const tq_worker_info *w,
         rc = TQ_EINUSE; /* worded by the caller, from *holder */
         goto fail;
     }
-    if ((rc = run_count(db, S_WORKER_PUT, &p, NULL, "registering the worker")))
+    if (!(r = run(db, S_WORKER_PUT, &p, &rc, "registering the worker")))
         goto fail;
+    w->started_at = PQntuples(r) == 1 ? g_i64(r, 0, 0) : 0;
+    PQclear(r);
     return commit(db);
 fail:
     rollback(db);
@@ -3458,6 +3473,9 @@ static int worker_touch(tq *db, enum stmt_id id, const tq_worker_info *me)
     p_i64(&p, me->pid);
     p_text(&p, me->host);
     p_text(&p, me->host_id);
+    p_i64(&p, me->started_at);
+    if (id == S_WORKER_BEAT)
+        p_i64(&p, me->lease_us);
     int rc = run_count(db, id, &p, &n, "updating the worker");
     return !rc && n == 0 ? TQ_EINUSE : rc; /* worded by the caller */
 }

@@ -486,6 +486,11 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "CREATE INDEX tq_jobs_ready_group"
     "  ON tq_jobs (queue, job_group, priority DESC, run_at, id)"
     "  WHERE job_group IS NOT NULL AND state = 'ready';",
+    /* 15: the registration that claimed a running job (tq__claim.
+     * worker_since: its worker row's started_at), so that a worker taking
+     * over the name of one that is gone puts back that one's jobs alone,
+     * not those an earlier holder of the name may still be running. */
+    "ALTER TABLE tq_jobs ADD COLUMN worker_since INTEGER;",
 };
 
 /* clang-format on */
@@ -528,7 +533,8 @@ static const char *const migrations[SCHEMA_VERSION] = {
 /*
  * A claim: ?1 queue, ?2 now, ?3 how many, ?4 worker, ?5 lease end, ?6 the
  * queue's max attempts as the claimer knows it, ?7 1 to start the jobs or
- * 0 to hold them (and CLAIM_CHAIN's ?8, tq__claim.chain). A start
+ * 0 to hold them (and CLAIM_CHAIN's ?8, tq__claim.chain), ?9 the worker's
+ * registration (tq__claim.worker_since) or NULL. A start
  * charges the attempt unless the job is out of them (the worker then ends
  * it unrun); so does a hold of a job whose claims ended twice in a rescue
  * with no start recorded (engine.h). A paused queue yields nothing, and so
@@ -546,6 +552,7 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  started_at = CASE WHEN " CHARGE " THEN ?2 END,"                                   \
     "  unknown_starts = CASE WHEN " CHARGE " THEN 0 ELSE unknown_starts END,"            \
     "  worker = ?4,"                                                                     \
+    "  worker_since = ?9,"                                                               \
     "  lease_until = ?5,"                                                                \
     "  finished_at = NULL"
 #define CLAIM_RETURNING                                                                  \
@@ -993,7 +1000,7 @@ static const char *const sql[S_COUNT] = {
         " WHERE state = 'running' AND lease_until < ?1",
     [S_RESCUE_WORKER] =
         RESCUE("'worker ' || worker || ' restarted while running it'")
-        " WHERE state = 'running' AND worker = ?2",
+        " WHERE state = 'running' AND worker = ?2 AND worker_since = ?3",
     /* clang-format on */
     [S_ENQUEUE] = "INSERT INTO tq_jobs (queue, payload, priority, run_at,"
                   " max_attempts, created_at, traceparent, job_group)"
@@ -1168,11 +1175,12 @@ static const char *const sql[S_COUNT] = {
                      " heartbeat_at = excluded.heartbeat_at, stopped_at = NULL,"
                      " lease_us = excluded.lease_us, host_id = excluded.host_id",
     /* Only the registration that is mine (engine.h). */
-    [S_WORKER_BEAT] = "UPDATE tq_workers SET heartbeat_at = ?2 WHERE name = ?1"
-                      " AND pid = ?3 AND host = ?4 AND coalesce(host_id, '') = ?5",
+    [S_WORKER_BEAT] = "UPDATE tq_workers SET heartbeat_at = ?2, lease_us = ?7"
+                      " WHERE name = ?1 AND pid = ?3 AND host = ?4"
+                      " AND coalesce(host_id, '') = ?5 AND started_at = ?6",
     [S_WORKER_STOP] = "UPDATE tq_workers SET stopped_at = ?2, heartbeat_at = ?2"
-                      " WHERE name = ?1"
-                      " AND pid = ?3 AND host = ?4 AND coalesce(host_id, '') = ?5",
+                      " WHERE name = ?1 AND pid = ?3 AND host = ?4"
+                      " AND coalesce(host_id, '') = ?5 AND started_at = ?6",
     [S_WORKER_LIST] = "SELECT name, host, pid, started_at, heartbeat_at,"
                       " coalesce(stopped_at, 0), lease_us, coalesce(host_id, '')"
                       " FROM tq_workers ORDER BY name",
@@ -2282,8 +2290,12 @@ static int claim_jobs(tq *db, const char *worker, tq__claim *c, int64_t now,
     sqlite3_bind_int64(s, 5, now + c->lease_us);
     sqlite3_bind_int(s, 6, c->max_attempts);
     sqlite3_bind_int(s, 7, !!c->start);
-    if (sqlite3_bind_parameter_count(s) >= 8) /* CLAIM_CHAIN */
+    if (tq__claim_kind(c) == 2) /* CLAIM_CHAIN */
         sqlite3_bind_int64(s, 8, (sqlite3_int64)c->chain);
+    if (c->worker_since)
+        sqlite3_bind_int64(s, 9, c->worker_since);
+    else
+        sqlite3_bind_null(s, 9);
     const size_t before = *njobs;
     if ((rc = collect_jobs(db, s, &tq__claimed_cols, c->queue, worker, "claiming jobs",
                            jobs, njobs)))
@@ -2338,7 +2350,7 @@ fail:
     return rc;
 }
 
-static int sqlite_rescue(tq *db, const char *worker, int64_t *count)
+static int sqlite_rescue(tq *db, const char *worker, int64_t since, int64_t *count)
 {
     /* The time is taken before the wait for the lock: a rescue decided
      * while the leases still held must not take them once the lock came,
@@ -2353,8 +2365,10 @@ static int sqlite_rescue(tq *db, const char *worker, int64_t *count)
     if (!(s = stmt(db, worker ? S_RESCUE_WORKER : S_RESCUE_EXPIRED, &rc)))
         goto fail;
     sqlite3_bind_int64(s, 1, now);
-    if (worker)
+    if (worker) {
         sqlite3_bind_text(s, 2, worker, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 3, since);
+    }
     if ((rc = run(db, s, "rescuing jobs")))
         goto fail;
     *count = sqlite3_changes(C(db)->h);
@@ -2855,8 +2869,8 @@ static int sqlite_durations(tq *db, const char *queue, size_t limit, int64_t **o
 
 /* ---- workers ----------------------------------------------------------- */
 
-static int sqlite_worker_register(tq *db, const tq_worker_info *w,
-                                  const tq_worker_info *expect, tq_worker_info *holder)
+static int sqlite_worker_register(tq *db, tq_worker_info *w, const tq_worker_info *expect,
+                                  tq_worker_info *holder)
 {
     int rc;
     sqlite3_stmt *s;
@@ -2888,10 +2902,13 @@ static int sqlite_worker_register(tq *db, const tq_worker_info *w,
     }
     if (!(s = stmt(db, S_WORKER_PUT, &rc)))
         goto fail;
+    /* Later than the name's last registration, whatever the clock did. */
+    w->started_at =
+        holder->name[0] && holder->started_at >= now ? holder->started_at + 1 : now;
     sqlite3_bind_text(s, 1, w->name, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, w->host, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, w->pid);
-    sqlite3_bind_int64(s, 4, now);
+    sqlite3_bind_int64(s, 4, w->started_at);
     sqlite3_bind_int64(s, 5, w->lease_us);
     sqlite3_bind_text(s, 6, w->host_id, -1, SQLITE_STATIC);
     if ((rc = run(db, s, "registering the worker")))
@@ -2915,6 +2932,9 @@ static int worker_touch(tq *db, enum stmt_id id, const tq_worker_info *me)
     sqlite3_bind_int64(s, 3, me->pid);
     sqlite3_bind_text(s, 4, me->host, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 5, me->host_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 6, me->started_at);
+    if (sqlite3_bind_parameter_count(s) >= 7)
+        sqlite3_bind_int64(s, 7, me->lease_us);
     if ((rc = run(db, s, "updating the worker")))
         goto fail;
     if (sqlite3_changes(C(db)->h) == 0) {
