@@ -9,16 +9,19 @@
  * that group before any signal sent to the worker's group can reach it
  * (child_exec). That group is the job: when the handler exits, whatever it
  * left running in its group is ended too (worker.c) before the job is
- * acknowledged. A handler does not outlive its worker: if the worker dies
- * (kill -9, a crash), the kernel sends the handler SIGKILL, so a worker
- * restarted under the same name can put the job back at once without it
- * still running (the handler's own children are not reached that way).
+ * acknowledged. A handler's group does not outlive its worker: if the
+ * worker dies (kill -9, a crash), the kernel sends the handler SIGKILL, and
+ * the worker's reaper (reaper.h), told of the group before the handler
+ * execs, sends the whole group SIGKILL, so a worker restarted under the
+ * same name can put the job back at once without any of it still running.
  * The child is started with vfork, as posix_spawn does, so
  * its cost does not grow with the worker's memory; the command's path is
  * resolved once, when the worker starts (tq__command_path).
  */
 #define _GNU_SOURCE /* pipe2, vfork */
 #include "spawn.h"
+
+#include "reaper.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -119,7 +122,8 @@ static const int reset_signals[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
  * restored for the handler.
  */
 _Noreturn static void child_exec(const char *path, char *const *argv, char *const *env,
-                                 const int fds[4], pid_t worker, volatile int *err)
+                                 const int fds[4], pid_t worker, int reaper,
+                                 volatile int *err)
 {
     struct sigaction ign = {.sa_handler = SIG_IGN}, def = {.sa_handler = SIG_DFL};
     sigset_t none;
@@ -130,6 +134,9 @@ _Noreturn static void child_exec(const char *path, char *const *argv, char *cons
         goto fail;
     if (getppid() != worker)
         _exit(127);
+    /* Before anything of the handler runs: its group is the reaper's to
+     * end should the worker die (reaper.h). */
+    tq__reaper_watch(reaper, getpid());
     for (size_t i = 0; i < sizeof reset_signals / sizeof reset_signals[0]; i++) {
         sigaction(reset_signals[i], &ign, NULL);
         sigaction(reset_signals[i], &def, NULL);
@@ -155,7 +162,7 @@ fail:
  * live across vfork. No handler of ours may run in the child, which shares
  * our memory until it execs: every signal is blocked around it. */
 static pid_t spawn(const char *path, char *const *argv, char *const *env,
-                   const int fds[4], volatile int *err, int *fork_errno)
+                   const int fds[4], int reaper, volatile int *err, int *fork_errno)
 {
     sigset_t all, old;
     pid_t self = getpid();
@@ -163,7 +170,7 @@ static pid_t spawn(const char *path, char *const *argv, char *const *env,
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pid_t pid = vfork();
     if (pid == 0)
-        child_exec(path, argv, env, fds, self, err);
+        child_exec(path, argv, env, fds, self, reaper, err);
     *fork_errno = errno;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return pid;
@@ -193,8 +200,8 @@ static int stdout_for_handler(void)
 }
 
 int tq__child_start(tq__child *c, const char *path, const char *const *argv,
-                    const tq_job *job, const char *extra, int capture, char *err,
-                    size_t errlen)
+                    const tq_job *job, const char *extra, int capture, int reaper,
+                    char *err, size_t errlen)
 {
     int in[2] = {-1, -1}, er[2] = {-1, -1}, ctl[2] = {-1, -1}, op[2] = {-1, -1};
     char **env = NULL;
@@ -213,7 +220,8 @@ int tq__child_start(tq__child *c, const char *path, const char *const *argv,
     }
     int fork_errno = 0, out = capture ? op[1] : stdout_for_handler();
     const int fds[TQ__CONTROL_FD + 1] = {in[0], out, er[1], ctl[1]};
-    pid_t pid = spawn(path, (char *const *)argv, env, fds, &child_err, &fork_errno);
+    pid_t pid =
+        spawn(path, (char *const *)argv, env, fds, reaper, &child_err, &fork_errno);
     free(env);
     if (out >= 0)
         close(out); /* op[1] when captured */

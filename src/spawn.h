@@ -45,17 +45,17 @@ typedef struct tq__child {
 } tq__child;
 
 /* Starts the program at path (no shell) with argv in a new process group,
- * with the job's payload on stdin, the write end of a pipe as descriptor 3
- * (its control channel) and TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT, TQ_CONTROL_FD
- * in its environment, and extra ("NAME=value", e.g. TQ_PARENTS) unless
- * NULL. capture: its stdout is a pipe the caller reads as the
- * job's result (tq__child_output), else the caller's stdout. On failure writes the reason
- * into err and returns TQ_EINVAL when the program itself cannot be run (gone, not
- * executable, not a program), TQ_ESYS when the machine said no (descriptors, processes,
- * memory). Neither says anything about the job. */
+ * which it gives the reaper whose socket is reaper (reaper.h; -1: none)
+ * before it execs, with the job's payload on stdin, the write end of a pipe as descriptor
+ * 3 (its control channel) and TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT, TQ_CONTROL_FD in its
+ * environment, and extra ("NAME=value", e.g. TQ_PARENTS) unless NULL. capture: its stdout
+ * is a pipe the caller reads as the job's result (tq__child_output), else the caller's
+ * stdout. On failure writes the reason into err and returns TQ_EINVAL when the program
+ * itself cannot be run (gone, not executable, not a program), TQ_ESYS when the machine
+ * said no (descriptors, processes, memory). Neither says anything about the job. */
 int tq__child_start(tq__child *c, const char *path, const char *const *argv,
-                    const tq_job *job, const char *extra, int capture, char *err,
-                    size_t errlen);
+                    const tq_job *job, const char *extra, int capture, int reaper,
+                    char *err, size_t errlen);
 /* Finds the program a handler command names (in PATH unless name has a
  * '/'), into out: a regular file this process may execute. On failure
  * writes the reason into err and returns TQ_EINVAL. */

@@ -45,6 +45,7 @@
  */
 #define _GNU_SOURCE
 #include "engine/engine.h"
+#include "reaper.h"
 #include "spawn.h"
 
 #include <errno.h>
@@ -238,6 +239,7 @@ struct tq_worker {
     tq_worker_info me; /* the registration: what makes the name mine */
     int name_taken;    /* another process registered the name since */
     int wake[2];       /* self-pipe: stop requests and finished callbacks */
+    tq__reaper reaper; /* command mode: ends the handlers' groups if we die */
     volatile sig_atomic_t stop_requested; /* by tq_worker_stop, or the worker */
     volatile sig_atomic_t stop_asked;     /* tq_worker_stop was called */
     volatile sig_atomic_t stop_now;       /* and called again: no more grace */
@@ -689,6 +691,10 @@ static int refresh_queues(tq_worker *w)
 static void free_slot(slot *s)
 {
     struct tq_worker *owner = s->owner;
+    /* A group still running (the worker is being freed mid-run) stays the
+     * reaper's, which ends it when the worker lets it go. */
+    if (s->child.pid > 0 && s->child.group_done)
+        tq__reaper_forget(&owner->reaper, s->child.pid);
     tq__child_close(&s->child);
     tq__job_clear(&s->job);
     free(s->word_text);
@@ -778,6 +784,7 @@ void tq_worker_free(tq_worker *w)
     free_strv(w->queues);
     free_strv(w->argv);
     free(w->name);
+    tq__reaper_stop(&w->reaper);
     if (w->wake[0] >= 0)
         close(w->wake[0]);
     if (w->wake[1] >= 0)
@@ -946,6 +953,7 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     if (!w)
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
     w->wake[0] = w->wake[1] = -1;
+    w->reaper.fd = -1;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     w->db = db;
@@ -1009,6 +1017,11 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     }
     if (w->handler && (rc = start_threads(w)))
         goto fail;
+    char why[128];
+    if (w->argv && tq__reaper_start(&w->reaper, why, sizeof why)) {
+        rc = tq__seterr(db, TQ_ESYS, "starting the handlers' reaper: %s", why);
+        goto fail;
+    }
     *out = w;
     return 0;
 fail:
@@ -1711,8 +1724,9 @@ static int start_job(tq_worker *w, size_t qi, tq_job *job)
     char *parents = NULL;
     int why = parents_env(w, s, &parents, err, sizeof err);
     if (!why)
-        why = tq__child_start(&s->child, w->path, (const char *const *)w->argv, &s->job,
-                              parents, w->qinfo[qi].results, err, sizeof err);
+        why =
+            tq__child_start(&s->child, w->path, (const char *const *)w->argv, &s->job,
+                            parents, w->qinfo[qi].results, w->reaper.fd, err, sizeof err);
     free(parents);
     if (why) {
         s->release = 1;
