@@ -52,7 +52,8 @@ extern "C" {
     X(ESYS, -13, "system call failed")                                                   \
     X(EFULL, -14, "disk full: the store cannot grow")                                    \
     X(EREFUSED, -15,                                                                     \
-      "the store refused the connection (authentication, no such database)")
+      "the store refused the connection (authentication, no such database)")             \
+    X(EUNKNOWN, -16, "the outcome is unknown: the change may or may not be stored")
 
 enum {
 #define TQ_ERRNO_ENUM(name, code, text) TQ_##name = (code),
@@ -348,6 +349,13 @@ int tq_traceparent_check(const char *value);
  * keeps its key until it ends. opts may be NULL. TQ_EINVAL for a
  * bad queue name, key or option, TQ_ETOOBIG for a payload over the store's
  * limit.
+ * Any other error means nothing was stored, except TQ_EUNKNOWN: the commit
+ * failed in a way that may have stored the job after all, and the library
+ * could not find out (SQLite: the disk kept failing; PostgreSQL: the
+ * connection broke at the commit and, for 15 s, no new one could ask the
+ * server how that transaction ended). *out then holds the id the job has
+ * if it was stored; tq_errmsg says so. A job enqueued with a key can be
+ * enqueued again safely after any failure.
  */
 int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
                    size_t len, const tq_enqueue_opts *opts);
@@ -359,8 +367,9 @@ typedef struct tq_payload {
 
 /*
  * Enqueues n jobs with the same options (no key) in one transaction: all or
- * none. out, if not NULL, receives n ids in order. TQ_EINVAL and
- * TQ_ETOOBIG as tq_job_enqueue.
+ * none. out, if not NULL, receives n ids in order. TQ_EINVAL, TQ_ETOOBIG
+ * and TQ_EUNKNOWN as tq_job_enqueue (with TQ_EUNKNOWN, out holds the ids
+ * the jobs have if they were stored).
  */
 int tq_job_enqueue_batch(int64_t *out, tq *db, const char *queue, const tq_payload *items,
                          size_t n, const tq_enqueue_opts *opts);

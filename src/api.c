@@ -367,11 +367,11 @@ int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
                             o.key);
     }
     free(after);
-    if (rc)
+    if (rc && rc != TQ_EUNKNOWN)
         return rc;
-    if (out)
+    if (out) /* with TQ_EUNKNOWN: the id it has if it is stored */
         *out = id;
-    return dup == 2 ? TQ_REPLACED : dup ? TQ_DUP : 0;
+    return rc ? rc : dup == 2 ? TQ_REPLACED : dup ? TQ_DUP : 0;
 }
 
 int tq_job_enqueue_batch(int64_t *out, tq *db, const char *queue, const tq_payload *items,

@@ -42,6 +42,8 @@ void tq__clearerr(tq *db);
 /* Wall clock in microseconds since the epoch, and a monotonic clock. */
 int64_t tq__now_us(void);
 int64_t tq__mono_us(void);
+/* Sleeps us microseconds (a signal does not cut it short). */
+void tq__sleep_us(int64_t us);
 
 /* Checked allocation helpers: never abort, return NULL on failure. */
 char *tq__strdup(const char *s);

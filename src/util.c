@@ -101,6 +101,13 @@ int64_t tq__mono_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+void tq__sleep_us(int64_t us)
+{
+    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 size_t tq__utf8_seq(const unsigned char *s, size_t n)
 {
     if (n == 0)

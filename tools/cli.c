@@ -41,7 +41,9 @@ const char *cli_reason(tq *db, int rc)
 
 int cli_exit_code(int rc)
 {
-    return rc == TQ_EINVAL || rc == TQ_ETOOBIG ? EXIT_USAGE : EXIT_RUNTIME;
+    return rc == TQ_EINVAL || rc == TQ_ETOOBIG ? EXIT_USAGE
+           : rc == TQ_EUNKNOWN                 ? EXIT_UNKNOWN
+                                               : EXIT_RUNTIME;
 }
 
 const char *cli_url(const char *given)

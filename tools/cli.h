@@ -13,8 +13,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Exit codes: 0 success, 1 a failure at run time, 2 bad usage or input. */
-enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+/* Exit codes: 0 success, 1 a failure at run time (nothing of it done), 2
+ * bad usage or input, 3 an outcome unknown (TQ_EUNKNOWN: a change that may
+ * or may not be stored). */
+enum { EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_UNKNOWN = 3 };
 
 /* Prints "tq CMD: message" on stderr. */
 void cli_error(const char *cmd, const char *fmt, ...)

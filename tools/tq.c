@@ -393,6 +393,82 @@ static int read_stdin(const char *cmd, unsigned char **out, size_t *out_len, siz
     return 0;
 }
 
+/* What --lines did: stored jobs (the ids, when --json), and the batch that
+ * failed (nothing of it stored) or whose outcome is unknown. */
+typedef struct lines_outcome {
+    size_t stored, failed, unknown;
+    int64_t first, last;                 /* of the stored ones */
+    int64_t unknown_first, unknown_last; /* the ids they have if stored */
+    json_t *ids;                         /* --json: every stored id */
+} lines_outcome;
+
+/* One batch's ids into the outcome, as stored. */
+static void lines_stored(lines_outcome *r, const int64_t *ids, size_t n)
+{
+    if (!r->first)
+        r->first = ids[0];
+    r->last = ids[n - 1];
+    for (size_t i = 0; r->ids && i < n; i++)
+        json_array_append_new(r->ids, json_integer(ids[i]));
+    r->stored += n;
+}
+
+/* The outcome on stdout (--json, always) or as the one line on success. A
+ * failure's line (stderr) says the same counts. */
+static int lines_report(lines_outcome *r, int ex)
+{
+    if (r->ids) {
+        json_t *o = json_object();
+        json_object_set_new(o, "count", json_integer((json_int_t)r->stored));
+        json_object_set_new(o, "ids", r->ids);
+        r->ids = NULL;
+        json_object_set_new(o, "failed", json_integer((json_int_t)r->failed));
+        json_object_set_new(o, "unknown", json_integer((json_int_t)r->unknown));
+        json_t *u = json_array();
+        if (r->unknown) {
+            json_array_append_new(u, json_integer(r->unknown_first));
+            json_array_append_new(u, json_integer(r->unknown_last));
+        }
+        json_object_set_new(o, "unknown_ids", u);
+        int jx = cli_print_json(o);
+        return ex ? ex : jx;
+    }
+    if (ex)
+        return ex;
+    if (r->stored == 1)
+        printf("enqueued 1 job: id %lld\n", (long long)r->first);
+    else if (r->stored)
+        printf("enqueued %zu jobs: first id %lld, last id %lld\n", r->stored,
+               (long long)r->first, (long long)r->last);
+    else
+        printf("enqueued 0 jobs\n");
+    return 0;
+}
+
+/* A batch that did not go through: one line with what is known of every
+ * job read so far, and the exit code (EXIT_UNKNOWN when the batch may or
+ * may not be stored). */
+static int lines_failed(tq *db, int rc, lines_outcome *r, const int64_t *ids, size_t n)
+{
+    char stored[96] = "";
+    if (r->stored)
+        snprintf(stored, sizeof stored, " (ids %lld to %lld)", (long long)r->first,
+                 (long long)r->last);
+    if (rc == TQ_EUNKNOWN) {
+        r->unknown = n;
+        r->unknown_first = ids[0];
+        r->unknown_last = ids[n - 1];
+    } else {
+        r->failed = n;
+    }
+    cli_error("enqueue",
+              "%s; %zu job(s) stored before it%s, %zu failed (not stored), "
+              "%zu unknown (may or may not be stored); the rest of the input "
+              "was not read",
+              cli_reason(db, rc), r->stored, stored, r->failed, r->unknown);
+    return cli_exit_code(rc);
+}
+
 /* --lines: one job per line, in transactions of `batch` jobs. Other
  * producers may enqueue meanwhile, so the ids are not a range: said as a
  * count with the first and last, or every one with --json. */
@@ -401,11 +477,11 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo, i
     enum { BATCH = 1000 };
     tq_payload items[BATCH];
     char *lines[BATCH];
-    size_t n = 0, total = 0;
-    int64_t first = 0, last = 0, ids[BATCH];
+    size_t n = 0;
+    int64_t ids[BATCH];
     cli_lines in = {.in = stdin};
     int ex = 0;
-    json_t *all = json ? json_array() : NULL;
+    lines_outcome r = {.ids = json ? json_array() : NULL};
     /* On a terminal: the jobs so far, and how far into the input when it is
      * a file. */
     cli_progress pr;
@@ -420,7 +496,7 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo, i
         int more = cli_lines_next(&in, &line, &len);
         if (more < 0) {
             cli_error("enqueue", "reading stdin: %s; %zu jobs were enqueued before it",
-                      strerror(errno), total);
+                      strerror(errno), r.stored);
             ex = EXIT_RUNTIME;
             break;
         }
@@ -429,7 +505,7 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo, i
                 cli_error("enqueue",
                           "line %zu is over the payload limit of %d bytes; "
                           "%zu jobs were enqueued before it",
-                          in.lineno, TQ_PAYLOAD_MAX_DEFAULT, total);
+                          in.lineno, TQ_PAYLOAD_MAX_DEFAULT, r.stored);
                 ex = EXIT_USAGE;
                 break;
             }
@@ -448,24 +524,17 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo, i
             for (size_t i = 0; i < n; i++)
                 free(lines[i]);
             if (rc) {
-                cli_error("enqueue", "%s; %zu job(s) were enqueued before the failure",
-                          cli_reason(db, rc), total);
-                ex = cli_exit_code(rc);
+                ex = lines_failed(db, rc, &r, ids, n);
                 n = 0;
                 break;
             }
-            if (!first)
-                first = ids[0];
-            last = ids[n - 1];
-            for (size_t i = 0; all && i < n; i++)
-                json_array_append_new(all, json_integer(ids[i]));
-            total += n;
+            lines_stored(&r, ids, n);
             n = 0;
             char how_far[48] = "";
             if (size > 0)
                 snprintf(how_far, sizeof how_far, "%d%% of the input",
                          (int)(read_bytes >= size ? 100 : read_bytes * 100 / size));
-            cli_progress_show(&pr, (int64_t)total, -1, how_far);
+            cli_progress_show(&pr, (int64_t)r.stored, -1, how_far);
         }
         if (!more)
             break;
@@ -474,22 +543,8 @@ static int enqueue_lines(tq *db, const char *queue, const tq_enqueue_opts *eo, i
         free(lines[i]);
     cli_lines_free(&in);
     cli_progress_end(&pr);
-    if (!ex && all) {
-        json_t *o = json_object();
-        json_object_set_new(o, "count", json_integer((json_int_t)total));
-        json_object_set_new(o, "ids", all);
-        all = NULL;
-        ex = cli_print_json(o);
-    } else if (!ex) {
-        if (total == 1)
-            printf("enqueued 1 job: id %lld\n", (long long)first);
-        else if (total)
-            printf("enqueued %zu jobs: first id %lld, last id %lld\n", total,
-                   (long long)first, (long long)last);
-        else
-            printf("enqueued 0 jobs\n");
-    }
-    json_decref(all);
+    ex = lines_report(&r, ex);
+    json_decref(r.ids);
     return ex;
 }
 
@@ -645,6 +700,12 @@ static int enqueue_one(tq *db, const char *queue, const void *data, size_t len,
 {
     int64_t id = 0;
     int rc = tq_job_enqueue(&id, db, queue, data, len, eo);
+    if (rc == TQ_EUNKNOWN && json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_integer(id));
+        json_object_set_new(o, "unknown", json_true());
+        cli_print_json(o);
+    }
     if (rc && rc != TQ_DUP && rc != TQ_REPLACED)
         return cli_fail("enqueue", db, rc);
     if (json) {

@@ -554,8 +554,20 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "id)"
     "  WHERE state = 'ready' AND job_group IS NOT NULL;",
     /* 15: the registration that claimed a running job, as SQLite's
-     * migration 15 says (a column without a default: no table rewrite). */
-    "ALTER TABLE TQ.jobs ADD COLUMN worker_since timestamptz;",
+     * migration 15 says (a column without a default: no table rewrite).
+     * And producers may read when a job was created: an enqueue whose
+     * COMMIT lost the connection looks for its rows by their ids and
+     * creation time (enqueue_settle). */
+    "ALTER TABLE TQ.jobs ADD COLUMN worker_since timestamptz;"
+    "DO $g$ DECLARE r record; BEGIN"
+    " FOR r IN SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+    "  ELSE a.grantee::regrole::text END AS role"
+    "  FROM pg_attribute t, aclexplode(t.attacl) a"
+    "  WHERE t.attrelid = 'TQ.jobs'::regclass AND t.attname = 'claims'"
+    "   AND a.privilege_type = 'SELECT' LOOP"
+    "  EXECUTE format('GRANT SELECT (created_at) ON TQ.jobs TO %s', r.role);"
+    " END LOOP;"
+    "END $g$;",
 };
 
 /* clang-format off */
@@ -621,7 +633,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
 #define REPLACE_READY                                                                    \
     " DO UPDATE SET payload = EXCLUDED.payload, run_at = EXCLUDED.run_at,"               \
     " priority = EXCLUDED.priority WHERE j.state = 'ready'"                              \
-    " RETURNING id, xmax = 0"
+    " RETURNING id, xmax = 0, " US("now()")
 
 /*
  * A claim: $1 queue, $2 how many, $3 worker, $4 lease, $5 the queue's max
@@ -1200,7 +1212,7 @@ static const char *const sql[S_COUNT] = {
         "        $6::int4, $7::text, $8::text"
         " FROM unnest($2::bytea[]) WITH ORDINALITY AS p (payload, n)"
         " ORDER BY p.n"
-        " RETURNING id",
+        " RETURNING id, " US("now()"),
     /* Keyed: $9 the key, $10 how long it holds at most (0: no limit), $11
      * the scope of a unique_key (migration 7). A conflict target names its
      * index's predicate word for word, and so does the look-up of the kept
@@ -1208,10 +1220,10 @@ static const char *const sql[S_COUNT] = {
      * same statement as the insert it replaces, and says which happened
      * (xmax is 0 in a row this statement inserted). */
     [S_ENQUEUE_KEY] = ENQUEUE_KEYED("dedup_key", "", "", "dedup_key IS NOT NULL",
-                                    " DO NOTHING RETURNING id"),
+                                    " DO NOTHING RETURNING id, " US("now()")),
     [S_FIND_KEY] = "SELECT id FROM TQ.jobs WHERE queue = $1 AND dedup_key = $2",
     [S_ENQUEUE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $11",
-                                     UNIQUE_HELD, " DO NOTHING RETURNING id"),
+                                     UNIQUE_HELD, " DO NOTHING RETURNING id, " US("now()")),
     [S_FIND_UKEY] = "SELECT id FROM TQ.jobs WHERE queue = $1 AND unique_key = $2"
                     " AND " UNIQUE_HELD,
     [S_REPLACE_KEY] = ENQUEUE_KEYED("dedup_key", "", "", "dedup_key IS NOT NULL",
@@ -1945,8 +1957,8 @@ static const char *const grants_producer[] = {
     "GRANT USAGE ON SCHEMA %1$I TO %2$I",
     "GRANT SELECT ON %1$I.meta TO %2$I",
     "GRANT INSERT ON %1$I.jobs TO %2$I",
-    "GRANT SELECT (id, queue, dedup_key, unique_key, unique_scope, state, claims)"
-    " ON %1$I.jobs TO %2$I",
+    "GRANT SELECT (id, queue, dedup_key, unique_key, unique_scope, state, claims,"
+    " created_at) ON %1$I.jobs TO %2$I",
     "GRANT INSERT (name) ON %1$I.queues TO %2$I",
     "GRANT EXECUTE ON FUNCTION %1$I.expire_key(text, text) TO %2$I",
     "GRANT INSERT ON %1$I.deps TO %2$I",
@@ -2257,11 +2269,82 @@ out:
     return rc;
 }
 
+static int pg_reconnect(tq *db);
+
+/* How long an enqueue whose COMMIT lost the connection keeps trying to
+ * learn its outcome (enqueue_settle): a server restarting after a crash is
+ * back within it. */
+#define SETTLE_US 15000000LL
+
+/*
+ * An enqueue whose COMMIT lost the connection (TQ_ECONN, fail) may have
+ * been stored: the server may have committed before the connection broke,
+ * or may still be committing. A new connection finds out. First, whether
+ * the old session (its pid) is still in that transaction (the one that
+ * began at began, the now() its insert returned): then it is ended, and
+ * asked again. Once it is not, the transaction is over, and its rows say
+ * how: the n jobs ids[0] to ids[n-1] of queue, created at began, are there
+ * (stored: 0) or not (nothing was stored: fail). Their ids alone would not
+ * do: after a crash the server may hand out the same ids (and transaction
+ * ids) again, to someone else. Until SETTLE_US have passed without an
+ * answer (the server unreachable): TQ_EUNKNOWN.
+ */
+static int enqueue_settle(tq *db, int fail, int pid, int64_t began, const char *queue,
+                          const int64_t *ids, size_t n)
+{
+    char first[sizeof db->errmsg], p[16], b[24], lo[24], hi[24];
+    memcpy(first, db->errmsg, sizeof first);
+    snprintf(p, sizeof p, "%d", pid);
+    snprintf(b, sizeof b, "%lld", (long long)began);
+    snprintf(lo, sizeof lo, "%lld", (long long)ids[0]);
+    snprintf(hi, sizeof hi, "%lld", (long long)ids[n - 1]);
+    const char *old[] = {p, b}, *rows[] = {lo, hi, queue, b};
+    const int64_t until = tq__mono_us() + SETTLE_US;
+    for (int64_t pause = 20000;; pause = pause < 640000 ? 2 * pause : pause) {
+        PGresult *r = NULL;
+        if (!pg_reconnect(db) &&
+            !exec_params(db,
+                         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                         " WHERE pid = $1::int AND xact_start = " TS("$2"),
+                         2, old, &r, "ending the session left behind")) {
+            const int running = atoi(PQgetvalue(r, 0, 0)) > 0;
+            PQclear(r);
+            r = NULL;
+            if (!running && !exec_params(db,
+                                         "SELECT count(*) FROM TQ.jobs"
+                                         " WHERE id BETWEEN $1::int8 AND $2::int8"
+                                         " AND queue = $3 AND created_at = " TS("$4"),
+                                         4, rows, &r, "looking for the jobs")) {
+                const int64_t found = atoll(PQgetvalue(r, 0, 0));
+                PQclear(r);
+                if (found == (int64_t)n) {
+                    tq__clearerr(db);
+                    return 0;
+                }
+                if (found == 0) {
+                    tq__seterr(db, fail, "%s; nothing was stored", first);
+                    return fail;
+                }
+                break;
+            }
+        }
+        if (tq__mono_us() + pause > until)
+            break;
+        tq__sleep_us(pause);
+    }
+    return tq__seterr(db, TQ_EUNKNOWN,
+                      "%s; the jobs may or may not be stored (ids %lld to %lld): "
+                      "enqueue with a key to retry safely",
+                      first, (long long)ids[0], (long long)ids[n - 1]);
+}
+
 static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t n,
                       const tq_enqueue_opts *o, int64_t *ids, int *dup)
 {
     int rc;
     params p;
+    int64_t began = 0; /* the transaction's now(), which its rows carry */
+    const int pid = PQbackendPID(C(db)->pg);
     *dup = 0;
     if ((rc = begin(db)))
         return rc;
@@ -2291,6 +2374,8 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
         ids[0] = PQntuples(r) ? g_i64(r, 0, 0) : 0;
         if (ids[0] && replace && !g_i64(r, 0, 1))
             *dup = 2;
+        if (ids[0])
+            began = g_i64(r, 0, replace ? 2 : 1);
         PQclear(r);
         if (ids[0] == 0) {
             memset(&p, 0, sizeof p);
@@ -2303,7 +2388,10 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
             PQclear(r);
             *dup = 1;
         }
-        return commit(db);
+        /* A duplicate stored nothing new: a retry is safe, as keyed ones are. */
+        if ((rc = commit(db)) == TQ_ECONN && began && !*dup)
+            rc = enqueue_settle(db, rc, pid, began, queue, ids, 1);
+        return rc;
     }
     if (o->nafter && (rc = add_parents(db, NULL, 0, o)))
         goto fail;
@@ -2332,6 +2420,8 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
         /* Identity values grow in insertion order, which is the array's. */
         for (size_t i = 0; i < k; i++)
             ids[at + i] = g_i64(r, (int)i, 0);
+        if (k)
+            began = g_i64(r, 0, 1);
         PQclear(r);
         for (size_t i = 1; i < k; i++)
             for (size_t j = i; j > 0 && ids[at + j - 1] > ids[at + j]; j--) {
@@ -2342,7 +2432,9 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
     }
     if (o->nafter && (rc = add_parents(db, ids, n, o)))
         goto fail;
-    return commit(db);
+    if ((rc = commit(db)) == TQ_ECONN && began)
+        rc = enqueue_settle(db, rc, pid, began, queue, ids, n);
+    return rc;
 fail:
     rollback(db);
     return rc;

@@ -799,6 +799,8 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
 enum stmt_id {
     S_BEGIN,
     S_COMMIT,
+    S_ENQUEUED,
+    S_BARRIER,
     S_ROLLBACK,
     S_CLAIM_FIFO,
     S_CLAIM_LIFO,
@@ -899,6 +901,13 @@ enum stmt_id {
 static const char *const sql[S_COUNT] = {
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
+    /* After an enqueue's COMMIT failed (enqueue_settle): how many of its
+     * rows are there, and a write whose commit makes sure they never will
+     * be. */
+    [S_ENQUEUED] = "SELECT count(*) FROM tq_jobs WHERE id BETWEEN ?1 AND ?2"
+                   " AND queue = ?3 AND created_at = ?4",
+    [S_BARRIER] = "INSERT OR REPLACE INTO tq_meta (key, value)"
+                  " VALUES ('commit_barrier', ?1)",
     [S_ROLLBACK] = "ROLLBACK",
     [S_CLAIM_FIFO] = CLAIM(" ORDER BY priority DESC, run_at, id"),
     [S_CLAIM_LIFO] = CLAIM(" ORDER BY priority DESC, id DESC"),
@@ -1923,6 +1932,77 @@ static int add_parents(tq *db, int64_t child, const tq_enqueue_opts *o, int chec
     return rc;
 }
 
+#define SETTLE_TRIES 3
+
+/*
+ * An enqueue's COMMIT that failed may still have stored its jobs: a WAL
+ * commit writes its frames, commit frame last, then syncs them, and a
+ * failed sync leaves a whole transaction in the WAL file that no
+ * connection sees (the WAL index never counted it) but that a later
+ * recovery of the WAL, once every connection has closed, replays. The next
+ * transaction to commit writes over those frames and breaks their checksum
+ * chain, after which they are gone for good. So a failed COMMIT of n jobs
+ * (ids[0] to ids[n-1], contiguous: one writer) made at created is settled
+ * by one more write transaction, holding the write lock, so that no one
+ * commits or recovers meanwhile: if the jobs are visible they are stored
+ * (0); if not, a small write is committed, and once that commit succeeds
+ * they never will be: the COMMIT's error stands (fail). When that write
+ * cannot commit either (SETTLE_TRIES times), the jobs may or may not be
+ * stored: TQ_EUNKNOWN, unless the first failure was a write that found no
+ * room or failed (the commit frame, written last, then never became whole).
+ */
+static int enqueue_settle(tq *db, int fail, const char *queue, const int64_t *ids,
+                          size_t n, int64_t created)
+{
+    sqlite3 *h = C(db)->h;
+    const int ext = sqlite3_extended_errcode(h);
+    const int written = ext != SQLITE_FULL && ext != SQLITE_IOERR_WRITE &&
+                        sqlite3_system_errno(h) != ENOSPC;
+    char first[sizeof db->errmsg];
+    memcpy(first, db->errmsg, sizeof first);
+    /* A few tries: a write that fails now and then may pass the next time. */
+    for (int tries = 0; tries < SETTLE_TRIES; tries++) {
+        rollback(db);
+        int rc = begin(db);
+        int64_t found = -1;
+        sqlite3_stmt *s;
+        if (!rc && (s = stmt(db, S_ENQUEUED, &rc))) {
+            sqlite3_bind_int64(s, 1, ids[0]);
+            sqlite3_bind_int64(s, 2, ids[n - 1]);
+            sqlite3_bind_text(s, 3, queue, -1, SQLITE_STATIC);
+            sqlite3_bind_int64(s, 4, created);
+            int src = sqlite3_step(s);
+            if (src == SQLITE_ROW)
+                found = sqlite3_column_int64(s, 0);
+            else
+                rc = fail_rc(db, src, "looking for the jobs");
+            done_with(s);
+        }
+        if (found == (int64_t)n) { /* the commit went through after all */
+            rollback(db);
+            tq__clearerr(db);
+            return 0;
+        }
+        if (found == 0 && (s = stmt(db, S_BARRIER, &rc))) {
+            sqlite3_bind_int64(s, 1, tq__now_us());
+            if (!(rc = run(db, s, "writing after the failed commit")) &&
+                !(rc = commit(db))) {
+                tq__seterr(db, fail, "%s; nothing was stored", first);
+                return fail;
+            }
+        }
+    }
+    rollback(db);
+    if (!written) {
+        tq__seterr(db, fail, "%s", first);
+        return fail;
+    }
+    return tq__seterr(db, TQ_EUNKNOWN,
+                      "%s; the jobs may or may not be stored (ids %lld to %lld): "
+                      "enqueue with a key to retry safely",
+                      first, (long long)ids[0], (long long)ids[n - 1]);
+}
+
 static int sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, size_t n,
                           const tq_enqueue_opts *o, int64_t *ids, int *dup)
 {
@@ -1938,7 +2018,10 @@ static int sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, si
     if (o->key && n == 1) {
         if ((rc = enqueue_keyed(db, queue, &items[0], o, now, run_at, ids, dup)))
             goto fail;
-        return commit(db);
+        /* A duplicate inserted nothing: a retry is safe, as keyed ones are. */
+        if ((rc = commit(db)) && !*dup)
+            rc = enqueue_settle(db, rc, queue, ids, 1, now);
+        return rc;
     }
     if (!(s = stmt(db, S_ENQUEUE, &rc)))
         goto fail;
@@ -1957,7 +2040,9 @@ static int sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, si
     for (size_t i = 0; i < n && o->nafter; i++)
         if ((rc = add_parents(db, ids[i], o, i > 0)))
             goto fail;
-    return commit(db);
+    if ((rc = commit(db)) && n)
+        rc = enqueue_settle(db, rc, queue, ids, n, now);
+    return rc;
 fail:
     rollback(db);
     return rc;

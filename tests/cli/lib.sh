@@ -165,7 +165,8 @@ history_check() {
 
 # faulty P ERRNO CMD...: runs CMD with each of its writes (pwrite) and
 # syncs (fdatasync, fsync) failing with probability P (0 to 1) and errno
-# ERRNO (5 EIO, 28 ENOSPC), by libfiu's POSIX preload library. This is what
+# ERRNO (5 EIO, 28 ENOSPC), by libfiu's POSIX preload library; only those
+# of $FAULT_POINTS when set (say "sync/fdatasync sync/fsync"). This is what
 # fiu-run -x does, written out so that a sanitized tq gets its runtime
 # loaded first (and LeakSanitizer ignores the preload library's own
 # allocation).
@@ -175,7 +176,7 @@ faulty() {
     [ -e $fiu/fiu_posix_preload.so ] || fail "libfiu is missing: scripts/deps.sh installs fiu-utils"
     asan=$(ldd "$TQ" | awk '/libasan/ { print $3 }')
     echo "leak:fiu_run_preload.so" >"$T/lsan.supp"
-    for point in rw/pwrite sync/fdatasync sync/fsync; do
+    for point in ${FAULT_POINTS:-rw/pwrite sync/fdatasync sync/fsync}; do
         enable+="enable_random name=posix/io/$point,probability=$p,failinfo=$e"$'\n'
     done
     # (symbolize=0: the suppression matches the module; symbolizing every

@@ -14,8 +14,8 @@ wait_for 10 sh -c "[ \$('$TQ' show $id --json | jq .attempts) = 1 ]"
 expect_eq "$(job "$id" state)" running "before the crash"
 kill -9 "$w"
 wait_rc "$w"
-# The handler (sh) dies with its worker, so the restart below can put the
-# job back at once; the sleep it started is its own, and ours to end.
+# The handler (sh) and what it started die with their worker, so the restart can put the
+# job back at once (what is left is ended here all the same).
 h=$(head -1 "$T/handler.pids")
 gone() { [ ! -e "/proc/$1" ] || grep -q '^[0-9]* (.*) Z ' "/proc/$1/stat"; }
 wait_for 5 gone "$h"
