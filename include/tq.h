@@ -699,6 +699,9 @@ typedef struct tq_worker_info {
     int64_t started_at, heartbeat_at, stopped_at; /* stopped_at 0: not stopped */
     int64_t lease_us; /* heartbeat older than this: the worker is gone */
     int alive;        /* heartbeat fresher than lease_us and not stopped */
+    /* The process (a command-mode worker's) that ends the worker's handler
+     * groups when the worker dies; 0: none. */
+    int64_t reaper_pid;
 } tq_worker_info;
 
 int tq_worker_list(tq_worker_info **out, size_t *out_n, tq *db);

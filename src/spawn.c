@@ -232,8 +232,10 @@ int tq__child_start(tq__child *c, const char *path, const char *const *argv,
     if (pid < 0 || child_err) {
         int e = pid < 0 ? fork_errno : child_err;
         snprintf(err, errlen, "cannot start '%s': %s", argv[0], strerror(e));
-        if (pid > 0)
+        if (pid > 0) { /* it told the reaper of its group before exec failed */
             waitpid(pid, NULL, 0);
+            tq__reaper_forget(reaper, pid);
+        }
         close(in[1]);
         close(er[0]);
         close(ctl[0]);

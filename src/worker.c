@@ -694,7 +694,7 @@ static void free_slot(slot *s)
     /* A group still running (the worker is being freed mid-run) stays the
      * reaper's, which ends it when the worker lets it go. */
     if (s->child.pid > 0 && s->child.group_done)
-        tq__reaper_forget(&owner->reaper, s->child.pid);
+        tq__reaper_forget(owner->reaper.fd, s->child.pid);
     tq__child_close(&s->child);
     tq__job_clear(&s->job);
     free(s->word_text);
@@ -819,16 +819,42 @@ static void host_identity(char *buf, size_t len)
     snprintf(buf, len, "%s/%s", boot, ns);
 }
 
+/* Whether process pid runs no more: none exists, or it is a zombie. */
+static int process_gone(int64_t pid)
+{
+    if (kill((pid_t)pid, 0) == -1)
+        return errno == ESRCH;
+    char path[40], stat[256] = "";
+    snprintf(path, sizeof path, "/proc/%lld/stat", (long long)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    const char *paren = strrchr(stat, ')');
+    return paren && paren[1] == ' ' && paren[2] == 'Z';
+}
+
 /* Whether the registered holder of a name is provably gone: it ran where
  * this process can see its PID (the same host_id) and no such process
- * exists. Otherwise only its heartbeat's age counts. (A reused pid makes us
- * wait for the lease instead.) */
+ * runs, nor its reaper (reaper.h): once the reaper is gone too, every
+ * handler group it knew has been sent SIGKILL. A reaper outlives its worker
+ * by a moment: it is given REAPER_WAIT_US. Otherwise only the heartbeat's
+ * age counts. (A reused pid makes us wait for the lease instead.) */
+#define REAPER_WAIT_US 2000000LL
 static int holder_is_dead(const tq_worker_info *h, const char *host_id)
 {
     if (!host_id[0] || strcmp(h->host_id, host_id) != 0 || h->pid <= 0 ||
-        h->pid == getpid())
+        h->pid == getpid() || !process_gone(h->pid))
         return 0;
-    return kill((pid_t)h->pid, 0) == -1 && errno == ESRCH;
+    const int64_t until = tq__mono_us() + REAPER_WAIT_US;
+    while (h->reaper_pid > 0 && !process_gone(h->reaper_pid)) {
+        if (tq__mono_us() > until)
+            return 0;
+        tq__sleep_us(10000);
+    }
+    return 1;
 }
 
 /* The options, before anything is allocated: TQ_EINVAL and why. path gets
@@ -878,6 +904,7 @@ static int register_name(tq_worker *w, const char *host)
     host_identity(info.host_id, sizeof info.host_id);
     info.pid = getpid();
     info.lease_us = w->lease_us;
+    info.reaper_pid = w->reaper.pid;
     tq_worker_info holder;
     rc = db->engine->worker_register(db, &info, NULL, &holder);
     /* Whether the name's previous holder is provably gone: it stopped, or
@@ -1007,6 +1034,12 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     /* Every later wait for the store is bounded, registering included. */
     if ((rc = set_wait_limit(w)))
         goto fail;
+    /* Before the registration, which names it. */
+    char why[128];
+    if (w->argv && tq__reaper_start(&w->reaper, why, sizeof why)) {
+        rc = tq__seterr(db, TQ_ESYS, "starting the handlers' reaper: %s", why);
+        goto fail;
+    }
 
     if ((rc = register_name(w, host)))
         goto fail;
@@ -1017,11 +1050,6 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     }
     if (w->handler && (rc = start_threads(w)))
         goto fail;
-    char why[128];
-    if (w->argv && tq__reaper_start(&w->reaper, why, sizeof why)) {
-        rc = tq__seterr(db, TQ_ESYS, "starting the handlers' reaper: %s", why);
-        goto fail;
-    }
     *out = w;
     return 0;
 fail:
@@ -2713,6 +2741,32 @@ static int store_unavailable(tq_worker *w, const pass *p, int *leave)
 /* Now and then: the store is still the one opened, the queues' settings
  * (held jobs of a paused queue go back), and the bound on every wait for
  * the store. */
+/* Command mode: a reaper that died (killed by hand, by the OOM killer) is
+ * replaced, and told of the groups running now; the next heartbeat names
+ * the new one. */
+static void keep_reaper(tq_worker *w)
+{
+    if (!w->argv || !tq__reaper_gone(&w->reaper))
+        return;
+    tq__reaper_stop(&w->reaper);
+    char why[128];
+    if (tq__reaper_start(&w->reaper, why, sizeof why)) {
+        worker_log(w, TQ_LOG_WARN,
+                   "the handlers' reaper is gone and cannot be started again (%s): a "
+                   "crash of this worker would leave its handlers' processes running",
+                   why);
+        w->me.reaper_pid = 0;
+        return;
+    }
+    worker_log(w, TQ_LOG_WARN, "the handlers' reaper was gone: started a new one");
+    w->me.reaper_pid = w->reaper.pid;
+    for (int i = 0; i < w->concurrency; i++) {
+        const tq__child *c = &w->slots[i].child;
+        if (w->slots[i].state == SLOT_RUNNING && c->pid > 0 && !c->group_done)
+            tq__reaper_watch(w->reaper.fd, c->pid);
+    }
+}
+
 static int maintain_settings(tq_worker *w, const pass *p)
 {
     tq *db = w->db;
@@ -2721,6 +2775,7 @@ static int maintain_settings(tq_worker *w, const pass *p)
         if ((rc = db->engine->same_store(db)) || (rc = ride_out(w, refresh_queues(w))) ||
             (rc = release_unstartable(w)))
             return rc;
+        keep_reaper(w);
         w->last_refresh = p->now;
     }
     return ride_out(w, set_wait_limit(w));

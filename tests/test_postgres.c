@@ -921,7 +921,9 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
 /* Undo migrations 15 (the claiming registration), 14 (the group index),
  * 13 (dependencies), 12 (the control channel), 11 (periodic jobs) and 10
  * (rate limits). */
-#define UNDO_15 "ALTER TABLE TQ.jobs DROP COLUMN worker_since;"
+#define UNDO_15                                                                          \
+    "ALTER TABLE TQ.jobs DROP COLUMN worker_since;"                                      \
+    "ALTER TABLE TQ.workers DROP COLUMN reaper_pid;"
 #define UNDO_14 UNDO_15 "DROP INDEX TQ.jobs_ready_group;"
 #define UNDO_13                                                                          \
     UNDO_14                                                                              \

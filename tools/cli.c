@@ -381,6 +381,7 @@ json_t *cli_worker_json(const tq_worker_info *w)
     json_object_set_new(o, "name", cli_json_text(w->name));
     json_object_set_new(o, "host", cli_json_text(w->host));
     json_object_set_new(o, "pid", json_integer(w->pid));
+    json_object_set_new(o, "reaper_pid", json_integer(w->reaper_pid));
     json_object_set_new(o, "status", json_string(cli_worker_status(w)));
     json_object_set_new(o, "started_at", cli_json_time(w->started_at));
     json_object_set_new(o, "heartbeat_at", cli_json_time(w->heartbeat_at));

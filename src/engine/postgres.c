@@ -559,6 +559,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
      * COMMIT lost the connection looks for its rows by their ids and
      * creation time (enqueue_settle). */
     "ALTER TABLE TQ.jobs ADD COLUMN worker_since timestamptz;"
+    "ALTER TABLE TQ.workers ADD COLUMN reaper_pid int8;"
     "DO $g$ DECLARE r record; BEGIN"
     " FOR r IN SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
     "  ELSE a.grantee::regrole::text END AS role"
@@ -1391,8 +1392,8 @@ static const char *const sql[S_COUNT] = {
      * read, then taken over (pg_worker_register). */
     [S_WORKER_NEW] =
         "INSERT INTO TQ.workers (name, host, pid, started_at, heartbeat_at, stopped_at,"
-        "                        lease_us, host_id)"
-        " VALUES ($1, $2, $3, now(), now(), NULL, $4, $5)"
+        "                        lease_us, host_id, reaper_pid)"
+        " VALUES ($1, $2, $3, now(), now(), NULL, $4, $5, $6)"
         " ON CONFLICT (name) DO NOTHING"
         " RETURNING " US("started_at"),
     [S_WORKER_GET] =
@@ -1400,18 +1401,19 @@ static const char *const sql[S_COUNT] = {
         "  (stopped_at IS NULL AND"
         "   heartbeat_at > now() - lease_us * interval '1 microsecond'),"
         "  coalesce(host_id, ''), " US("started_at") ", " US("heartbeat_at") ","
-        "  coalesce(" US("stopped_at") ", 0), lease_us"
+        "  coalesce(" US("stopped_at") ", 0), lease_us, coalesce(reaper_pid, 0)"
         " FROM TQ.workers WHERE name = $1"
         " FOR UPDATE",
     [S_WORKER_PUT] =
         "UPDATE TQ.workers SET"
         "  host = $2, pid = $3, heartbeat_at = now(),"
         "  started_at = greatest(now(), started_at + interval '1 microsecond'),"
-        "  stopped_at = NULL, lease_us = $4, host_id = $5"
+        "  stopped_at = NULL, lease_us = $4, host_id = $5, reaper_pid = $6"
         " WHERE name = $1"
         " RETURNING " US("started_at"),
     /* Only the registration that is mine (engine.h). */
-    [S_WORKER_BEAT] = "UPDATE TQ.workers SET heartbeat_at = now(), lease_us = $6"
+    [S_WORKER_BEAT] = "UPDATE TQ.workers SET heartbeat_at = now(), lease_us = $6,"
+                      " reaper_pid = $7"
                       " WHERE name = $1 AND pid = $2 AND host = $3"
                       " AND coalesce(host_id, '') = $4 AND started_at = " TS("$5"),
     [S_WORKER_STOP] = "UPDATE TQ.workers SET stopped_at = now(), heartbeat_at = now()"
@@ -1422,7 +1424,7 @@ static const char *const sql[S_COUNT] = {
         "  coalesce(" US("stopped_at") ", 0), lease_us,"
         "  (stopped_at IS NULL AND"
         "   heartbeat_at > now() - lease_us * interval '1 microsecond'),"
-        "  coalesce(host_id, '')"
+        "  coalesce(host_id, ''), coalesce(reaper_pid, 0)"
         " FROM TQ.workers ORDER BY name",
     /* Gone since its heartbeat's lease ran out, or since it stopped. */
     [S_WORKER_PRUNE] =
@@ -3516,6 +3518,7 @@ static int pg_worker_register(tq *db, tq_worker_info *w, const tq_worker_info *e
     p_i64(&p, w->pid);
     p_i64(&p, w->lease_us);
     p_text(&p, w->host_id);
+    p_i64(&p, w->reaper_pid);
     if ((rc = begin(db)))
         return rc;
     PGresult *r = run(db, S_WORKER_NEW, &p, &rc, "registering the worker");
@@ -3541,6 +3544,7 @@ static int pg_worker_register(tq *db, tq_worker_info *w, const tq_worker_info *e
         holder->heartbeat_at = g_i64(r, 0, 5);
         holder->stopped_at = g_i64(r, 0, 6);
         holder->lease_us = g_i64(r, 0, 7);
+        holder->reaper_pid = g_i64(r, 0, 8);
     }
     PQclear(r);
     if (holder->name[0] && (expect ? !tq__same_holder(holder, expect) : holder->alive)) {
@@ -3566,8 +3570,10 @@ static int worker_touch(tq *db, enum stmt_id id, const tq_worker_info *me)
     p_text(&p, me->host);
     p_text(&p, me->host_id);
     p_i64(&p, me->started_at);
-    if (id == S_WORKER_BEAT)
+    if (id == S_WORKER_BEAT) {
         p_i64(&p, me->lease_us);
+        p_i64(&p, me->reaper_pid);
+    }
     int rc = run_count(db, id, &p, &n, "updating the worker");
     return !rc && n == 0 ? TQ_EINUSE : rc; /* worded by the caller */
 }
@@ -3611,6 +3617,7 @@ static int pg_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
         v[i].lease_us = g_i64(r, i, 6);
         v[i].alive = (int)g_i64(r, i, 7);
         g_strbuf(r, i, 8, v[i].host_id, sizeof v[i].host_id);
+        v[i].reaper_pid = g_i64(r, i, 9);
     }
     PQclear(r);
     *out = v;

@@ -490,7 +490,10 @@ static const char *const migrations[SCHEMA_VERSION] = {
      * worker_since: its worker row's started_at), so that a worker taking
      * over the name of one that is gone puts back that one's jobs alone,
      * not those an earlier holder of the name may still be running. */
-    "ALTER TABLE tq_jobs ADD COLUMN worker_since INTEGER;",
+    "ALTER TABLE tq_jobs ADD COLUMN worker_since INTEGER;"
+    /* and the process that ends a worker's handler groups when it dies
+     * (reaper.h), which a worker taking its name over waits for. */
+    "ALTER TABLE tq_workers ADD COLUMN reaper_pid INTEGER;",
 };
 
 /* clang-format on */
@@ -1175,23 +1178,27 @@ static const char *const sql[S_COUNT] = {
         " AND finished_at >= ?2 AND (finished_at > ?2 OR id > ?3)"
         " AND finished_at <= ?4 ORDER BY finished_at, id LIMIT ?5",
     [S_WORKER_GET] = "SELECT heartbeat_at, lease_us, coalesce(stopped_at, 0), host, pid,"
-                     " coalesce(host_id, ''), started_at FROM tq_workers WHERE name = ?1",
+                     " coalesce(host_id, ''), started_at, coalesce(reaper_pid, 0)"
+                     " FROM tq_workers WHERE name = ?1",
     [S_WORKER_PUT] = "INSERT INTO tq_workers (name, host, pid, started_at, heartbeat_at,"
-                     " stopped_at, lease_us, host_id)"
-                     " VALUES (?1, ?2, ?3, ?4, ?4, NULL, ?5, ?6)"
+                     " stopped_at, lease_us, host_id, reaper_pid)"
+                     " VALUES (?1, ?2, ?3, ?4, ?4, NULL, ?5, ?6, ?7)"
                      " ON CONFLICT (name) DO UPDATE SET host = excluded.host,"
                      " pid = excluded.pid, started_at = excluded.started_at,"
                      " heartbeat_at = excluded.heartbeat_at, stopped_at = NULL,"
-                     " lease_us = excluded.lease_us, host_id = excluded.host_id",
+                     " lease_us = excluded.lease_us, host_id = excluded.host_id,"
+                     " reaper_pid = excluded.reaper_pid",
     /* Only the registration that is mine (engine.h). */
-    [S_WORKER_BEAT] = "UPDATE tq_workers SET heartbeat_at = ?2, lease_us = ?7"
+    [S_WORKER_BEAT] = "UPDATE tq_workers SET heartbeat_at = ?2, lease_us = ?7,"
+                      " reaper_pid = ?8"
                       " WHERE name = ?1 AND pid = ?3 AND host = ?4"
                       " AND coalesce(host_id, '') = ?5 AND started_at = ?6",
     [S_WORKER_STOP] = "UPDATE tq_workers SET stopped_at = ?2, heartbeat_at = ?2"
                       " WHERE name = ?1 AND pid = ?3 AND host = ?4"
                       " AND coalesce(host_id, '') = ?5 AND started_at = ?6",
     [S_WORKER_LIST] = "SELECT name, host, pid, started_at, heartbeat_at,"
-                      " coalesce(stopped_at, 0), lease_us, coalesce(host_id, '')"
+                      " coalesce(stopped_at, 0), lease_us, coalesce(host_id, ''),"
+                      " coalesce(reaper_pid, 0)"
                       " FROM tq_workers ORDER BY name",
     /* Gone since its heartbeat's lease ran out, or since it stopped. */
     [S_WORKER_PRUNE] = "DELETE FROM tq_workers"
@@ -2977,6 +2984,7 @@ static int sqlite_worker_register(tq *db, tq_worker_info *w, const tq_worker_inf
         snprintf(holder->host_id, sizeof holder->host_id, "%s",
                  (const char *)sqlite3_column_text(s, 5));
         holder->started_at = sqlite3_column_int64(s, 6);
+        holder->reaper_pid = sqlite3_column_int64(s, 7);
         holder->alive =
             !holder->stopped_at && now - holder->heartbeat_at < holder->lease_us;
     }
@@ -2996,6 +3004,7 @@ static int sqlite_worker_register(tq *db, tq_worker_info *w, const tq_worker_inf
     sqlite3_bind_int64(s, 4, w->started_at);
     sqlite3_bind_int64(s, 5, w->lease_us);
     sqlite3_bind_text(s, 6, w->host_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 7, w->reaper_pid);
     if ((rc = run(db, s, "registering the worker")))
         goto fail;
     return commit(db);
@@ -3018,8 +3027,10 @@ static int worker_touch(tq *db, enum stmt_id id, const tq_worker_info *me)
     sqlite3_bind_text(s, 4, me->host, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 5, me->host_id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 6, me->started_at);
-    if (sqlite3_bind_parameter_count(s) >= 7)
+    if (sqlite3_bind_parameter_count(s) >= 8) { /* the heartbeat */
         sqlite3_bind_int64(s, 7, me->lease_us);
+        sqlite3_bind_int64(s, 8, me->reaper_pid);
+    }
     if ((rc = run(db, s, "updating the worker")))
         goto fail;
     if (sqlite3_changes(C(db)->h) == 0) {
@@ -3069,6 +3080,7 @@ static int sqlite_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
         w->heartbeat_at = sqlite3_column_int64(s, 4);
         w->stopped_at = sqlite3_column_int64(s, 5);
         w->lease_us = sqlite3_column_int64(s, 6);
+        w->reaper_pid = sqlite3_column_int64(s, 8);
         w->alive = !w->stopped_at && now - w->heartbeat_at < w->lease_us;
     }
     done_with(s);

@@ -27,13 +27,23 @@ all_gone() {
     for p in $(cat "$T/children"); do gone "$p" || return 1; done
 }
 
+# Round 1: kill -9 of the worker. Round 2: kill -9 of the worker's whole
+# process group (a shell killing a job, timeout -s KILL), which its reaper,
+# in a session of its own, is not part of. Round 3: the reaper itself is
+# killed first; the worker starts a new one within a second, told of the
+# running groups, and that one does the work.
 for round in 1 2 3; do
     : >"$T/children"
     id=$("$TQ" enqueue --queue orph "round $round")
-    bg "$TQ" work --queue orph --name orph --concurrency 2 --quiet -- "$T/h.sh"
+    bg setsid "$TQ" work --queue orph --name orph --concurrency 2 -- "$T/h.sh" 2>"$T/w$round.log"
     w=$BG
     wait_for 10 sh -c "[ \$(wc -l <'$T/children') -ge 2 ]"
-    kill -9 "$w"
+    if [ $round = 3 ]; then
+        r=$(pgrep -P "$w" -x tq-reaper)
+        kill -9 "$r"
+        wait_for 10 grep -q "reaper was gone: started a new one" "$T/w$round.log"
+    fi
+    if [ $round = 2 ]; then kill -9 -- "-$w"; else kill -9 "$w"; fi
     wait_rc "$w"
     # Within a second of the worker's death, nothing of the group is left.
     for i in $(seq 1 20); do
@@ -48,13 +58,14 @@ done
 [ ! -s "$T/beside" ] || fail "a rerun ran beside an earlier run's child: $(cat "$T/beside")"
 expect_eq "$(wc -l <"$T/done")" 3 "runs that finished"
 
-# A worker that stops normally leaves no reaper behind: every process of
-# its session is gone when it has exited.
-bg setsid "$TQ" work --queue idle --name calm --quiet -- true
+# A worker that stops normally leaves no reaper behind.
+bg "$TQ" work --queue idle --name calm --quiet -- true
 w=$BG
 wait_for 10 sh -c "'$TQ' workers --json | jq -e '.[] | select(.name == \"calm\" and .status == \"alive\")'"
-reaper=$(pgrep -s "$w" -x tq-reaper || true)
-[ -n "$reaper" ] || fail "no reaper in the worker's session"
+reaper=$(pgrep -P "$w" -x tq-reaper || true)
+[ -n "$reaper" ] || fail "no reaper beside the worker"
+expect_eq "$("$TQ" workers --json | jq '.[] | select(.name == "calm") | .reaper_pid')" "$reaper" \
+    "the reaper the registration names"
 kill -TERM "$w"
 wait_rc "$w"
 expect_eq "$RC" 0 "exit of the stopped worker"

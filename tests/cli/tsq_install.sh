@@ -9,7 +9,7 @@ BUILD=$(dirname "$TQ")
 
 make -C "$SRC" --no-print-directory install BUILD="$BUILD" PREFIX=/opt/tq-test \
     DESTDIR="$T/stage" >"$T/install.out" 2>&1 || fail "make install: $(cat "$T/install.out")"
-for f in bin/tq include/tq.h share/man/man1/tq.1 lib/libtq.a lib/libtq.so.5 \
+for f in bin/tq include/tq.h share/man/man1/tq.1 lib/libtq.a lib/libtq.so.6 \
     lib/pkgconfig/tq.pc lib/cmake/tq/tqConfig.cmake; do
     [ -f "$T/stage/opt/tq-test/$f" ] || fail "make install did not install $f: $(cat "$T/install.out")"
 done
@@ -45,8 +45,8 @@ CMAKE
 "$T/proj/build/embed" "$T/cm.db" >"$T/out" || fail "embed (CMake): $(cat "$T/out")"
 grep -q "handled 4 jobs: 4 done, 1 failed attempts" "$T/out" || fail "embed (CMake): $(cat "$T/out")"
 ldd "$T/proj/build/embed" >"$T/ldd"
-grep -qF "$T/prefix/lib/libtq.so.5" "$T/ldd" ||
-    fail "embed (CMake) does not use the installed libtq.so.5: $(cat "$T/ldd")"
+grep -qF "$T/prefix/lib/libtq.so.6" "$T/ldd" ||
+    fail "embed (CMake) does not use the installed libtq.so.6: $(cat "$T/ldd")"
 
 make -C "$SRC" --no-print-directory demo BUILD="$BUILD" >"$T/demo.out" 2>&1 ||
     fail "make demo: $(cat "$T/demo.out")"
