@@ -15,13 +15,15 @@
 
 void cli_error(const char *cmd, const char *fmt, ...)
 {
-    /* One write, so lines of concurrent processes do not interleave. */
-    char line[2048];
+    /* One write, so lines of concurrent processes do not interleave; the
+     * message escaped, as it may carry text from the store. */
+    char line[2048], msg[1024];
     int n = snprintf(line, sizeof line, "tq%s%s: ", cmd ? " " : "", cmd ? cmd : "");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    cli_text(line + n, sizeof line - (size_t)n - 1, msg);
     size_t len = strlen(line);
     line[len++] = '\n';
     fwrite(line, 1, len, stderr);
@@ -32,6 +34,65 @@ int cli_fail(const char *cmd, tq *db, int rc)
 {
     cli_error(cmd, "%s", cli_reason(db, rc));
     return cli_exit_code(rc);
+}
+
+const char *cli_text(char *buf, size_t len, const char *s)
+{
+    char *p = tq_text_printable(s ? s : "");
+    if (!p) {
+        snprintf(buf, len, "(out of memory)");
+        return buf;
+    }
+    size_t n = strlen(p);
+    if (n < len) {
+        memcpy(buf, p, n + 1);
+    } else if (len > 3) { /* cut at a character's start: escapes are ASCII */
+        size_t k = len - 4;
+        while (k > 0 && ((unsigned char)p[k] & 0xC0) == 0x80)
+            k--;
+        memcpy(buf, p, k);
+        memcpy(buf + k, "...", 4);
+    } else if (len) {
+        buf[0] = '\0';
+    }
+    free(p);
+    return buf;
+}
+
+void cli_put_text(FILE *f, const char *s)
+{
+    char *p = tq_text_printable(s ? s : "");
+    fputs(p ? p : "(out of memory)", f);
+    free(p);
+}
+
+void cli_put_lines(FILE *f, const void *data, size_t n)
+{
+    const char *p = data, *end = p + n;
+    char *line = malloc(n + 1);
+    if (!line) {
+        fputs("(out of memory)\n", f);
+        return;
+    }
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *stop = nl ? nl : end;
+        /* a NUL would end the text early: each part, then \x00 */
+        for (const char *q = p; q <= stop;) {
+            const char *z = memchr(q, '\0', (size_t)(stop - q));
+            const char *e = z ? z : stop;
+            memcpy(line, q, (size_t)(e - q));
+            line[e - q] = '\0';
+            cli_put_text(f, line);
+            if (!z)
+                break;
+            fputs("\\x00", f);
+            q = z + 1;
+        }
+        fputc('\n', f);
+        p = nl ? nl + 1 : end;
+    }
+    free(line);
 }
 
 const char *cli_reason(tq *db, int rc)

@@ -78,6 +78,21 @@ int cli_no_args(const cli_cmd *cmd, int argc, char **argv, int from);
 int cli_queue_name(const char *cmd, const char *name);
 /* Opens the store; prints the failure and returns NULL on error. */
 tq *cli_open(const char *cmd, const char *url, int create, int *exit_code);
+/*
+ * Text from the store, for a human's terminal: every line of output that
+ * carries such text (names, errors, keys, groups, progress, schedules,
+ * payloads) passes it through one of these, so that what a handler, a
+ * plain-SQL writer or a worker role put there cannot move the cursor,
+ * retitle the terminal, reorder a line or fake one (tq_text_printable:
+ * control characters, C1 controls and bidirectional overrides as escapes,
+ * invalid UTF-8 as \xNN). cli_text writes it into buf (len bytes, cut with
+ * "..." when longer) and returns buf, for a printf %s; cli_put_text writes
+ * it to f; cli_put_lines writes n bytes as lines, each escaped, NUL bytes
+ * as \x00, ending in a newline.
+ */
+const char *cli_text(char *buf, size_t len, const char *s);
+void cli_put_text(FILE *f, const char *s);
+void cli_put_lines(FILE *f, const void *p, size_t n);
 /* Prints v (and frees it); 0, or EXIT_RUNTIME if it cannot be printed. */
 int cli_print_json(json_t *v);
 /* Text from the store as a JSON string, always: text that is not valid

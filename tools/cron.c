@@ -61,14 +61,16 @@ static int cron_list(tq *db, int json)
     else if (!json)
         printf("no schedules\n");
     for (size_t i = 0; i < n; i++) {
-        char t[40], job[24] = "-";
+        char t[40], job[24] = "-", name[260], queue[260], spec[520], tz[260];
         if (json) {
             json_array_append_new(a, cli_schedule_json(&v[i]));
             continue;
         }
         if (v[i].last_job)
             snprintf(job, sizeof job, "%lld", (long long)v[i].last_job);
-        printf(CRON_ROW, v[i].name, v[i].queue, v[i].spec, v[i].tz,
+        printf(CRON_ROW, cli_text(name, sizeof name, v[i].name),
+               cli_text(queue, sizeof queue, v[i].queue),
+               cli_text(spec, sizeof spec, v[i].spec), cli_text(tz, sizeof tz, v[i].tz),
                v[i].overlap_skip ? "skip" : "allow",
                tq_time_format(t, sizeof t, v[i].next_slot_us), job);
     }

@@ -132,7 +132,8 @@ static void print_queue(const tq_queue_info *q)
         n += snprintf(status + n, sizeof status - (size_t)n, ", results");
     if (q->max_snoozes != 100)
         snprintf(status + n, sizeof status - (size_t)n, ", %d snoozes", q->max_snoozes);
-    printf(QUEUE_ROW, q->name, tq_order_name(q->order),
+    char name[260];
+    printf(QUEUE_ROW, cli_text(name, sizeof name, q->name), tq_order_name(q->order),
            tq_duration_format(l, sizeof l, q->lease_us), attempts, backoff,
            q->keep_done ? "kept" : "deleted", limits, rate, status);
 }
@@ -717,9 +718,11 @@ static int enqueue_one(tq *db, const char *queue, const void *data, size_t len,
     }
     printf("%lld\n", (long long)id);
     tq_job *j = NULL;
+    char why[520];
     if (eo->nafter && tq_job_get(&j, db, id) == 0 && j->state == TQ_CANCELLED)
         fprintf(stderr, "tq enqueue: job %lld is cancelled at once: %s\n", (long long)id,
-                j->last_error ? j->last_error : "a parent is dead or cancelled");
+                j->last_error ? cli_text(why, sizeof why, j->last_error)
+                              : "a parent is dead or cancelled");
     tq_job_free(j);
     if (rc == TQ_DUP)
         fprintf(stderr,
@@ -1005,10 +1008,12 @@ static void print_stats(const tq_stats *st, const char *queue)
                tq_duration_format(e, sizeof e, st->max_us));
     else
         printf("durations: no finished jobs yet\n");
-    for (size_t i = 0; i < st->nlongest; i++)
+    for (size_t i = 0; i < st->nlongest; i++) {
+        char w[520];
         printf("running longest: job %lld on %s for %s\n", (long long)st->longest[i].id,
-               st->longest[i].worker,
+               cli_text(w, sizeof w, st->longest[i].worker),
                tq_duration_format(a, sizeof a, st->longest[i].running_us));
+    }
 }
 
 static int cmd_stats(int argc, char **argv)
@@ -1090,36 +1095,26 @@ static int cmd_stats(int argc, char **argv)
 
 /* ---- tq list / show --------------------------------------------------------- */
 
-/* Text from the store, for a terminal (tq_text_printable): what a handler
- * or a plain-SQL writer put there cannot move the cursor, retitle the
- * terminal or fake a line of output. */
-static void put_text(const char *s)
-{
-    char *p = tq_text_printable(s);
-    fputs(p ? p : "(out of memory)", stdout);
-    free(p);
-}
-
 #define JOB_ROW "%-8s %-16s %-9s %-8s %-24s %s"
 
 static void print_job_line(const tq_job *j)
 {
-    char pv[41], t[40], id[24], attempts[24];
+    char pv[41], t[40], id[24], attempts[24], queue[260];
     preview(pv, sizeof pv, j->payload, j->payload_len);
     snprintf(id, sizeof id, "%lld", (long long)j->id);
     snprintf(attempts, sizeof attempts, "%d/%d", j->attempts, j->max_attempts);
-    printf(JOB_ROW, id, j->queue, tq_state_name(j->state), attempts,
-           tq_time_format(t, sizeof t, j->created_at), pv);
+    printf(JOB_ROW, id, cli_text(queue, sizeof queue, j->queue), tq_state_name(j->state),
+           attempts, tq_time_format(t, sizeof t, j->created_at), pv);
     if (j->progress >= 0 && j->state == TQ_RUNNING) {
         printf("  progress: %d%%", j->progress);
         if (j->progress_text && *j->progress_text) {
             putchar(' ');
-            put_text(j->progress_text);
+            cli_put_text(stdout, j->progress_text);
         }
     }
     if (j->last_error) {
         fputs("  error: ", stdout);
-        put_text(j->last_error);
+        cli_put_text(stdout, j->last_error);
     }
     putchar('\n');
 }
@@ -1271,14 +1266,15 @@ static int cmd_show(int argc, char **argv)
         ex = cli_print_json(cli_job_show_json(db, j));
         tq_job_free(j);
     } else {
-        char t[40], d[24];
+        char t[40], d[24], queue[260];
         printf("id:           %lld\nqueue:        %s\nstate:        %s\n",
-               (long long)j->id, j->queue, tq_state_name(j->state));
+               (long long)j->id, cli_text(queue, sizeof queue, j->queue),
+               tq_state_name(j->state));
         printf("priority:     %d\nattempts:     %d of %d\nclaims:       %lld\n",
                j->priority, j->attempts, j->max_attempts, (long long)j->claim);
         if (j->key) {
             fputs("key:          ", stdout);
-            put_text(j->key);
+            cli_put_text(stdout, j->key);
             putchar('\n');
         }
         printf("created:      %s\n", tq_time_format(t, sizeof t, j->created_at));
@@ -1294,17 +1290,17 @@ static int cmd_show(int argc, char **argv)
             printf("lease until:  %s\n", tq_time_format(t, sizeof t, j->lease_until));
         if (j->worker) {
             fputs("worker:       ", stdout);
-            put_text(j->worker);
+            cli_put_text(stdout, j->worker);
             putchar('\n');
         }
         if (j->traceparent) {
             fputs("traceparent:  ", stdout);
-            put_text(j->traceparent);
+            cli_put_text(stdout, j->traceparent);
             putchar('\n');
         }
         if (j->group) {
             fputs("group:        ", stdout);
-            put_text(j->group);
+            cli_put_text(stdout, j->group);
             putchar('\n');
         }
         if (j->snoozes)
@@ -1318,19 +1314,19 @@ static int cmd_show(int argc, char **argv)
             printf("progress:     %d%%", j->progress);
             if (j->progress_text && *j->progress_text) {
                 putchar(' ');
-                put_text(j->progress_text);
+                cli_put_text(stdout, j->progress_text);
             }
             putchar('\n');
         }
         if (j->last_error) {
             fputs("last error:   ", stdout);
-            put_text(j->last_error);
+            cli_put_text(stdout, j->last_error);
             putchar('\n');
         }
+        /* Escaped, line by line, as any text from the store (tq show --json
+         * and tq result give the bytes). */
         printf("payload:      %zu bytes\n", j->payload_len);
-        fwrite(j->payload, 1, j->payload_len, stdout);
-        if (j->payload_len && j->payload[j->payload_len - 1] != '\n')
-            putchar('\n');
+        cli_put_lines(stdout, j->payload, j->payload_len);
         tq_job_free(j);
     }
     tq_close(db);
@@ -1389,7 +1385,7 @@ static void print_moved(tq *db, int64_t id, int cancel)
         printf("%lld %s\n", (long long)id, cancel ? "cancelled" : "ready");
     } else if (j->state == TQ_CANCELLED && j->last_error) {
         printf("%lld cancelled again: ", (long long)id);
-        put_text(j->last_error);
+        cli_put_text(stdout, j->last_error);
         putchar('\n');
     } else {
         printf("%lld %s\n", (long long)id, tq_state_name(j->state));
@@ -1562,12 +1558,12 @@ static int print_workers(tq *db, int json)
         printf("no workers\n");
     for (size_t i = 0; i < n; i++) {
         const char *status = cli_worker_status(&v[i]);
-        char t1[40], t2[40], pid[24];
+        char t1[40], t2[40], pid[24], name[520];
         if (json) {
             json_array_append_new(a, cli_worker_json(&v[i]));
         } else {
             snprintf(pid, sizeof pid, "%lld", (long long)v[i].pid);
-            printf(WORKER_ROW, v[i].name, status, pid,
+            printf(WORKER_ROW, cli_text(name, sizeof name, v[i].name), status, pid,
                    tq_time_format(t1, sizeof t1, v[i].started_at),
                    tq_time_format(t2, sizeof t2, v[i].heartbeat_at));
         }

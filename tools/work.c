@@ -49,9 +49,15 @@ static void work_log(void *ud, int level, const char *msg)
     const char *hint = strncmp(msg, "stopping: ", 10) == 0 && strstr(msg, "to finish")
                            ? " (Ctrl-C again to stop now)"
                            : "";
+    /* A message may carry text from the store (a job's error, a name, the
+     * server's words about a value) or a handler's stderr: escaped. */
     pthread_mutex_lock(&progress_mu);
     cli_progress_end(&progress);
-    fprintf(stderr, "%s %s %s: %s%s\n", t, (const char *)ud, names[level], msg, hint);
+    fprintf(stderr, "%s ", t);
+    cli_put_text(stderr, ud);
+    fprintf(stderr, " %s: ", names[level]);
+    cli_put_text(stderr, msg);
+    fprintf(stderr, "%s\n", hint);
     pthread_mutex_unlock(&progress_mu);
 }
 
