@@ -57,7 +57,13 @@ enum {
     RECENT = 256,          /* durations kept per queue for the percentiles */
     PAYLOAD_PREVIEW = 256, /* bytes of a payload a job list shows */
     LIST_MAX = 500,        /* jobs one page may ask for */
+    CONN_MAX = 256,        /* connections in all */
+    CONN_PER_IP = 32,      /* connections from one address */
+    IDLE_S = 10,           /* a connection silent this long is closed */
 };
+/* The longest a request may take to arrive whole, from the connection's
+ * start or the end of the response before it. */
+#define REQUEST_US ((int64_t)10000000)
 
 /* The buckets of tq_job_duration_seconds (upper bounds, in seconds). */
 static const double hist_le[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5,
@@ -101,6 +107,12 @@ typedef struct server {
     int64_t counted_at, count_us; /* wall clock; how long it took */
     char count_err[256];
 
+    /* The open connections, whose requests the thread watchdog() times. */
+    pthread_mutex_t wmu;
+    pthread_cond_t wcv;
+    int wstop;
+    struct conn *conns;
+
     const char *url;   /* the store, to connect again */
     const char *token; /* NULL: no actions */
     int loopback;      /* listening on a loopback address */
@@ -118,6 +130,26 @@ static int64_t clock_us(clockid_t id)
 }
 #define now_us()  clock_us(CLOCK_REALTIME)
 #define mono_us() clock_us(CLOCK_MONOTONIC)
+
+/* A time of mono_us() as pthread_cond_timedwait wants it, for the
+ * condition variables made by cond_init_mono. */
+static struct timespec mono_at(int64_t us)
+{
+    struct timespec ts = {.tv_sec = (time_t)(us / 1000000),
+                          .tv_nsec = (long)(us % 1000000 * 1000)};
+    return ts;
+}
+
+/* A condition variable whose timed waits follow CLOCK_MONOTONIC, so that a
+ * change of the wall clock neither stretches nor cuts them. */
+static void cond_init_mono(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+}
 
 /* Equal in a time that depends only on want's length, not on where they
  * differ. */
@@ -272,11 +304,7 @@ static void *counter(void *arg)
         int64_t wait = s->count_us * 50;
         if (wait < 10000000)
             wait = 10000000;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t ns = (int64_t)ts.tv_nsec + wait % 1000000 * 1000;
-        ts.tv_sec += (time_t)(wait / 1000000 + ns / 1000000000);
-        ts.tv_nsec = (long)(ns % 1000000000);
+        struct timespec ts = mono_at(mono_us() + wait);
         while (!s->stop && !s->recount)
             if (pthread_cond_timedwait(&s->ccv, &s->cmu, &ts) == ETIMEDOUT)
                 break;
@@ -297,6 +325,124 @@ static void ask_recount(server *s)
     s->recount = 1;
     pthread_cond_signal(&s->ccv);
     pthread_mutex_unlock(&s->cmu);
+}
+
+/* ---- the request deadline ------------------------------------------------ */
+
+/*
+ * libmicrohttpd's own timeout counts only silence: a client that sent a
+ * header line every few seconds kept its connection for as long as it
+ * liked, and 256 such clients held every slot. So a request must arrive
+ * whole (request line, headers and body) within REQUEST_US of its start:
+ * the connection's opening, or the end of the response before it on a
+ * connection kept alive. The thread watchdog() shuts down the socket of a
+ * connection past that; libmicrohttpd sees its stream end and closes the
+ * connection itself. It owns the descriptor: a close() here would let the
+ * kernel give the number to another file while libmicrohttpd still uses it.
+ *
+ * Each open connection has a conn in s->conns (its socket context) from
+ * on_connection's STARTED to its CLOSED. libmicrohttpd calls CLOSED before
+ * it closes the socket, so while s->wmu is held every fd in the list is
+ * still its connection's own. Every field of a conn is s->wmu's.
+ */
+typedef struct conn {
+    struct conn *prev, *next;
+    server *s;
+    MHD_socket fd;
+    int64_t since; /* mono_us(): when the current request began */
+    int waiting;   /* the current request has not arrived whole */
+} conn;
+
+static void conn_add(server *s, struct MHD_Connection *c, void **socket_context)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    conn *k = ci ? calloc(1, sizeof *k) : NULL;
+    if (!k) {
+        if (ci) /* untimed, it could be held for ever: refused instead */
+            shutdown(ci->connect_fd, SHUT_RDWR);
+        return;
+    }
+    k->s = s;
+    k->fd = ci->connect_fd;
+    k->since = mono_us();
+    k->waiting = 1;
+    pthread_mutex_lock(&s->wmu);
+    k->next = s->conns;
+    if (k->next)
+        k->next->prev = k;
+    s->conns = k;
+    pthread_mutex_unlock(&s->wmu);
+    *socket_context = k;
+}
+
+static void conn_remove(server *s, conn *k)
+{
+    pthread_mutex_lock(&s->wmu);
+    if (k->prev)
+        k->prev->next = k->next;
+    else
+        s->conns = k->next;
+    if (k->next)
+        k->next->prev = k->prev;
+    pthread_mutex_unlock(&s->wmu);
+    free(k);
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION, in the thread that serves the connection. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_add(s, c, socket_context);
+    } else if (*socket_context) {
+        conn_remove(s, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* Starts the clock of the connection's next request (waiting = 1), or
+ * stops it: the request has arrived whole, or is answered before it did. */
+static void request_clock(struct MHD_Connection *c, int waiting)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn *k = ci ? ci->socket_context : NULL;
+    if (!k)
+        return;
+    pthread_mutex_lock(&k->s->wmu);
+    k->waiting = waiting;
+    if (waiting)
+        k->since = mono_us();
+    pthread_mutex_unlock(&k->s->wmu);
+}
+
+/* Shuts down each connection whose request is late, then sleeps until the
+ * next deadline in the list, REQUEST_US at most. No deadline set while it
+ * sleeps comes sooner: a clock started at t ends at t + REQUEST_US. */
+static void *watchdog(void *arg)
+{
+    server *s = arg;
+    pthread_mutex_lock(&s->wmu);
+    while (!s->wstop) {
+        int64_t now = mono_us(), wake = now + REQUEST_US;
+        for (conn *k = s->conns; k; k = k->next) {
+            int64_t due = k->since + REQUEST_US;
+            if (!k->waiting)
+                continue;
+            if (due <= now) {
+                shutdown(k->fd, SHUT_RDWR);
+                k->waiting = 0; /* once is enough: libmicrohttpd closes it */
+            } else if (due < wake) {
+                wake = due;
+            }
+        }
+        struct timespec ts = mono_at(wake);
+        pthread_cond_timedwait(&s->wcv, &s->wmu, &ts);
+    }
+    pthread_mutex_unlock(&s->wmu);
+    return NULL;
 }
 
 /* ---- what a request gathers -------------------------------------------- */
@@ -660,11 +806,13 @@ static enum MHD_Result on_form(void *cls, enum MHD_ValueKind kind, const char *k
     return MHD_YES;
 }
 
+/* MHD_OPTION_NOTIFY_COMPLETED: the request is answered (or given up). */
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls, (void)c, (void)toe;
+    (void)cls, (void)toe;
     request *r = *con_cls;
+    request_clock(c, 1); /* the next request on this connection has its own */
     if (r) {
         if (r->pp)
             MHD_destroy_post_processor(r->pp);
@@ -702,6 +850,7 @@ static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status,
     add_common_headers(resp, ctype);
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(resp, "Allow", "GET, HEAD, POST");
+    request_clock(c, 0); /* libmicrohttpd reads no more of an answered request */
     enum MHD_Result ret = MHD_queue_response(c, status, resp);
     MHD_destroy_response(resp);
     return ret;
@@ -1070,6 +1219,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    /* The request is in whole: its answer may take longer than the deadline
+     * (a store that is slow to answer), and is not the client's doing. */
+    request_clock(c, 0);
     if (strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
         strcmp(method, MHD_HTTP_METHOD_HEAD) == 0)
         return r->body ? send_error(c, MHD_HTTP_BAD_REQUEST, "a GET has no body")
@@ -1180,6 +1332,106 @@ static int parse_listen(const char *text, struct sockaddr_storage *out, socklen_
     return 0;
 }
 
+/* libmicrohttpd's threads over s, listening on addr; NULL after saying why
+ * not. */
+static struct MHD_Daemon *start_http(server *s, const char *listen,
+                                     struct sockaddr_storage *addr)
+{
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
+    if (addr->ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    errno = 0;
+    /* Slow clients: a connection silent for IDLE_S is closed, a request
+     * that has not arrived whole within REQUEST_US too (on_connection and
+     * watchdog()), and one address holds at most CONN_PER_IP connections,
+     * so that a few addresses cannot take every slot for that long. */
+    struct MHD_Daemon *d =
+        MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+                         on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)addr,
+                         MHD_OPTION_THREAD_POOL_SIZE, 4u, MHD_OPTION_CONNECTION_LIMIT,
+                         (unsigned)CONN_MAX, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                         (unsigned)CONN_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
+                         (unsigned)IDLE_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                         (size_t)32768, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+    if (!d)
+        cli_error("serve", "cannot listen on %s: %s", listen,
+                  errno ? strerror(errno) : "the HTTP server did not start");
+    return d;
+}
+
+/* The line the tests (and people) wait for, once the server answers. */
+static void announce(const server *s, struct MHD_Daemon *d, const char *listen,
+                     const char *store)
+{
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    char shown[300];
+    snprintf(shown, sizeof shown, "%.*s:%u", (int)(strrchr(listen, ':') - listen), listen,
+             di ? di->port : 0);
+    if (!s->loopback && !s->token)
+        fprintf(stderr,
+                "tq serve: warning: %s is not a loopback address and no token is "
+                "set: anyone who can reach it sees the store's jobs\n",
+                listen);
+    printf("tq serve: listening on http://%s/ (store %s; actions %s)\n", shown, store,
+           s->token ? "on, with the token" : "off");
+    fflush(stdout);
+}
+
+/* Sets *flag under mu, wakes the thread t waiting on cv, and joins it. */
+static void stop_thread(pthread_mutex_t *mu, pthread_cond_t *cv, int *flag, pthread_t t)
+{
+    pthread_mutex_lock(mu);
+    *flag = 1;
+    pthread_cond_signal(cv);
+    pthread_mutex_unlock(mu);
+    pthread_join(t, NULL);
+}
+
+/* Serves until SIGINT or SIGTERM: libmicrohttpd's threads, and counter()
+ * and watchdog() beside them. Returns the exit status. */
+static int serve_until_stopped(server *s, const char *listen,
+                               struct sockaddr_storage *addr)
+{
+    /* Stop signals go to sigwait below, in this thread only: blocked here,
+     * before any other thread starts, they are blocked in all of them. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    pthread_t counter_thread, watch_thread;
+    if (pthread_create(&counter_thread, NULL, counter, s)) {
+        cli_error("serve", "cannot start a thread");
+        return EXIT_RUNTIME;
+    }
+    int ex = 0;
+    if (pthread_create(&watch_thread, NULL, watchdog, s)) {
+        cli_error("serve", "cannot start a thread");
+        ex = EXIT_RUNTIME;
+        goto stop_counter;
+    }
+    /* Read before the HTTP threads start: a reconnect there replaces s->db. */
+    char store[600];
+    snprintf(store, sizeof store, "%s", tq_store_name(s->db));
+    struct MHD_Daemon *d = start_http(s, listen, addr);
+    if (!d) {
+        ex = EXIT_RUNTIME;
+        goto stop_watch;
+    }
+    announce(s, d, listen, store);
+    int sig;
+    sigwait(&stop, &sig);
+    fprintf(stderr, "tq serve: stopping (%s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    MHD_stop_daemon(d);
+stop_watch:
+    stop_thread(&s->wmu, &s->wcv, &s->wstop, watch_thread);
+stop_counter:
+    stop_thread(&s->cmu, &s->ccv, &s->stop, counter_thread);
+    return ex;
+}
+
 int cmd_serve(int argc, char **argv)
 {
     static const char usage[] =
@@ -1237,11 +1489,9 @@ int cmd_serve(int argc, char **argv)
                 .loopback = loopback};
     pthread_mutex_init(&s.mu, NULL);
     pthread_mutex_init(&s.cmu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s.ccv, &ca);
-    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&s.wmu, NULL);
+    cond_init_mono(&s.ccv);
+    cond_init_mono(&s.wcv);
     s.started_at = now_us();
     s.db = cli_open("serve", cli_url(url), 0, &ex);
     if (s.db)
@@ -1267,62 +1517,7 @@ int cmd_serve(int argc, char **argv)
         goto out;
     }
 
-    /* Stop signals go to sigwait below, in this thread only. */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    pthread_t counter_thread;
-    if (pthread_create(&counter_thread, NULL, counter, &s)) {
-        cli_error("serve", "cannot start a thread");
-        ex = EXIT_RUNTIME;
-        goto out;
-    }
-    /* Read before the HTTP threads start: a reconnect there replaces s.db. */
-    char store[600];
-    snprintf(store, sizeof store, "%s", tq_store_name(s.db));
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
-    errno = 0;
-    if (addr.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    struct MHD_Daemon *d = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, &s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-        NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE,
-        4u, MHD_OPTION_CONNECTION_LIMIT, 256u, MHD_OPTION_PER_IP_CONNECTION_LIMIT, 64u,
-        MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)32768, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
-    if (!d) {
-        cli_error("serve", "cannot listen on %s: %s", listen,
-                  errno ? strerror(errno) : "the HTTP server did not start");
-        ex = EXIT_RUNTIME;
-    } else {
-        const union MHD_DaemonInfo *di =
-            MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-        char shown[300];
-        snprintf(shown, sizeof shown, "%.*s:%u", (int)(strrchr(listen, ':') - listen),
-                 listen, di ? di->port : 0);
-        if (!loopback && !token)
-            fprintf(stderr,
-                    "tq serve: warning: %s is not a loopback address and no token is "
-                    "set: anyone who can reach it sees the store's jobs\n",
-                    listen);
-        printf("tq serve: listening on http://%s/ (store %s; actions %s)\n", shown, store,
-               token ? "on, with the token" : "off");
-        fflush(stdout);
-        int sig;
-        sigwait(&stop, &sig);
-        fprintf(stderr, "tq serve: stopping (%s)\n",
-                sig == SIGINT ? "SIGINT" : "SIGTERM");
-        MHD_stop_daemon(d);
-    }
-    pthread_mutex_lock(&s.cmu);
-    s.stop = 1;
-    pthread_cond_signal(&s.ccv);
-    pthread_mutex_unlock(&s.cmu);
-    pthread_join(counter_thread, NULL);
+    ex = serve_until_stopped(&s, listen, &addr);
 out:
     for (int k = 0; k < NSLOW; k++)
         tq_free(s.kept[k]);
@@ -1330,6 +1525,8 @@ out:
     tq_close(s.cdb);
     tq_close(s.db);
     free(token);
+    pthread_cond_destroy(&s.wcv);
+    pthread_mutex_destroy(&s.wmu);
     pthread_cond_destroy(&s.ccv);
     pthread_mutex_destroy(&s.cmu);
     pthread_mutex_destroy(&s.mu);
