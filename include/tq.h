@@ -823,6 +823,12 @@ void tq_worker_stop(tq_worker *w);
 void tq_worker_counters_get(tq_worker_counters *out, const tq_worker *w);
 /* The worker's registered name; borrowed until tq_worker_free. */
 const char *tq_worker_name(const tq_worker *w);
+/* The name tq_worker_new gives a worker of this process when its options
+ * name none, into out (len bytes, NUL-terminated, cut if short): HOST:PID,
+ * or HOST:PID@NS (the PID namespace's inode number) in a PID namespace of
+ * its own, where a sibling container with the same hostname may run its
+ * worker under the same PID. */
+void tq_worker_default_name(char *out, size_t len);
 /* Marks the worker stopped in the store and frees it (accepts NULL). */
 void tq_worker_free(tq_worker *w);
 

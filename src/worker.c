@@ -819,6 +819,29 @@ static void host_identity(char *buf, size_t len)
     snprintf(buf, len, "%s/%s", boot, ns);
 }
 
+/* The kernel's inode number of the initial PID namespace (PROC_PID_INIT_INO). */
+#define PID_NS_INIT 4026531836ULL
+
+/* HOST:PID names one process on one host; in a PID namespace of its own (a
+ * container), the namespace's inode number is added, since sibling
+ * containers may share a hostname and both run their worker as PID 1. */
+void tq_worker_default_name(char *buf, size_t len)
+{
+    char host[100] = "localhost", ns[64];
+    gethostname(host, sizeof host - 1);
+    unsigned long long ino = 0;
+    ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
+    if (n > 0) {
+        ns[n] = '\0';
+        if (sscanf(ns, "pid:[%llu]", &ino) != 1)
+            ino = 0;
+    }
+    if (ino && ino != PID_NS_INIT)
+        snprintf(buf, len, "%s:%ld@%llu", host, (long)getpid(), ino);
+    else
+        snprintf(buf, len, "%s:%ld", host, (long)getpid());
+}
+
 /* Whether process pid runs no more: none exists, or it is a zombie. */
 static int process_gone(int64_t pid)
 {
@@ -972,7 +995,7 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     if (o->name)
         snprintf(name, sizeof name, "%s", o->name);
     else
-        snprintf(name, sizeof name, "%s:%ld", host, (long)getpid());
+        tq_worker_default_name(name, sizeof name);
     if ((rc = check_worker_name(db, o->name ? o->name : name)))
         return rc;
 

@@ -320,9 +320,7 @@ int cmd_work(int argc, char **argv)
     /* The default name, as the library would make it, so logs can show it. */
     char name[128];
     if (!wo.name) {
-        char host[100] = "localhost";
-        gethostname(host, sizeof host - 1);
-        snprintf(name, sizeof name, "%s:%ld", host, (long)getpid());
+        tq_worker_default_name(name, sizeof name);
         wo.name = name;
     } else {
         snprintf(name, sizeof name, "%s", wo.name);

@@ -47,4 +47,29 @@ expect_eq "$("$TQ" workers --json | jq -r '.[] | select(.name == "frozen") | .st
 kill -TERM "$new"
 wait_rc "$new"
 expect_eq "$RC" 0 "exit of the new holder"
+
+# Default names are unique across PID namespaces: two workers, each PID 1
+# of a sibling namespace on this host (two containers with one hostname),
+# run side by side under names that tell them apart.
+if unshare --pid --fork --mount-proc true 2>/dev/null; then
+    for i in 1 2; do
+        bg unshare --pid --fork --mount-proc --kill-child "$TQ" work --queue pidns \
+            --quiet -- true 2>"$T/ns$i.log"
+        ns[$i]=$BG
+    done
+    two_alive() {
+        [ "$("$TQ" workers --json | jq '[.[] | select(.status == "alive" and .pid == 1)] | length')" = 2 ]
+    }
+    wait_for 20 two_alive
+    names=$("$TQ" workers --json | jq -r '.[] | select(.pid == 1) | .name')
+    grep -qx "$(hostname):1@[0-9]*" <<<"$names" || fail "default names: $names"
+    for i in 1 2; do # (unshare itself ignores SIGTERM while its child runs)
+        w=$(pgrep -P "${ns[$i]}") || fail "worker $i stopped: $(cat "$T/ns$i.log")"
+        kill -TERM "$w"
+        wait_rc "${ns[$i]}"
+        expect_eq "$RC" 0 "exit of worker $i"
+    done
+else
+    echo "note: unshare --pid is not permitted here; the PID-namespace case is not run"
+fi
 echo ok
