@@ -165,6 +165,10 @@ typedef struct pending_ack {
     tq__ack ack;
     char *error;  /* owned; ack.error points here */
     void *output; /* owned; ack.output points here */
+    /* A failure's or a discard's, for the line logged once the store has
+     * taken it (log_end): the run's attempt, and the job's max_attempts as
+     * claimed. */
+    int attempt, max_attempts;
 } pending_ack;
 
 struct tq_worker {
@@ -1181,22 +1185,41 @@ typedef struct outcome {
     size_t output_len;
 } outcome;
 
-/* A failure, in the log: the handler's text escaped to one line, and what
- * becomes of the job (the store decides, with the queue's settings as they
- * are then; the job's as claimed say the same unless they changed since). */
-static void log_failure(tq_worker *w, const outcome *o, int64_t backoff_us)
+/*
+ * A failure or a discard, in the log, once the store took it (a result it
+ * fenced out is logged as discarded instead): the handler's text escaped to
+ * one line, and what becomes of the job (the store decides, with the
+ * queue's settings as they are then; the job's as claimed say the same
+ * unless they changed since).
+ */
+static void log_end(tq_worker *w, const pending_ack *p)
 {
-    char *text = tq_text_printable(o->error ? o->error : "");
+    char *text = tq_text_printable(p->error ? p->error : "");
     char then[64], d[32];
-    if (o->job.attempt >= o->max_attempts)
+    if (p->ack.kind == TQ__ACK_DISCARD)
+        worker_log(w, TQ_LOG_INFO, "job %lld attempt %d discarded: %.300s; dead",
+                   (long long)p->ack.id, p->attempt, text ? text : "(out of memory)");
+    if (p->ack.kind != TQ__ACK_FAIL)
+        goto done;
+    if (p->attempt >= p->max_attempts)
         snprintf(then, sizeof then, "dead, no attempts left");
     else
         snprintf(then, sizeof then, "retry in %s",
-                 tq_duration_format(d, sizeof d, backoff_us));
+                 tq_duration_format(d, sizeof d, p->ack.delay_us));
     worker_log(w, TQ_LOG_INFO, "job %lld attempt %d of %d failed: %.300s; %s",
-               (long long)o->job.id, o->job.attempt, o->max_attempts,
+               (long long)p->ack.id, p->attempt, p->max_attempts,
                text ? text : "(out of memory)", then);
+done:
     free(text);
+}
+
+/* The pending ack just added (a failure or a discard) will be logged as
+ * the store takes it. */
+static void log_when_taken(tq_worker *w, const outcome *o)
+{
+    pending_ack *p = &w->acks[w->nacks - 1];
+    p->attempt = o->job.attempt;
+    p->max_attempts = o->max_attempts;
 }
 
 static int finish(tq_worker *w, outcome *o);
@@ -1211,13 +1234,8 @@ static int said(tq_worker *w, outcome *o)
     if (o->word == TQ__CTL_DISCARD) {
         const char *text = o->error && *o->error ? o->error : "discarded by its handler";
         int rc = add_ack(w, &o->job, TQ__ACK_DISCARD, text);
-        if (!rc && w->log) {
-            char *shown = tq_text_printable(text);
-            worker_log(w, TQ_LOG_INFO, "job %lld attempt %d discarded: %.300s; dead",
-                       (long long)o->job.id, o->job.attempt,
-                       shown ? shown : "(out of memory)");
-            free(shown);
-        }
+        if (!rc)
+            log_when_taken(w, o);
         return rc;
     }
     if (o->snoozes >= q->max_snoozes) {
@@ -1288,8 +1306,7 @@ static int finish(tq_worker *w, outcome *o)
         return said(w, o);
     if ((rc = add_ack(w, &o->job, TQ__ACK_FAIL, o->error)))
         return rc;
-    if (w->log)
-        log_failure(w, o, w->acks[w->nacks - 1].ack.delay_us);
+    log_when_taken(w, o);
     return 0;
 }
 
@@ -2260,6 +2277,8 @@ static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
                 w->counters.done++;
             } else if (acks[i].kind == TQ__ACK_FAIL || acks[i].kind == TQ__ACK_DISCARD) {
                 w->counters.failed++;
+                if (w->log)
+                    log_end(w, &w->acks[i]);
             } else if (acks[i].kind == TQ__ACK_RELEASE ||
                        acks[i].kind == TQ__ACK_SNOOZE) {
                 w->counters.released++;
@@ -2672,7 +2691,11 @@ static int stop_if_asked(tq_worker *w, int64_t now)
         int running = running_count(w);
         w->stopping = 1;
         w->stop_at = now + w->grace_us;
-        if (running)
+        if (running && w->grace_us < 1000) /* --grace 0: the tool's 1 us */
+            worker_log(w, TQ_LOG_INFO,
+                       "stopping: no new jobs; %d running job(s) stopped now, no grace",
+                       running);
+        else if (running)
             worker_log(w, TQ_LOG_INFO,
                        "stopping: no new jobs; %d running job(s) get %s to finish",
                        running, tq_duration_format(d, sizeof d, w->grace_us));

@@ -1,0 +1,40 @@
+# The worker's log says what the store decided. A run whose job was
+# cancelled and retried while it ran fails, and its result is refused: the
+# log says the result was discarded, never "failed ... dead". And a stop
+# with --grace 0 says that running jobs get no grace (not "1us").
+. "$(dirname "$0")/lib.sh"
+"$TQ" init >/dev/null
+"$TQ" queue ol --lease 1h >/dev/null
+# The first claim waits for a go, then fails; later claims succeed.
+handler h.sh '
+if [ "$TQ_CLAIM" = 1 ]; then
+    echo started >"'"$T"'/started"
+    while [ ! -e "'"$T"'/go" ]; do sleep 0.05; done
+    echo "first run fails" >&2
+    exit 1
+fi'
+id=$("$TQ" enqueue --queue ol --max-attempts 1 job)
+bg "$TQ" work --queue ol --name ow -- "$T/h.sh" 2>"$T/ow.log"
+w=$BG
+wait_for 10 test -e "$T/started"
+"$TQ" cancel "$id" >/dev/null
+"$TQ" retry "$id" >/dev/null
+touch "$T/go"
+wait_for 20 grep -q "result discarded" "$T/ow.log"
+wait_for 20 sh -c "[ \"\$('$TQ' show $id --json | jq -r .state)\" = done ]"
+kill -TERM "$w"
+wait_rc "$w"
+! grep -q "attempt 1 of 1 failed" "$T/ow.log" || fail "the log calls a refused result a failure: $(cat "$T/ow.log")"
+
+# --grace 0.
+handler slow.sh 'sleep 30'
+"$TQ" enqueue --queue gz job >/dev/null
+bg "$TQ" work --queue gz --name gw --grace 0 -- "$T/slow.sh" 2>"$T/gw.log"
+w=$BG
+wait_for 10 sh -c "[ \"\$('$TQ' stats --queue gz --json | jq .counts.running)\" = 1 ]"
+kill -TERM "$w"
+wait_rc "$w"
+expect_eq "$RC" 0 "exit of the worker stopped with no grace"
+grep -q "stopped now, no grace" "$T/gw.log" || fail "no grace line: $(cat "$T/gw.log")"
+! grep -q "1us" "$T/gw.log" || fail "$(cat "$T/gw.log")"
+echo ok
