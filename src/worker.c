@@ -81,6 +81,11 @@
 #define START_PROBE_US     1000000LL  /* one more slot per this without a failure */
 #define START_PROGRAM_US   10000000LL /* the program cannot run: give up after */
 #define START_MACHINE_US   60000000LL /* nothing can start, nothing runs: after */
+/* A held job starts only while what the worker knows of its queue's
+ * settings is this recent (settings_fresh): the bound on how long after a
+ * pause, or a new limit or rate, commits a job may still start under the
+ * old settings. */
+#define SETTINGS_FRESH_US 50000LL
 /* A rate-limited queue's held jobs (see "Holding" above) must start within
  * this of the moment the store took their tokens: most of the rate's
  * margin (tq__rate_burst), the rest being for a command's exec. */
@@ -163,8 +168,9 @@ typedef struct held_job {
 
 typedef struct pending_ack {
     tq__ack ack;
-    char *error;  /* owned; ack.error points here */
-    void *output; /* owned; ack.output points here */
+    char *error;     /* owned; ack.error points here */
+    void *output;    /* owned; ack.output points here */
+    int64_t started; /* the run's start (ack_of), for ack.started_us */
     /* A failure's or a discard's, for the line logged once the store has
      * taken it (log_end): the run's attempt, and the job's max_attempts as
      * claimed. */
@@ -177,6 +183,12 @@ struct tq_worker {
     char **queues;
     size_t nqueues;
     tq_queue_info *qinfo;
+    /* Per queue, when the store last said its settings are as qinfo has
+     * them (monotonic, a time before the store's answer was formed): a
+     * read of them, or a claim that took jobs from it (each claim checks
+     * the pause and the limits). Guarded by mu in callback mode. */
+    int64_t *settings_at;
+    int stale_settings; /* a held job waits for them to be read (mu) */
     char **argv;
     char path[CMD_PATH_MAX]; /* the program argv[0] names (tq__command_path) */
     tq_handler_fn handler;
@@ -357,6 +369,19 @@ static int too_late(const held_job *h, int64_t now)
     return h->start_by && now > h->start_by;
 }
 
+/* Whether held job h's queue's settings are fresh enough for it to start
+ * (SETTINGS_FRESH_US); if not, the loop is asked to read them (the caller
+ * holds mu in callback mode). */
+static int settings_fresh(tq_worker *w, const held_job *h, int64_t now)
+{
+    if (now - w->settings_at[h->qi] <= SETTINGS_FRESH_US)
+        return 1;
+    if (!w->stale_settings && w->handler)
+        wake_loop_locked(w);
+    w->stale_settings = 1;
+    return 0;
+}
+
 /* Whether held job h's lease leaves it time to start (pop_startable). */
 static int lease_left(const held_job *h, int64_t now)
 {
@@ -387,7 +412,8 @@ static int pop_serial(tq_worker *w, int64_t now, held_job *out)
 {
     for (size_t i = 1; i < w->nheld; i++) {
         const held_job *h = held_at(w, i);
-        if (too_late(h, now) || !lease_left(h, now) || (h->serial && group_running(w, h)))
+        if (too_late(h, now) || !lease_left(h, now) ||
+            (h->serial && group_running(w, h)) || !settings_fresh(w, h, now))
             continue;
         held_job found = *h;
         for (size_t k = i; k > 0; k--)
@@ -435,6 +461,8 @@ static int pop_startable(tq_worker *w, held_job *out)
         const held_job *h = held_at(w, 0);
         const int expired = too_late(h, now);
         if (!expired && lease_left(h, now)) {
+            if (!settings_fresh(w, h, now))
+                return 0;
             if (h->serial && group_running(w, h))
                 return pop_serial(w, now, out) && held_started(w, now);
             *out = pop_held(w);
@@ -681,7 +709,15 @@ static int check_worker_name(tq *db, const char *name)
 static int refresh_queues(tq_worker *w)
 {
     for (size_t i = 0; i < w->nqueues; i++) {
+        const int64_t asked = tq__mono_us();
         int rc = w->db->engine->queue_get(w->db, w->queues[i], &w->qinfo[i]);
+        if (!rc || rc == TQ_ENOTFOUND) {
+            if (w->handler)
+                pthread_mutex_lock(&w->mu);
+            w->settings_at[i] = asked;
+            if (w->handler)
+                pthread_mutex_unlock(&w->mu);
+        }
         if (rc == TQ_ENOTFOUND)
             tq__queue_defaults(&w->qinfo[i], w->queues[i]);
         else if (rc)
@@ -785,6 +821,7 @@ void tq_worker_free(tq_worker *w)
     free(w->slots);
     free(w->threads);
     free(w->qinfo);
+    free(w->settings_at);
     free_strv(w->queues);
     free_strv(w->argv);
     free(w->name);
@@ -1025,6 +1062,7 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     w->name = tq__strdup(name);
     w->queues = dup_strv(queues, nqueues);
     w->qinfo = calloc(nqueues, sizeof *w->qinfo);
+    w->settings_at = calloc(nqueues, sizeof *w->settings_at);
     w->slots = calloc((size_t)w->concurrency, sizeof *w->slots);
     w->prefetch = prefetch == 0  ? TQ_PREFETCH_DEFAULT
                   : prefetch < 0 ? 0
@@ -1042,8 +1080,8 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
         w->argv = dup_strv(o->argv, n);
         memcpy(w->path, path, sizeof path);
     }
-    if (!w->name || !w->queues || !w->qinfo || !w->slots || !w->held || !w->short_held ||
-        (o->argv && !w->argv)) {
+    if (!w->name || !w->queues || !w->qinfo || !w->settings_at || !w->slots || !w->held ||
+        !w->short_held || (o->argv && !w->argv)) {
         rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
         goto fail;
     }
@@ -1114,10 +1152,12 @@ void tq_worker_stop(tq_worker *w)
 
 /* ---- the loop ------------------------------------------------------------ */
 
-/* What an acknowledgement says about a job: which claim, and how long ago
- * its run started (0: it never started). */
+/* What an acknowledgement says about a job: which claim, and when its run
+ * started (monotonic; 0: it never started). The store is told how long ago
+ * that was when the ack is sent (exchange), so that the start it records is
+ * the start, however long the ack waited. */
 typedef struct ack_of {
-    int64_t id, claim, started_us;
+    int64_t id, claim, started;
     int attempt; /* the run's, for the backoff */
     size_t qi;
 } ack_of;
@@ -1139,7 +1179,7 @@ static int add_ack(tq_worker *w, const ack_of *j, tq__ack_kind kind, const char 
     p->ack.id = j->id;
     p->ack.claim = j->claim;
     p->ack.kind = kind;
-    p->ack.started_us = j->started_us;
+    p->started = j->started;
     if (kind == TQ__ACK_DONE)
         p->ack.delete_done = !w->qinfo[j->qi].keep_done;
     if (kind == TQ__ACK_FAIL) {
@@ -1265,7 +1305,7 @@ static int finish(tq_worker *w, outcome *o)
     char d[32];
     int rc;
     int64_t ran = o->ran_us > 0 ? o->ran_us : 1;
-    if (o->job.started_us) /* a run that never started says nothing of jobs */
+    if (o->job.started) /* a run that never started says nothing of jobs */
         w->avg_run_us = w->avg_run_us ? (w->avg_run_us * 7 + ran) / 8 : ran;
     if (o->lost) {
         /* Someone else holds the job now (or it was cancelled): its result
@@ -1295,7 +1335,7 @@ static int finish(tq_worker *w, outcome *o)
         return 0;
     }
     if (o->release) {
-        if (w->log_jobs && o->job.started_us)
+        if (w->log_jobs && o->job.started)
             worker_log(w, TQ_LOG_DEBUG,
                        "job %lld attempt %d stopped after %s: back to ready, unspent",
                        (long long)o->job.id, o->job.attempt,
@@ -1442,14 +1482,14 @@ static void control_line(void *ud, const char *line, size_t len)
  * start is recorded, and a held job is not charged for it). */
 static int finish_slot(tq_worker *w, slot *s, int ok, const char *error)
 {
-    const int64_t ago = s->child.pid > 0 ? started_ago(s->started) : 0;
+    const int64_t began = s->child.pid > 0 ? s->started : 0;
     /* The handler's word counts unless the worker ended it: a timeout, or a
      * stop that killed it (one it outlived, exiting by itself after the
      * stop's SIGTERM, leaves its word standing). */
     const int exited = s->child.pid > 0 && s->child.exited && WIFEXITED(s->child.status);
     const tq__ctl_verb word = s->timed_out || (s->release && !exited) ? 0 : s->word;
     const int release = s->release && !word;
-    outcome o = {.job = {s->job.id, s->job.claim, ago, s->job.attempts, s->qi},
+    outcome o = {.job = {s->job.id, s->job.claim, began, s->job.attempts, s->qi},
                  .max_attempts = s->job.max_attempts,
                  .snoozes = s->job.snoozes,
                  .ran_us = tq__mono_us() - s->started,
@@ -1513,8 +1553,7 @@ static int collect_results(tq_worker *w)
             snprintf(msg, sizeof msg, "handler returned %d", v[i].rc);
             error = msg;
         }
-        outcome o = {.job = {v[i].id, v[i].claim, started_ago(v[i].started), v[i].attempt,
-                             v[i].qi},
+        outcome o = {.job = {v[i].id, v[i].claim, v[i].started, v[i].attempt, v[i].qi},
                      .max_attempts = v[i].max_attempts,
                      .snoozes = v[i].snoozes,
                      .ran_us = v[i].ran_us,
@@ -1901,17 +1940,51 @@ static int free_slot_count(tq_worker *w)
     return n > 0 ? n : 0;
 }
 
-/* Command mode: starts held jobs, oldest first, while slots are free. */
+static int release_unstartable(tq_worker *w);
+static int ride_out(tq_worker *w, int rc);
+
+/* Held jobs wait for their queues' settings to be read (settings_fresh):
+ * they are read now, what may no longer start goes back
+ * (release_unstartable), and the rest may start. */
+static int refresh_stale(tq_worker *w)
+{
+    if (w->handler)
+        pthread_mutex_lock(&w->mu);
+    const int stale = w->stale_settings;
+    w->stale_settings = 0;
+    if (w->handler)
+        pthread_mutex_unlock(&w->mu);
+    if (!stale || w->disconnected)
+        return 0;
+    int rc = ride_out(w, refresh_queues(w));
+    if (!rc)
+        rc = release_unstartable(w);
+    if (!rc && w->handler) {
+        pthread_mutex_lock(&w->mu);
+        pthread_cond_broadcast(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+    return rc;
+}
+
+/* Command mode: starts held jobs, oldest first, while slots are free; if a
+ * held job waits for its queue's settings, reads them and goes on. */
 static int start_held(tq_worker *w)
 {
     if (w->handler)
         return 0; /* the threads take them */
     int rc = 0, free_slots = free_slot_count(w);
     held_job h;
-    while (!rc && !w->stop_requested && free_slots-- > 0 && pop_startable(w, &h)) {
-        rc = start_job(w, h.qi, &h.job);
-        if (w->start_cap) /* a start failed: the room is smaller now */
-            free_slots = free_slot_count(w);
+    for (int round = 0; round < 2 && !rc; round++) {
+        while (!rc && !w->stop_requested && free_slots > 0 && pop_startable(w, &h)) {
+            free_slots--;
+            rc = start_job(w, h.qi, &h.job);
+            if (w->start_cap) /* a start failed: the room is smaller now */
+                free_slots = free_slot_count(w);
+        }
+        if (rc || !w->stale_settings || free_slots <= 0)
+            break;
+        rc = refresh_stale(w);
     }
     return rc;
 }
@@ -1934,6 +2007,8 @@ static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t se
     /* Jobs for the slots free now (counted with the held ones, under the
      * same lock) start at once: they get at_once_by instead. */
     const int free_slots = room - running_count_locked(w);
+    if (n && sent > w->settings_at[qi]) /* the claim saw the queue unpaused */
+        w->settings_at[qi] = sent;
     size_t at_once = free_slots > 0 && (size_t)free_slots > w->nheld
                          ? (size_t)free_slots - w->nheld
                          : 0;
@@ -2241,8 +2316,10 @@ static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
     size_t cap = nacks + (size_t)w->concurrency;
     if (cap > 64 && !(acks = malloc(cap * sizeof *acks)))
         return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
-    for (size_t i = 0; i < nacks; i++)
+    for (size_t i = 0; i < nacks; i++) {
         acks[i] = w->acks[i].ack;
+        acks[i].started_us = w->acks[i].started ? started_ago(w->acks[i].started) : 0;
+    }
     if (w->handler)
         pthread_mutex_lock(&w->mu);
     if (w->unrecorded)
@@ -2741,8 +2818,8 @@ static int reap_and_start(tq_worker *w)
 {
     int rc;
     if ((rc = collect(w)) || (rc = send_progress(w, tq__mono_us(), &w->progress_next)) ||
-        (rc = start_held(w)) || (rc = drop_late(w, tq__mono_us())) ||
-        (rc = give_back_short(w)))
+        (rc = refresh_stale(w)) || (rc = start_held(w)) ||
+        (rc = drop_late(w, tq__mono_us())) || (rc = give_back_short(w)))
         return rc;
     return 0;
 }

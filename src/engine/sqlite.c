@@ -2296,7 +2296,9 @@ static int deps_cancel_each(tq *db, sqlite3_stmt *s, int64_t now)
     return rc;
 }
 
-static int apply_ack(tq *db, const char *worker, tq__ack *a, int64_t now)
+/* One fenced ack at now; waited: how long the exchange waited for the
+ * write lock before now. */
+static int apply_ack(tq *db, const char *worker, tq__ack *a, int64_t now, int64_t waited)
 {
     static const enum stmt_id ids[] = {S_DONE,   S_FAIL,    S_RELEASE, S_BEAT,
                                        S_SNOOZE, S_DISCARD, S_PROGRESS};
@@ -2314,7 +2316,9 @@ static int apply_ack(tq *db, const char *worker, tq__ack *a, int64_t now)
     sqlite3_bind_int64(s, 3, a->claim);
     if (id != S_DONE_DELETE && id != S_RELEASE && id != S_PROGRESS) {
         sqlite3_bind_int64(s, 4, now);
-        sqlite3_bind_int64(s, 5, a->started_us > 0 ? a->started_us : 0);
+        /* A start is dated from the call (now - started_us), not from
+         * when the write lock came. */
+        sqlite3_bind_int64(s, 5, a->started_us > 0 ? a->started_us + waited : 0);
     }
     if (id == S_FAIL || id == S_BEAT || id == S_SNOOZE)
         sqlite3_bind_int64(s, 6, a->delay_us);
@@ -2413,12 +2417,12 @@ static int sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nac
         *out = NULL;
         *out_n = 0;
     }
-    const int64_t entered = tq__mono_us();
+    const int64_t entered = tq__mono_us(), asked = tq__now_us();
     if ((rc = begin(db)))
         return rc;
     const int64_t now = tq__now_us();
     for (size_t i = 0; i < nacks; i++)
-        if ((rc = apply_ack(db, worker, &acks[i], now)))
+        if ((rc = apply_ack(db, worker, &acks[i], now, now > asked ? now - asked : 0)))
             goto fail;
     if ((rc = deps_settle(db, acks, nacks, now)))
         goto fail;
