@@ -14,7 +14,7 @@
 #define _GNU_SOURCE
 #include "reaper.h"
 
-#include "../include/tq.h"
+#include "spawn.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -45,17 +45,6 @@ static void close_others(int keep)
     for (int fd = 0; fd < (max > 0 ? max : 1024); fd++)
         if (fd != keep)
             close(fd);
-}
-
-/* A descriptor that becomes readable when process pid exits, or -1. */
-static int open_pidfd(pid_t pid)
-{
-#ifdef SYS_pidfd_open
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-    (void)pid;
-    return -1;
-#endif
 }
 
 /* Takes one record: 1 to go on, 0 when it is time to end the groups. */
@@ -95,7 +84,7 @@ _Noreturn static void reaper_main(int fd, pid_t worker)
     prctl(PR_SET_NAME, "tq-reaper");
     /* Opened after the fork: the worker may already be gone (then the
      * pidfd fails, and its socket's end has closed or soon will). */
-    struct pollfd p[2] = {{fd, POLLIN, 0}, {open_pidfd(worker), POLLIN, 0}};
+    struct pollfd p[2] = {{fd, POLLIN, 0}, {tq__pidfd_open(worker), POLLIN, 0}};
     const nfds_t np = p[1].fd >= 0 ? 2 : 1;
     size_t n = 0;
     for (int on = getppid() == worker; on;) {

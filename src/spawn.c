@@ -39,7 +39,7 @@
 
 extern char **environ;
 
-static int open_pidfd(pid_t pid)
+int tq__pidfd_open(pid_t pid)
 {
 #ifdef SYS_pidfd_open
     return (int)syscall(SYS_pidfd_open, pid, 0);
@@ -255,7 +255,7 @@ int tq__child_start(tq__child *c, const char *path, const char *const *argv,
     fcntl(c->in_fd, F_SETFL, O_NONBLOCK);
     fcntl(c->err_fd, F_SETFL, O_NONBLOCK);
     fcntl(c->ctl_fd, F_SETFL, O_NONBLOCK);
-    c->pidfd = open_pidfd(c->pid);
+    c->pidfd = tq__pidfd_open(c->pid);
     c->payload = job->payload;
     c->len = job->payload_len;
     tq__child_feed(c);

@@ -90,6 +90,9 @@ int tq__child_group_done(tq__child *c);
 /* Describes a finished child: "" for success (unless always: then "exit
  * status 0" too), else why it failed; then the tail of its stderr. */
 void tq__child_describe(const tq__child *c, char *buf, size_t len, int always);
+/* A descriptor that becomes readable when process pid exits, or -1 (no
+ * pidfd_open on this kernel). Only a system call: safe in a fork's child. */
+int tq__pidfd_open(pid_t pid);
 /* Closes the descriptors (after reaping). */
 void tq__child_close(tq__child *c);
 
