@@ -1774,7 +1774,7 @@ static void worker_starts_only_young_holds(void **state)
     }
     for (int i = 0; i < HOLD_QUICK + HOLD_SLOW; i++)
         assert_int_equal(atomic_load(&ctx.runs[i]), 1);
-    assert_int_equal(inside, 0); /* no word from the store: none started */
+    assert_int_equal(inside, 0);            /* no word from the store: none started */
     assert_int_equal(after, HOLD_SLOW - 1); /* all but the first, once, after it */
     tq_stats st;
     OK(tq_stats_get(&st, DB, "held"));
