@@ -84,8 +84,11 @@
 /* A held job starts only while what the worker knows of its queue's
  * settings is this recent (settings_fresh): the bound on how long after a
  * pause, or a new limit or rate, commits a job may still start under the
- * old settings. */
-#define SETTINGS_FRESH_US 50000LL
+ * old settings; or, where the store took longer than this to answer, until
+ * SETTINGS_ANSWER_US after its answer (else a slow store would let nothing
+ * start). */
+#define SETTINGS_FRESH_US  50000LL
+#define SETTINGS_ANSWER_US 20000LL
 /* A rate-limited queue's held jobs (see "Holding" above) must start within
  * this of the moment the store took their tokens: most of the rate's
  * margin (tq__rate_burst), the rest being for a command's exec. */
@@ -183,11 +186,13 @@ struct tq_worker {
     char **queues;
     size_t nqueues;
     tq_queue_info *qinfo;
-    /* Per queue, when the store last said its settings are as qinfo has
-     * them (monotonic, a time before the store's answer was formed): a
-     * read of them, or a claim that took jobs from it (each claim checks
-     * the pause and the limits). Guarded by mu in callback mode. */
-    int64_t *settings_at;
+    /* Per queue, until when (monotonic) its held jobs may start: the store
+     * said its settings are as qinfo has them (a read of them, or a claim
+     * that took jobs from it: each claim checks the pause and the limits)
+     * in an exchange sent at S and answered at A, and it is now no later
+     * than S + SETTINGS_FRESH_US or A + SETTINGS_ANSWER_US (settings_seen).
+     * Guarded by mu in callback mode. */
+    int64_t *settings_until;
     int stale_settings; /* a held job waits for them to be read (mu) */
     char **argv;
     char path[CMD_PATH_MAX]; /* the program argv[0] names (tq__command_path) */
@@ -369,12 +374,36 @@ static int too_late(const held_job *h, int64_t now)
     return h->start_by && now > h->start_by;
 }
 
+/* The store said that queue qi's settings (every queue's for SIZE_MAX) are
+ * as the worker has them, in an exchange sent at sent, whose answer came at
+ * answered: its held jobs may start until settings_until says. Called once
+ * what they may no longer do is given back (release_unstartable), so that
+ * no callback thread starts a job under settings about to be acted on. */
+static void settings_seen_locked(tq_worker *w, size_t qi, int64_t sent, int64_t answered)
+{
+    int64_t until = sent + SETTINGS_FRESH_US;
+    if (answered + SETTINGS_ANSWER_US > until)
+        until = answered + SETTINGS_ANSWER_US;
+    for (size_t i = 0; i < w->nqueues; i++)
+        if ((qi == SIZE_MAX || i == qi) && until > w->settings_until[i])
+            w->settings_until[i] = until;
+}
+
+static void settings_seen(tq_worker *w, size_t qi, int64_t sent, int64_t answered)
+{
+    if (w->handler)
+        pthread_mutex_lock(&w->mu);
+    settings_seen_locked(w, qi, sent, answered);
+    if (w->handler)
+        pthread_mutex_unlock(&w->mu);
+}
+
 /* Whether held job h's queue's settings are fresh enough for it to start
  * (SETTINGS_FRESH_US); if not, the loop is asked to read them (the caller
  * holds mu in callback mode). */
 static int settings_fresh(tq_worker *w, const held_job *h, int64_t now)
 {
-    if (now - w->settings_at[h->qi] <= SETTINGS_FRESH_US)
+    if (now <= w->settings_until[h->qi])
         return 1;
     if (!w->stale_settings && w->handler)
         wake_loop_locked(w);
@@ -706,18 +735,11 @@ static int check_worker_name(tq *db, const char *name)
  * theirs and never shrinks: the name stays held at least as long as any
  * job's lease this worker renewed, so that no one takes it over and puts
  * those jobs back while this worker, merely stalled, may still run them. */
-static int refresh_queues(tq_worker *w)
+static int refresh_queues(tq_worker *w, int64_t *asked)
 {
+    *asked = tq__mono_us();
     for (size_t i = 0; i < w->nqueues; i++) {
-        const int64_t asked = tq__mono_us();
         int rc = w->db->engine->queue_get(w->db, w->queues[i], &w->qinfo[i]);
-        if (!rc || rc == TQ_ENOTFOUND) {
-            if (w->handler)
-                pthread_mutex_lock(&w->mu);
-            w->settings_at[i] = asked;
-            if (w->handler)
-                pthread_mutex_unlock(&w->mu);
-        }
         if (rc == TQ_ENOTFOUND)
             tq__queue_defaults(&w->qinfo[i], w->queues[i]);
         else if (rc)
@@ -821,7 +843,7 @@ void tq_worker_free(tq_worker *w)
     free(w->slots);
     free(w->threads);
     free(w->qinfo);
-    free(w->settings_at);
+    free(w->settings_until);
     free_strv(w->queues);
     free_strv(w->argv);
     free(w->name);
@@ -1062,7 +1084,7 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     w->name = tq__strdup(name);
     w->queues = dup_strv(queues, nqueues);
     w->qinfo = calloc(nqueues, sizeof *w->qinfo);
-    w->settings_at = calloc(nqueues, sizeof *w->settings_at);
+    w->settings_until = calloc(nqueues, sizeof *w->settings_until);
     w->slots = calloc((size_t)w->concurrency, sizeof *w->slots);
     w->prefetch = prefetch == 0  ? TQ_PREFETCH_DEFAULT
                   : prefetch < 0 ? 0
@@ -1080,8 +1102,8 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
         w->argv = dup_strv(o->argv, n);
         memcpy(w->path, path, sizeof path);
     }
-    if (!w->name || !w->queues || !w->qinfo || !w->settings_at || !w->slots || !w->held ||
-        !w->short_held || (o->argv && !w->argv)) {
+    if (!w->name || !w->queues || !w->qinfo || !w->settings_until || !w->slots ||
+        !w->held || !w->short_held || (o->argv && !w->argv)) {
         rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
         goto fail;
     }
@@ -1094,8 +1116,10 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
         rc = tq__seterr(db, TQ_ESYS, "pipe: %s", strerror(errno));
         goto fail;
     }
-    if ((rc = refresh_queues(w)))
+    int64_t asked;
+    if ((rc = refresh_queues(w, &asked)))
         goto fail;
+    settings_seen(w, SIZE_MAX, asked, tq__mono_us()); /* nothing is held yet */
     /* Every later wait for the store is bounded, registering included. */
     if ((rc = set_wait_limit(w)))
         goto fail;
@@ -1943,9 +1967,23 @@ static int free_slot_count(tq_worker *w)
 static int release_unstartable(tq_worker *w);
 static int ride_out(tq_worker *w, int rc);
 
+/* Reads every queue's settings again, gives back the held jobs that may no
+ * longer start (release_unstartable), and then lets the rest start. */
+static int reread_settings(tq_worker *w)
+{
+    int64_t asked;
+    int rc = refresh_queues(w, &asked);
+    if (rc)
+        return ride_out(w, rc);
+    const int64_t answered = tq__mono_us();
+    if ((rc = release_unstartable(w)))
+        return rc;
+    settings_seen(w, SIZE_MAX, asked, answered);
+    return 0;
+}
+
 /* Held jobs wait for their queues' settings to be read (settings_fresh):
- * they are read now, what may no longer start goes back
- * (release_unstartable), and the rest may start. */
+ * they are read now, and the ones that may still start, start. */
 static int refresh_stale(tq_worker *w)
 {
     if (w->handler)
@@ -1956,9 +1994,7 @@ static int refresh_stale(tq_worker *w)
         pthread_mutex_unlock(&w->mu);
     if (!stale || w->disconnected)
         return 0;
-    int rc = ride_out(w, refresh_queues(w));
-    if (!rc)
-        rc = release_unstartable(w);
+    int rc = reread_settings(w);
     if (!rc && w->handler) {
         pthread_mutex_lock(&w->mu);
         pthread_cond_broadcast(&w->cv);
@@ -1997,7 +2033,8 @@ static int start_held(tq_worker *w)
  * The claims asked for no more than the ring has room for.
  */
 static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t sent,
-                     int64_t lease_us, int64_t start_by, int64_t at_once_by, int chain)
+                     int64_t lease_us, int64_t start_by, int64_t at_once_by, int chain,
+                     int confirms)
 {
     int rc = 0;
     size_t taken = 0;
@@ -2007,8 +2044,13 @@ static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t se
     /* Jobs for the slots free now (counted with the held ones, under the
      * same lock) start at once: they get at_once_by instead. */
     const int free_slots = room - running_count_locked(w);
-    if (n && sent > w->settings_at[qi]) /* the claim saw the queue unpaused */
-        w->settings_at[qi] = sent;
+    /* A claim that took jobs saw the queue unpaused, and its limits as the
+     * worker knew them, unless it found a rate the worker did not know of:
+     * then its held jobs wait for the settings to be read. */
+    if (n && confirms)
+        settings_seen_locked(w, qi, sent, tq__mono_us());
+    else if (n)
+        w->settings_until[qi] = 0;
     size_t at_once = free_slots > 0 && (size_t)free_slots > w->nheld
                          ? (size_t)free_slots - w->nheld
                          : 0;
@@ -2392,7 +2434,8 @@ static int exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed)
         rc = take_jobs(w, qi, jobs, n, sent, claim ? claim->lease_us : 0,
                        rated ? sent + claim->taken_after_us + LIMITED_HOLD_US : 0,
                        rated ? tq__mono_us() + LIMITED_HOLD_US : 0,
-                       claim && claim->chain > 1);
+                       claim && claim->chain > 1,
+                       !claim || !(claim->rate_found && !claim->rate));
         tq_job_array_free(jobs, n);
         *claimed = (int)n;
     }
@@ -2895,8 +2938,7 @@ static int maintain_settings(tq_worker *w, const pass *p)
     tq *db = w->db;
     int rc;
     if (!w->stopping && p->now - w->last_refresh >= REFRESH_EVERY_US) {
-        if ((rc = db->engine->same_store(db)) || (rc = ride_out(w, refresh_queues(w))) ||
-            (rc = release_unstartable(w)))
+        if ((rc = db->engine->same_store(db)) || (rc = reread_settings(w)))
             return rc;
         keep_reaper(w);
         w->last_refresh = p->now;
