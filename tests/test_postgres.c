@@ -613,6 +613,70 @@ static long long query_ll(PGconn *c, const char *sql)
  * for leased ones and read the whole table, for every worker that started
  * (100,000 rows: ~250 ms each). It must read jobs_running, and take only
  * its own rows. */
+/* Session c inserts n jobs into settle.jobs in a transaction left open:
+ * its pid, start and id, and the ids, as an enqueue's insert returns them. */
+static void open_insert(PGconn *c, int n, int *pid, int64_t *began, int64_t *xid,
+                        int64_t *ids)
+{
+    exec(c, "BEGIN");
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO settle.jobs (queue, payload) SELECT 'q', 'p'"
+             " FROM generate_series(1, %d) RETURNING id,"
+             " (extract(epoch FROM now()) * 1000000)::int8, txid_current()",
+             n);
+    PGresult *r = PQexec(c, sql);
+    assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+    for (int i = 0; i < n; i++)
+        ids[i] = atoll(PQgetvalue(r, i, 0));
+    *began = atoll(PQgetvalue(r, 0, 1));
+    *xid = atoll(PQgetvalue(r, 0, 2));
+    PQclear(r);
+    *pid = PQbackendPID(c);
+}
+
+/*
+ * The settling of an enqueue whose COMMIT lost its connection
+ * (enqueue_settle), one look at a time, against real transactions: one
+ * still open in its session is ended and asked about again; a committed
+ * one is stored, also once its rows were deleted (a delete-done queue's
+ * worker ran them, a prune); an aborted one stored nothing; and rows that
+ * are someone else's (the same ids, another creation time) do not count.
+ */
+static void enqueue_settles_after_a_lost_commit(void **state)
+{
+    (void)state;
+    tq *db = store("settle");
+    PGconn *a = pg();
+    int pid;
+    int64_t began, xid, ids[3];
+    /* Open: its session is ended, and then it never committed. */
+    open_insert(a, 3, &pid, &began, &xid, ids);
+    assert_int_equal(tq__postgres_settle_look(db, pid, began, xid, "q", ids, 3), 0);
+    assert_int_equal(tq__postgres_settle_look(db, pid, began, xid, "q", ids, 3), 2);
+    PQfinish(a);
+    a = pg();
+    expect_row(a, "SELECT count(*) FROM settle.jobs", 1, (const char *[]){"0"});
+    /* Committed: stored, with its rows or without. */
+    open_insert(a, 3, &pid, &began, &xid, ids);
+    exec(a, "COMMIT");
+    assert_int_equal(tq__postgres_settle_look(db, pid, began, xid, "q", ids, 3), 1);
+    exec(a, "DELETE FROM settle.jobs");
+    assert_int_equal(tq__postgres_settle_look(db, pid, began, xid, "q", ids, 3), 1);
+    /* Rolled back: not stored, though rows of another time hold its ids. */
+    open_insert(a, 2, &pid, &began, &xid, ids);
+    exec(a, "ROLLBACK");
+    char sql[200];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO settle.jobs (id, queue, payload) OVERRIDING SYSTEM VALUE"
+             " VALUES (%lld, 'q', 'x'), (%lld, 'q', 'x')",
+             (long long)ids[0], (long long)ids[1]);
+    exec(a, sql);
+    assert_int_equal(tq__postgres_settle_look(db, pid, began, xid, "q", ids, 2), 2);
+    PQfinish(a);
+    tq_close(db);
+}
+
 static void worker_rescue_reads_running_index(void **state)
 {
     (void)state;
@@ -1471,6 +1535,7 @@ int main(void)
         cmocka_unit_test(version_12_store_migrates),
         cmocka_unit_test(version_13_store_migrates),
         cmocka_unit_test(version_14_store_migrates),
+        cmocka_unit_test(enqueue_settles_after_a_lost_commit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

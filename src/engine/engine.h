@@ -401,6 +401,12 @@ const char *tq__postgres_rescue_sql(void);
 const char *tq__postgres_pending_sql(void);
 /* For the plan tests: the group acknowledgement of done jobs. */
 const char *tq__postgres_ack_sql(void);
+/* For the tests: one look of an enqueue's settling after a lost COMMIT, at
+ * the transaction of server process pid that began at began (its now(), in
+ * microseconds) with id xid, which inserted ids[0..n) into queue: 0 look
+ * again, 1 stored, 2 not stored, 3 unknown. */
+int tq__postgres_settle_look(tq *db, int pid, int64_t began, int64_t xid,
+                             const char *queue, const int64_t *ids, size_t n);
 #endif
 
 #endif /* TQ_ENGINE_H */

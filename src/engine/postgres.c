@@ -634,7 +634,7 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
 #define REPLACE_READY                                                                    \
     " DO UPDATE SET payload = EXCLUDED.payload, run_at = EXCLUDED.run_at,"               \
     " priority = EXCLUDED.priority WHERE j.state = 'ready'"                              \
-    " RETURNING id, xmax = 0, " US("now()")
+    " RETURNING id, xmax = 0, " US("now()") ", txid_current()"
 
 /*
  * A claim: $1 queue, $2 how many, $3 worker, $4 lease, $5 the queue's max
@@ -1213,7 +1213,7 @@ static const char *const sql[S_COUNT] = {
         "        $6::int4, $7::text, $8::text"
         " FROM unnest($2::bytea[]) WITH ORDINALITY AS p (payload, n)"
         " ORDER BY p.n"
-        " RETURNING id, " US("now()"),
+        " RETURNING id, " US("now()") ", txid_current()",
     /* Keyed: $9 the key, $10 how long it holds at most (0: no limit), $11
      * the scope of a unique_key (migration 7). A conflict target names its
      * index's predicate word for word, and so does the look-up of the kept
@@ -1221,10 +1221,13 @@ static const char *const sql[S_COUNT] = {
      * same statement as the insert it replaces, and says which happened
      * (xmax is 0 in a row this statement inserted). */
     [S_ENQUEUE_KEY] = ENQUEUE_KEYED("dedup_key", "", "", "dedup_key IS NOT NULL",
-                                    " DO NOTHING RETURNING id, " US("now()")),
+                                    " DO NOTHING RETURNING id, " US("now()")
+                                    ", txid_current()"),
     [S_FIND_KEY] = "SELECT id FROM TQ.jobs WHERE queue = $1 AND dedup_key = $2",
     [S_ENQUEUE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $11",
-                                     UNIQUE_HELD, " DO NOTHING RETURNING id, " US("now()")),
+                                     UNIQUE_HELD,
+                                     " DO NOTHING RETURNING id, " US("now()")
+                                     ", txid_current()"),
     [S_FIND_UKEY] = "SELECT id FROM TQ.jobs WHERE queue = $1 AND unique_key = $2"
                     " AND " UNIQUE_HELD,
     [S_REPLACE_KEY] = ENQUEUE_KEYED("dedup_key", "", "", "dedup_key IS NOT NULL",
@@ -2278,62 +2281,132 @@ static int pg_reconnect(tq *db);
  * back within it. */
 #define SETTLE_US 15000000LL
 
+/* What an enqueue's transaction was: its server process (pid), its start
+ * (began, the now() its rows carry as created_at) and its id (xid), once
+ * its insert answered. */
+typedef struct enqueue_tx {
+    int pid;
+    int64_t began, xid;
+} enqueue_tx;
+
+/* What one settling look (enqueue_settle) found. */
+typedef enum settled {
+    SETTLE_AGAIN,
+    SETTLE_STORED,
+    SETTLE_NOT_STORED,
+    SETTLE_UNKNOWN
+} settled;
+
+static settled settle_look(tq *db, const enqueue_tx *tx, const char *queue,
+                           const int64_t *ids, size_t n)
+{
+    char p[16], b[24], x[24];
+    snprintf(p, sizeof p, "%d", tx->pid);
+    snprintf(b, sizeof b, "%lld", (long long)tx->began);
+    snprintf(x, sizeof x, "%lld", (long long)tx->xid);
+    PGresult *r = NULL;
+    const char *old[] = {p, b};
+    if (exec_params(db,
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE pid = $1::int AND xact_start = " TS("$2"),
+                    2, old, &r, "ending the session left behind"))
+        return SETTLE_AGAIN;
+    const int running = atoi(PQgetvalue(r, 0, 0)) > 0;
+    PQclear(r);
+    if (running) /* ended now; its end is asked about next time */
+        return SETTLE_AGAIN;
+    if (n) {
+        char *arr = int_array(ids, n);
+        if (!arr)
+            return SETTLE_AGAIN;
+        const char *rows[] = {arr, queue, b};
+        int e = exec_params(db,
+                            "SELECT count(*) FROM TQ.jobs WHERE id = ANY ($1::int8[])"
+                            " AND queue = $2 AND created_at = " TS("$3"),
+                            3, rows, &r, "looking for the jobs");
+        free(arr);
+        if (e)
+            return SETTLE_AGAIN;
+        const int64_t found = atoll(PQgetvalue(r, 0, 0));
+        PQclear(r);
+        if (found == (int64_t)n)
+            return SETTLE_STORED;
+    }
+    /* Not all there: deleted since (done in a delete-done queue, pruned), or
+     * never committed. The server says which, unless it restarted since: a
+     * transaction id whose commit never reached its disk may be handed out
+     * again, to another transaction. */
+    const char *how[] = {x, b};
+    if (exec_params(db,
+                    "SELECT coalesce(txid_status($1::int8), ''),"
+                    " pg_postmaster_start_time() > " TS("$2"),
+                    2, how, &r, "asking how the transaction ended"))
+        return SETTLE_AGAIN;
+    const char *st = PQgetvalue(r, 0, 0);
+    const int restarted = PQgetvalue(r, 0, 1)[0] == 't';
+    const int committed = strcmp(st, "committed") == 0, aborted = !strcmp(st, "aborted");
+    PQclear(r);
+    if (committed)
+        return restarted ? SETTLE_UNKNOWN : SETTLE_STORED;
+    if (aborted || (restarted && *st)) /* a crash ended it uncommitted */
+        return SETTLE_NOT_STORED;
+    return *st ? SETTLE_AGAIN : SETTLE_UNKNOWN; /* ending; or too old to say */
+}
+
+int tq__postgres_settle_look(tq *db, int pid, int64_t began, int64_t xid,
+                             const char *queue, const int64_t *ids, size_t n)
+{
+    _Static_assert(SETTLE_AGAIN == 0 && SETTLE_STORED == 1 && SETTLE_NOT_STORED == 2 &&
+                       SETTLE_UNKNOWN == 3,
+                   "tq__postgres_settle_look's numbers");
+    const enqueue_tx tx = {pid, began, xid};
+    return (int)settle_look(db, &tx, queue, ids, n);
+}
+
 /*
  * An enqueue whose COMMIT lost the connection (TQ_ECONN, fail) may have
  * been stored: the server may have committed before the connection broke,
- * or may still be committing. A new connection finds out. First, whether
- * the old session (its pid) is still in that transaction (the one that
- * began at began, the now() its insert returned): then it is ended, and
- * asked again. Once it is not, the transaction is over, and its rows say
- * how: the n jobs ids[0] to ids[n-1] of queue, created at began, are there
- * (stored: 0) or not (nothing was stored: fail). Their ids alone would not
- * do: after a crash the server may hand out the same ids (and transaction
- * ids) again, to someone else. Until SETTLE_US have passed without an
- * answer (the server unreachable): TQ_EUNKNOWN.
+ * or may still be committing. A new connection finds out (settle_look):
+ * whether the old session is still in that transaction (then it is ended,
+ * and asked again); once it is not, whether the jobs ids[0..n) are there,
+ * created at the transaction's start (stored: 0; their ids alone would not
+ * do, for the same reason as below); and if not, how the server says the
+ * transaction ended (committed: stored, its rows deleted since; aborted:
+ * nothing was stored, the COMMIT's error stands), unless the server
+ * restarted since, when a committed answer may be another transaction's
+ * that got the same id. n 0: a keyed replace, which has no row of its own.
+ * Until SETTLE_US have passed without an answer (the server unreachable),
+ * or when it cannot be known: TQ_EUNKNOWN. Behind a connection pooler or a
+ * multi-host URL the new connection may not reach the old session's
+ * server process; then the answer comes from the transaction id alone.
  */
-static int enqueue_settle(tq *db, int fail, int pid, int64_t began, const char *queue,
+static int enqueue_settle(tq *db, int fail, const enqueue_tx *tx, const char *queue,
                           const int64_t *ids, size_t n)
 {
-    char first[sizeof db->errmsg], p[16], b[24], lo[24], hi[24];
+    char first[sizeof db->errmsg];
     memcpy(first, db->errmsg, sizeof first);
-    snprintf(p, sizeof p, "%d", pid);
-    snprintf(b, sizeof b, "%lld", (long long)began);
-    snprintf(lo, sizeof lo, "%lld", (long long)ids[0]);
-    snprintf(hi, sizeof hi, "%lld", (long long)ids[n - 1]);
-    const char *old[] = {p, b}, *rows[] = {lo, hi, queue, b};
     const int64_t until = tq__mono_us() + SETTLE_US;
+    settled found = SETTLE_AGAIN;
     for (int64_t pause = 20000;; pause = pause < 640000 ? 2 * pause : pause) {
-        PGresult *r = NULL;
         if (!pg_reconnect(db) &&
-            !exec_params(db,
-                         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                         " WHERE pid = $1::int AND xact_start = " TS("$2"),
-                         2, old, &r, "ending the session left behind")) {
-            const int running = atoi(PQgetvalue(r, 0, 0)) > 0;
-            PQclear(r);
-            r = NULL;
-            if (!running && !exec_params(db,
-                                         "SELECT count(*) FROM TQ.jobs"
-                                         " WHERE id BETWEEN $1::int8 AND $2::int8"
-                                         " AND queue = $3 AND created_at = " TS("$4"),
-                                         4, rows, &r, "looking for the jobs")) {
-                const int64_t found = atoll(PQgetvalue(r, 0, 0));
-                PQclear(r);
-                if (found == (int64_t)n) {
-                    tq__clearerr(db);
-                    return 0;
-                }
-                if (found == 0) {
-                    tq__seterr(db, fail, "%s; nothing was stored", first);
-                    return fail;
-                }
-                break;
-            }
-        }
+            (found = settle_look(db, tx, queue, ids, n)) != SETTLE_AGAIN)
+            break;
         if (tq__mono_us() + pause > until)
             break;
         tq__sleep_us(pause);
     }
+    if (found == SETTLE_STORED) {
+        tq__clearerr(db);
+        return 0;
+    }
+    if (found == SETTLE_NOT_STORED) {
+        tq__seterr(db, fail, "%s; nothing was stored", first);
+        return fail;
+    }
+    if (!n)
+        return tq__seterr(db, TQ_EUNKNOWN,
+                          "%s; the kept job may or may not have taken the new payload",
+                          first);
     return tq__seterr(db, TQ_EUNKNOWN,
                       "%s; the jobs may or may not be stored (ids %lld to %lld): "
                       "enqueue with a key to retry safely",
@@ -2345,8 +2418,7 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
 {
     int rc;
     params p;
-    int64_t began = 0; /* the transaction's now(), which its rows carry */
-    const int pid = PQbackendPID(C(db)->pg);
+    enqueue_tx tx = {.pid = PQbackendPID(C(db)->pg)};
     *dup = 0;
     if ((rc = begin(db)))
         return rc;
@@ -2376,8 +2448,10 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
         ids[0] = PQntuples(r) ? g_i64(r, 0, 0) : 0;
         if (ids[0] && replace && !g_i64(r, 0, 1))
             *dup = 2;
-        if (ids[0])
-            began = g_i64(r, 0, replace ? 2 : 1);
+        if (ids[0]) {
+            tx.began = g_i64(r, 0, replace ? 2 : 1);
+            tx.xid = g_i64(r, 0, replace ? 3 : 2);
+        }
         PQclear(r);
         if (ids[0] == 0) {
             memset(&p, 0, sizeof p);
@@ -2390,9 +2464,9 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
             PQclear(r);
             *dup = 1;
         }
-        /* A duplicate stored nothing new: a retry is safe, as keyed ones are. */
-        if ((rc = commit(db)) == TQ_ECONN && began && !*dup)
-            rc = enqueue_settle(db, rc, pid, began, queue, ids, 1);
+        /* A duplicate kept wrote nothing; a replace wrote no row of its own. */
+        if ((rc = commit(db)) == TQ_ECONN && tx.xid && *dup != 1)
+            rc = enqueue_settle(db, rc, &tx, queue, ids, *dup ? 0 : 1);
         return rc;
     }
     if (o->nafter && (rc = add_parents(db, NULL, 0, o)))
@@ -2422,8 +2496,10 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
         /* Identity values grow in insertion order, which is the array's. */
         for (size_t i = 0; i < k; i++)
             ids[at + i] = g_i64(r, (int)i, 0);
-        if (k)
-            began = g_i64(r, 0, 1);
+        if (k) {
+            tx.began = g_i64(r, 0, 1);
+            tx.xid = g_i64(r, 0, 2);
+        }
         PQclear(r);
         for (size_t i = 1; i < k; i++)
             for (size_t j = i; j > 0 && ids[at + j - 1] > ids[at + j]; j--) {
@@ -2434,8 +2510,8 @@ static int pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t
     }
     if (o->nafter && (rc = add_parents(db, ids, n, o)))
         goto fail;
-    if ((rc = commit(db)) == TQ_ECONN && began)
-        rc = enqueue_settle(db, rc, pid, began, queue, ids, n);
+    if ((rc = commit(db)) == TQ_ECONN && tx.xid)
+        rc = enqueue_settle(db, rc, &tx, queue, ids, n);
     return rc;
 fail:
     rollback(db);

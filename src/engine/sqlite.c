@@ -1957,23 +1957,23 @@ static int add_parents(tq *db, int64_t child, const tq_enqueue_opts *o, int chec
  * cannot commit either (SETTLE_TRIES times), the jobs may or may not be
  * stored: TQ_EUNKNOWN, unless the first failure was a write that found no
  * room or failed (the commit frame, written last, then never became whole).
+ * n 0: a keyed replace, which wrote no row of its own to look for: once the
+ * small write commits, it did not happen either.
  */
 static int enqueue_settle(tq *db, int fail, const char *queue, const int64_t *ids,
                           size_t n, int64_t created)
 {
-    sqlite3 *h = C(db)->h;
-    const int ext = sqlite3_extended_errcode(h);
-    const int written = ext != SQLITE_FULL && ext != SQLITE_IOERR_WRITE &&
-                        sqlite3_system_errno(h) != ENOSPC;
+    const int ext = sqlite3_extended_errcode(C(db)->h);
+    const int written = ext != SQLITE_FULL && ext != SQLITE_IOERR_WRITE;
     char first[sizeof db->errmsg];
     memcpy(first, db->errmsg, sizeof first);
     /* A few tries: a write that fails now and then may pass the next time. */
     for (int tries = 0; tries < SETTLE_TRIES; tries++) {
         rollback(db);
         int rc = begin(db);
-        int64_t found = -1;
+        int64_t found = n ? -1 : 0; /* a replace: no rows of its own */
         sqlite3_stmt *s;
-        if (!rc && (s = stmt(db, S_ENQUEUED, &rc))) {
+        if (!rc && n && (s = stmt(db, S_ENQUEUED, &rc))) {
             sqlite3_bind_int64(s, 1, ids[0]);
             sqlite3_bind_int64(s, 2, ids[n - 1]);
             sqlite3_bind_text(s, 3, queue, -1, SQLITE_STATIC);
@@ -1985,7 +1985,7 @@ static int enqueue_settle(tq *db, int fail, const char *queue, const int64_t *id
                 rc = fail_rc(db, src, "looking for the jobs");
             done_with(s);
         }
-        if (found == (int64_t)n) { /* the commit went through after all */
+        if (n && found == (int64_t)n) { /* the commit went through after all */
             rollback(db);
             tq__clearerr(db);
             return 0;
@@ -2004,6 +2004,10 @@ static int enqueue_settle(tq *db, int fail, const char *queue, const int64_t *id
         tq__seterr(db, fail, "%s", first);
         return fail;
     }
+    if (!n)
+        return tq__seterr(db, TQ_EUNKNOWN,
+                          "%s; the kept job may or may not have taken the new payload",
+                          first);
     return tq__seterr(db, TQ_EUNKNOWN,
                       "%s; the jobs may or may not be stored (ids %lld to %lld): "
                       "enqueue with a key to retry safely",
@@ -2025,9 +2029,9 @@ static int sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, si
     if (o->key && n == 1) {
         if ((rc = enqueue_keyed(db, queue, &items[0], o, now, run_at, ids, dup)))
             goto fail;
-        /* A duplicate inserted nothing: a retry is safe, as keyed ones are. */
-        if ((rc = commit(db)) && !*dup)
-            rc = enqueue_settle(db, rc, queue, ids, 1, now);
+        /* A duplicate kept wrote nothing; a replace wrote no row of its own. */
+        if ((rc = commit(db)) && *dup != 1)
+            rc = enqueue_settle(db, rc, queue, ids, *dup ? 0 : 1, now);
         return rc;
     }
     if (!(s = stmt(db, S_ENQUEUE, &rc)))
