@@ -139,7 +139,8 @@ static int deliver(pair *pr, long long now, long long *next)
         ok = ok && write_all(pr->fd[0], pr->late[k].data, pr->late[k].len);
         free(pr->late[k++].data);
     }
-    memmove(pr->late, pr->late + k, (pr->nlate - k) * sizeof *pr->late);
+    if (k) /* (never with no array: memmove's NULL is undefined even for 0) */
+        memmove(pr->late, pr->late + k, (pr->nlate - k) * sizeof *pr->late);
     pr->nlate -= k;
     if (pr->nlate && (*next < 0 || pr->late[0].due < *next))
         *next = pr->late[0].due;
