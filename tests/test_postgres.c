@@ -695,7 +695,7 @@ static void worker_rescue_reads_running_index(void **state)
             " FROM generate_series(1, 100000)");
     exec(c, "INSERT INTO wresc.jobs (queue, state, payload, attempts, worker,"
             " worker_since, started_at, lease_until) SELECT 'q', 'running', 'p', 1,"
-            " CASE WHEN g <= 3 THEN 'w' ELSE 'v' END, 'epoch'::timestamptz, now(),"
+            " CASE WHEN g <= 3 THEN 'w' ELSE 'v' END, 0, now(),"
             " now() + interval '1 h' FROM generate_series(1, 5) g");
     char url[512];
     snprintf(url, sizeof url, "%s&tq_schema=wresc", base);

@@ -554,11 +554,13 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "id)"
     "  WHERE state = 'ready' AND job_group IS NOT NULL;",
     /* 15: the registration that claimed a running job, as SQLite's
-     * migration 15 says (a column without a default: no table rewrite).
+     * migration 15 says (its started_at in microseconds since the epoch,
+     * which each claim sets as it is bound; a column without a default: no
+     * table rewrite).
      * And producers may read when a job was created: an enqueue whose
      * COMMIT lost the connection looks for its rows by their ids and
      * creation time (enqueue_settle). */
-    "ALTER TABLE TQ.jobs ADD COLUMN worker_since timestamptz;"
+    "ALTER TABLE TQ.jobs ADD COLUMN worker_since int8;"
     "ALTER TABLE TQ.workers ADD COLUMN reaper_pid int8;"
     "DO $g$ DECLARE r record; BEGIN"
     " FOR r IN SELECT DISTINCT CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
@@ -858,7 +860,7 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
     "  started_at = CASE WHEN " CHARGE " THEN " start " END,"                            \
     "  unknown_starts = CASE WHEN " CHARGE " THEN 0 ELSE j.unknown_starts END,"          \
     "  worker = $3,"                                                                     \
-    "  worker_since = CASE WHEN $7::int8 > 0 THEN " TS("$7") " END,"                     \
+    "  worker_since = nullif($7::int8, 0),"                                             \
     "  lease_until = now() + " DUR("$4") ","                                             \
     "  finished_at = NULL"                                                               \
     " FROM picked WHERE j.id = picked.id"                                                \
@@ -1203,7 +1205,7 @@ static const char *const sql[S_COUNT] = {
     [S_RESCUE_WORKER] =
         RESCUE("'worker ' || j.worker || ' restarted while running it'")
         " WHERE j.state = 'running' AND j.worker = $1 AND j.lease_until IS NOT NULL"
-        "   AND j.worker_since = " TS("$2"),
+        "   AND j.worker_since = $2::int8",
     /* Many rows in one statement: payloads as one bytea[] parameter. */
     [S_ENQUEUE_MANY] =
         "INSERT INTO TQ.jobs (queue, payload, priority, run_at, max_attempts, traceparent,"
