@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes docs/dashboard.png, the README's picture of tq serve: a SQLite store
+# Makes docs/dashboard.png, docs/serve.md's picture of tq serve: a SQLite store
 # with an hour of history in five queues (written by SQL, as a producer
 # could), a worker running some jobs, then a headless Chromium screenshot.
 # usage: docs/dashboard.sh [BUILD_DIR]   (needs chromium)

@@ -1,5 +1,5 @@
 /*
- * test_store.c - the conformance suite: every behaviour the README promises
+ * test_store.c - the conformance suite: every behaviour the docs promise
  * of a store, through the public API only. Compiled once and run against
  * each engine: TQ_TEST_ENGINE=sqlite (default) gives each test a fresh
  * SQLite file; TQ_TEST_ENGINE=postgres with TQ_TEST_PG_URL gives each test

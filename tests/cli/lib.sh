@@ -28,7 +28,7 @@ sql() {
     fi
 }
 
-# plain_insert QUEUE TEXT COMMIT|ROLLBACK: the README's producer INSERT,
+# plain_insert QUEUE TEXT COMMIT|ROLLBACK: docs/sql.md's producer INSERT,
 # inside a transaction that commits or rolls back.
 plain_insert() {
     if [ "$ENGINE" = postgres ]; then

@@ -3,7 +3,7 @@
 # four workers finishes it, and gets their ids (TQ_PARENTS_FILE); a dead
 # parent cancels its descendants and a retry of it brings them back; a
 # cancelled waiting job cancels its children; unknown parents and bad ids
-# are refused with nothing stored; plain SQL adds parents as the README
+# are refused with nothing stored; plain SQL adds parents as docs/sql.md
 # shows, and the store refuses parents added to a claimed job.
 . "$(dirname "$0")/lib.sh"
 "$TQ" init >/dev/null

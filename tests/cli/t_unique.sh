@@ -60,7 +60,7 @@ expect_exit 0 "$TQ" enqueue --queue tf --key t --unique-for 1s three --json
 expect_eq "$(jq .duplicate "$T/out")" false "--unique-for: free after the time"
 expect_eq "$(job "$t1" key)" t "the expired job keeps its key for the record"
 
-# 4. Plain SQL, as the README writes it: a scoped key's INSERT names the
+# 4. Plain SQL, as docs/sql.md writes it: a scoped key's INSERT names the
 # index's predicate; a second one does nothing; a bad scope is refused.
 if [ "$ENGINE" = postgres ]; then payload="convert_to('x', 'UTF8')"; else payload="'x'"; fi
 for i in 1 2 3; do
@@ -88,7 +88,7 @@ set -e
 [ $rc != 0 ] || fail "a unique_key without a scope was accepted"
 
 # A time limit, for plain SQL: the producer lets an expired holder go first,
-# as the README shows (SQLite: an UPDATE; PostgreSQL: tq.expire_key).
+# as docs/sql.md shows (SQLite: an UPDATE; PostgreSQL: tq.expire_key).
 if [ "$ENGINE" = postgres ]; then
     until_sql="now() + interval '1 second'"
     now_sql="now()"
