@@ -75,11 +75,19 @@ enum {
  * or went away), TQ_EBUSY (a lock or serialization timeout: try again),
  * TQ_ESCHEMA (no tq schema, or a newer one), TQ_EDB (anything else it
  * said) and TQ_ENOMEM; one that writes also TQ_EFULL. Bad arguments are
- * TQ_EINVAL, found before anything is written. The comments below name the
- * other codes each call returns.
+ * TQ_EINVAL, found before anything is written; the store's own checks (a
+ * constraint, or on PostgreSQL a value it cannot take) may refuse a value
+ * with TQ_EINVAL too, and the transaction then writes nothing. Only the
+ * enqueue calls return TQ_EUNKNOWN. The comments below name the other codes
+ * each call returns ("a code of the store's" means the ones above), and its
+ * results other than 0: TQ_DUP and TQ_REPLACED, counts and arrays through
+ * out-parameters, NULL from the calls that return a pointer. Calls that
+ * take no tq handle set no message.
  */
 
-/* Static text for a result code; never NULL. */
+/* Returns the static text of a result code: of every TQ_E* code, TQ_OK,
+ * TQ_DUP and TQ_REPLACED, and "unknown error" for any other value. Never
+ * NULL; not to be freed. */
 const char *tq_strerror(int code);
 
 /* Job states, as stored in the state column. */
@@ -96,13 +104,22 @@ typedef enum tq_state {
     TQ_STATE_COUNT
 } tq_state;
 
-/* "ready", "running", ...; NULL for an out-of-range value. */
+/* The name of a state: "ready", "running", "done", "dead", "cancelled" or
+ * "waiting". Returns static text, or NULL for an out-of-range value. */
 const char *tq_state_name(tq_state s);
-/* Parses a state name; returns 0 and sets *out, or TQ_EINVAL. */
+/* Parses a state name as tq_state_name gives it (lower case, exactly).
+ * Returns 0 and sets *out, or TQ_EINVAL for NULL or an unknown name (*out
+ * is then left alone). */
 int tq_state_parse(tq_state *out, const char *name);
 
+/* The order in which a queue's ready jobs are claimed (tq_queue_info). */
 typedef enum tq_order { TQ_FIFO = 0, TQ_LIFO, TQ_UNORDERED } tq_order;
+/* The name of an order: "fifo", "lifo" or "unordered". Returns static
+ * text, or NULL for an out-of-range value. */
 const char *tq_order_name(tq_order o);
+/* Parses an order name as tq_order_name gives it (lower case, exactly).
+ * Returns 0 and sets *out, or TQ_EINVAL for NULL or an unknown name (*out
+ * is then left alone). */
 int tq_order_parse(tq_order *out, const char *name);
 
 /* ---- Store ------------------------------------------------------------- */
@@ -123,30 +140,55 @@ typedef struct tq_open_opts {
 
 /*
  * Opens a store. url is "PATH", "sqlite:PATH" (optionally followed by
- * "?synchronous=normal&busy_timeout=MS"), or "postgres://..." where that
- * engine is built in. opts may be NULL. On failure *out may still be set to
- * a handle whose tq_errmsg() explains; free it with tq_close(). Not
- * thread-safe with respect to the returned handle. TQ_EINVAL for a
- * malformed URL, TQ_ENOTSUP for an engine this build lacks, TQ_ECONN for a
- * store that cannot be opened (or, without opts->create, does not exist):
- * on PostgreSQL, a server that may answer if asked again (not running or
- * not reachable yet, starting up, full). TQ_EREFUSED: a server that
- * answered no (authentication, no such database or role): asking again
- * will not help.
+ * "?synchronous=normal&busy_timeout=MS"), or "postgres://..." (or
+ * "postgresql://...") where that engine is built in. opts may be NULL.
+ * Without opts->create the store's schema must be this library's
+ * (tq_schema_version); with it the schema is not looked at, so that
+ * tq_init can create or upgrade it.
+ *
+ * *out is set on every return but one: when the handle itself cannot be
+ * allocated (TQ_ENOMEM), *out is NULL. The caller owns the handle and frees
+ * it with tq_close, after a failure too: a handle whose open failed serves
+ * only tq_errmsg (which says why), tq_store_name, tq_engine_name and
+ * tq_close. A handle is not thread-safe: one thread uses it at a time.
+ *
+ * Returns 0 on success, or: TQ_EINVAL for a missing or malformed URL (an
+ * unknown scheme or parameter included); TQ_ENOTSUP for an engine this
+ * build lacks; TQ_ECONN for a store that cannot be opened (or, on SQLite
+ * without opts->create, does not exist): on PostgreSQL, a server that may
+ * answer if asked again (not running or not reachable yet, starting up,
+ * full); TQ_EREFUSED for a PostgreSQL server that answered no
+ * (authentication, no such database or role): asking again will not help;
+ * TQ_ESCHEMA, without opts->create, for a store with no tq schema or an
+ * older or newer one; TQ_ENOMEM; or a code of the store's.
  */
 int tq_open(tq **out, const char *url, const tq_open_opts *opts);
+/* Closes db's connection and frees it. db may be NULL, or a handle whose
+ * tq_open failed. Free any worker on db (tq_worker_free) first. Returns
+ * nothing. */
 void tq_close(tq *db);
 
-/* The message of the last failure on db (never NULL; "" after success).
- * Borrowed until the next call on db. */
+/* Returns the message of the last failure on db: one line, never NULL, ""
+ * after a success. Borrowed until the next call on db or tq_close. For a
+ * NULL db, a static text saying there is no handle. */
 const char *tq_errmsg(const tq *db);
-/* The engine name of an open handle: "sqlite" or "postgres". */
+/* Returns the engine name of an open handle: "sqlite" or "postgres";
+ * "none" for NULL or a handle whose tq_open failed. Static text, never
+ * NULL. */
 const char *tq_engine_name(const tq *db);
-/* The store's URL as given to tq_open, with any password replaced by "***";
- * safe to print or log. Borrowed until tq_close. */
+/* Returns the store's URL as given to tq_open (cut at 511 bytes), with any
+ * password replaced by "***"; safe to print or log. Set even when tq_open
+ * failed; "" for a NULL db. Borrowed until tq_close; never NULL. */
 const char *tq_store_name(const tq *db);
 
-/* Creates or upgrades the schema. Idempotent; safe to run concurrently. */
+/*
+ * Creates the schema, or upgrades it to this library's version, in one
+ * transaction (SQLite also switches the file to WAL first). Idempotent;
+ * safe to run concurrently. Returns 0 on success, or: TQ_ESCHEMA when the
+ * store's schema is newer than this library's (nothing is changed);
+ * TQ_ECONN on SQLite for a store file this process may only read; or a
+ * code of the store's.
+ */
 int tq_init(tq *db);
 
 /* Least privilege on PostgreSQL: what tq_init_grants gives a role. */
@@ -160,12 +202,19 @@ typedef struct tq_grant {
     const char *role; /* an existing role */
     tq_grant_kind kind;
 } tq_grant;
-/* tq_init, then the n grants, in one transaction: a role that does not
- * exist (or any other failure) changes nothing. Needs the schema's owner.
- * TQ_ENOTSUP with grants on SQLite, which has no roles (the file's
- * permissions decide who may do anything at all). */
+/*
+ * tq_init, then the n grants (grants may be NULL when n is 0), in one
+ * transaction: a role that does not exist (or any other failure) changes
+ * nothing. Needs the schema's owner. Returns 0 on success, or: TQ_EINVAL
+ * for a grant without a role name or with an unknown kind (checked before
+ * anything else); TQ_ENOTSUP with grants on SQLite, which has no roles (the
+ * file's permissions decide who may do anything at all); TQ_EDB on
+ * PostgreSQL for a role that does not exist, or a user who may not grant;
+ * or as tq_init.
+ */
 int tq_init_grants(tq *db, const tq_grant *grants, size_t n);
-/* The schema version this library writes. */
+/* The schema version this library writes and tq_open requires. Returns it;
+ * cannot fail. */
 int tq_schema_version(void);
 
 /* Largest payload accepted by tq_job_enqueue, in bytes. */
@@ -173,7 +222,9 @@ int tq_schema_version(void);
 
 /* ---- Queues ------------------------------------------------------------ */
 
-/* Names: 1 to 64 of letters, digits, '_', '.', '-'. Returns 0 or TQ_EINVAL. */
+/* Whether name is a valid queue or schedule name: 1 to 64 of the ASCII
+ * letters and digits, '_', '.' and '-'. Returns 0 if it is, else TQ_EINVAL
+ * (NULL included). */
 int tq_name_check(const char *name);
 
 typedef struct tq_queue_info {
@@ -252,12 +303,22 @@ typedef struct tq_queue_opts {
         TQ_QUEUE_OPTS_VERSION, 0, TQ_FIFO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0            \
     }
 
-/* Creates the queue with defaults if missing, then applies opts (may be
- * NULL). Values are validated before anything is written: TQ_EINVAL. */
+/*
+ * Creates the queue with defaults if missing, then applies the fields of
+ * opts that opts->set names, in one transaction. opts may be NULL (the
+ * queue is only created); fields past the end of opts->version's struct
+ * are never read. Returns 0 on success, or: TQ_EINVAL for an invalid name
+ * or a value out of range (checked before anything is written); or a code
+ * of the store's.
+ */
 int tq_queue_set(tq *db, const char *name, const tq_queue_opts *opts);
-/* TQ_ENOTFOUND if the queue does not exist. */
+/* Reads queue name's settings into *out (left alone on failure). Returns 0
+ * on success, or: TQ_EINVAL for an invalid name; TQ_ENOTFOUND if the queue
+ * does not exist; or a code of the store's. */
 int tq_queue_get(tq_queue_info *out, tq *db, const char *name);
-/* All queues by name; *out is freed with tq_free(). */
+/* All queues by name: *out_n of them in *out, the caller's, freed with
+ * tq_free whatever *out_n is (NULL and 0 on failure). Returns 0 on success
+ * or a code of the store's. */
 int tq_queue_list(tq_queue_info **out, size_t *out_n, tq *db);
 
 /* ---- Jobs -------------------------------------------------------------- */
@@ -278,8 +339,12 @@ typedef enum tq_unique {
     TQ_UNIQUE_QUEUED,
     TQ_UNIQUE_ACTIVE
 } tq_unique;
-/* "stored", "queued", "active"; NULL for an out-of-range value. */
+/* The name of a uniqueness: "stored", "queued" or "active". Returns static
+ * text, or NULL for an out-of-range value. */
 const char *tq_unique_name(tq_unique u);
+/* Parses a name as tq_unique_name gives it (lower case, exactly). Returns 0
+ * and sets *out, or TQ_EINVAL for NULL or an unknown name (*out is then
+ * left alone). */
 int tq_unique_parse(tq_unique *out, const char *name);
 
 /* What an enqueue whose key is held does (tq_enqueue_opts.on_conflict). */
@@ -332,30 +397,36 @@ typedef struct tq_enqueue_opts {
 /* The most parents a job may have. */
 #define TQ_AFTER_MAX 100000
 
-/* 0 for a valid W3C traceparent: version 00 (or a later version, 00's four
- * fields first), lowercase hex, a trace id and a parent id not all zero;
- * else TQ_EINVAL. */
+/* Whether value is a valid W3C traceparent: version 00 (or a later version
+ * but ff, 00's four fields first, at most 256 bytes), lowercase hex, a
+ * trace id and a parent id not all zero. Returns 0 if it is, else TQ_EINVAL
+ * (NULL included). */
 int tq_traceparent_check(const char *value);
 
 /*
- * Enqueues one job; the queue is created with defaults if unknown. On return
- * of 0 the job is durable and *out holds its id. With a key that the queue
- * holds (see tq_unique), nothing is written, *out holds the kept job's id
- * and TQ_DUP is returned, or, with TQ_ON_CONFLICT_REPLACE and a ready kept
- * job, that job is updated and TQ_REPLACED returned. The rule is the
- * store's (a unique index; the time limit is a statement before the
+ * Enqueues one job, its payload len bytes at payload (copied); the queue is
+ * created with defaults if unknown. opts may be NULL, and so may out. On
+ * return of 0 the job is durable and *out holds its id. With a key that the
+ * queue holds (see tq_unique), nothing is written, *out holds the kept
+ * job's id and TQ_DUP is returned, or, with TQ_ON_CONFLICT_REPLACE and a
+ * ready kept job, that job is updated and TQ_REPLACED returned. The rule is
+ * the store's (a unique index; the time limit is a statement before the
  * insert), so it holds against concurrent producers and plain-SQL INSERTs
  * alike. A kept job that is running when its unique_for_us has passed
- * keeps its key until it ends. opts may be NULL. TQ_EINVAL for a
- * bad queue name, key or option, TQ_ETOOBIG for a payload over the store's
- * limit.
- * Any other error means nothing was stored, except TQ_EUNKNOWN: the commit
- * failed in a way that may have stored the job after all, and the library
- * could not find out (SQLite: the disk kept failing; PostgreSQL: the
- * connection broke at the commit and, for 15 s, no new one could ask the
- * server how that transaction ended). *out then holds the id the job has
- * if it was stored; tq_errmsg says so. A job enqueued with a key can be
- * enqueued again safely after any failure.
+ * keeps its key until it ends.
+ *
+ * Returns 0, TQ_DUP or TQ_REPLACED (none of them an error), or: TQ_EINVAL
+ * for a bad queue name, key, group, traceparent or option; TQ_ETOOBIG for
+ * a payload over TQ_PAYLOAD_MAX_DEFAULT bytes; TQ_ENOTFOUND when a parent
+ * (opts->after) does not exist; TQ_EBUSY also when the key's kept job kept
+ * being deleted under the call; TQ_EUNKNOWN (below); or a code of the
+ * store's. Any error but TQ_EUNKNOWN means nothing was stored, and *out is
+ * left alone. TQ_EUNKNOWN: the commit failed in a way that may have stored
+ * the job after all, and the library could not find out (SQLite: the disk
+ * kept failing; PostgreSQL: the connection broke at the commit and, for
+ * 15 s, no new one could ask the server how that transaction ended). *out
+ * then holds the id the job has if it was stored; tq_errmsg says so. A job
+ * enqueued with a key can be enqueued again safely after any failure.
  */
 int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
                    size_t len, const tq_enqueue_opts *opts);
@@ -367,9 +438,15 @@ typedef struct tq_payload {
 
 /*
  * Enqueues n jobs with the same options (no key) in one transaction: all or
- * none. out, if not NULL, receives n ids in order. TQ_EINVAL, TQ_ETOOBIG
- * and TQ_EUNKNOWN as tq_job_enqueue (with TQ_EUNKNOWN, out holds the ids
- * the jobs have if they were stored).
+ * none. Each item's bytes are copied. out, if not NULL, has room for n ids
+ * and receives them in order. n 0 checks the options and writes nothing.
+ * Returns 0 on success, or: TQ_EINVAL as tq_job_enqueue, and for a key or
+ * for more than TQ_AFTER_MAX * 10 parent links in all (n times
+ * opts->nafter); TQ_ETOOBIG when any payload is over the limit;
+ * TQ_ENOTFOUND when a parent does not exist; TQ_EUNKNOWN as tq_job_enqueue
+ * (out then holds the ids the jobs have if they were stored); or a code of
+ * the store's. After any other error nothing was stored and what out holds
+ * is unspecified.
  */
 int tq_job_enqueue_batch(int64_t *out, tq *db, const char *queue, const tq_payload *items,
                          size_t n, const tq_enqueue_opts *opts);
@@ -415,47 +492,75 @@ typedef struct tq_job {
  * the job (and nothing of it is stored). */
 #define TQ_RESULT_MAX (1024 * 1024)
 
-/* Frees one job returned by tq_job_get (accepts NULL). */
+/* Frees one job returned by tq_job_get and what it owns (accepts NULL).
+ * Returns nothing. */
 void tq_job_free(tq_job *job);
-/* Frees an array of n jobs returned by claim or list (accepts NULL). */
+/* Frees an array of n jobs returned by tq_job_claim or tq_job_list, n the
+ * count they gave (accepts NULL). Returns nothing. */
 void tq_job_array_free(tq_job *jobs, size_t n);
 
-/* TQ_ENOTFOUND if there is no such job. */
+/* Reads job id into *out, the caller's, freed with tq_job_free (NULL on
+ * failure). Returns 0 on success, or: TQ_ENOTFOUND if there is no such
+ * job; or a code of the store's. */
 int tq_job_get(tq_job **out, tq *db, int64_t id);
 
 /*
- * Claims up to max ready jobs of queue whose run_at has come, in the queue's
- * order, for the named worker: each becomes running with attempts + 1 and a
- * lease of the queue's length. *out_n may be 0 (nothing ready; not an error),
- * and then *out is NULL.
- * A paused queue yields nothing; a queue with concurrency limits yields
- * no more than they leave room for.
+ * Claims up to max ready jobs of queue whose run_at has come, in the
+ * queue's order, for the named worker (1 to 127 bytes; it becomes
+ * job->worker): each becomes running with attempts + 1 and a lease of the
+ * queue's length. A paused queue yields nothing; a queue with concurrency
+ * or rate limits yields no more than they leave room for. A claimed job
+ * whose attempts were already used up (a lowered max_attempts, a row
+ * written by plain SQL) is failed at once, unrun, and not returned.
+ *
+ * *out (*out_n jobs) is the caller's, freed with tq_job_array_free; each
+ * job is acknowledged by passing it, as returned, to the calls below.
+ * Returns 0 on success, also when nothing was claimed (*out_n 0, *out
+ * NULL: nothing due, max 0, or a queue that is paused or does not exist),
+ * or: TQ_EINVAL for an invalid queue or worker name; or a code of the
+ * store's.
  */
 int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
                  const char *worker, size_t max);
 
-/* A malloc'd copy of s that is valid UTF-8: each byte that is not part of
- * a valid character is written as the four characters \xNN (what tq does
- * with handler output it keeps). For printing or encoding text read from
- * the store, which plain SQL may have filled with anything. NULL when out of
- * memory. */
+/* A copy of s (not NULL) that is valid UTF-8: each byte that is not part
+ * of a valid character is written as the four characters \xNN (what tq
+ * does with handler output it keeps). For printing or encoding text read
+ * from the store, which plain SQL may have filled with anything. Returns
+ * the copy, the caller's, freed with tq_free; NULL when out of memory. */
 char *tq_utf8_clean(const char *s);
 /* The same, for a terminal or a log line: also control characters (C0, DEL
  * and C1, such as the one-byte CSI) escaped, as \e, \n, \r, \t or \xNN,
- * so text a handler wrote can neither move the cursor nor fake a line. */
+ * and the bidirectional controls as \uXXXX, so text a handler wrote can
+ * neither move the cursor nor fake or reorder a line. Returns the copy,
+ * freed with tq_free; NULL when out of memory. */
 char *tq_text_printable(const char *s);
 
-/* Fenced acknowledgements: each applies only if the job is still running
- * under the same claim (job->claim) by job->worker, else TQ_ELOST (and
- * nothing changes). */
+/*
+ * Fenced acknowledgements. Each call below takes a job as tq_job_claim
+ * returned it (borrowed for the call) and applies only if the job is still
+ * running under the same claim (job->claim) by job->worker; else it
+ * returns TQ_ELOST and nothing changes. Each also returns TQ_EINVAL for a
+ * job that has no worker (not a claimed one), and any code of the store's.
+ * Those that need the queue's settings (complete, fail, heartbeat, snooze)
+ * read them first; a queue that no longer exists counts with the defaults.
+ */
+/* Done: the job becomes done, or is deleted when its queue keeps no
+ * finished rows; a waiting child whose parents are now all done becomes
+ * ready. Returns 0 on success, or TQ_ELOST or TQ_EINVAL as above, or a
+ * code of the store's. */
 int tq_job_complete(tq *db, const tq_job *job);
 /* Failure: back to ready after the queue's backoff, or dead when attempts
  * are used up. error (may be NULL) becomes last_error, as valid UTF-8: a
- * byte that is not part of a valid character is written as \xNN. */
+ * byte that is not part of a valid character is written as \xNN. Returns 0
+ * on success, or TQ_ELOST or TQ_EINVAL as above, TQ_ENOMEM, or a code of
+ * the store's. */
 int tq_job_fail(tq *db, const tq_job *job, const char *error);
-/* Extends the lease by the queue's lease length from now. */
+/* Extends the lease by the queue's lease length from now. Returns 0 on
+ * success, or TQ_ELOST or TQ_EINVAL as above, or a code of the store's. */
 int tq_job_heartbeat(tq *db, const tq_job *job);
-/* Gives the job back to ready without spending the attempt. */
+/* Gives the job back to ready without spending the attempt. Returns 0 on
+ * success, or TQ_ELOST or TQ_EINVAL as above, or a code of the store's. */
 int tq_job_release(tq *db, const tq_job *job);
 
 /* What a handler may say of its job besides done or failed, fenced like
@@ -466,43 +571,73 @@ int tq_job_release(tq *db, const tq_job *job);
 /* Stores the running job's progress, pct 0 to 100, and text (NULL, or
  * what fits in 200 bytes, kept as valid UTF-8): shown by tq show and tq
  * list. It stays when the job ends done or discarded and is cleared when
- * its run ends any other way (failed, snoozed, released, rescued). */
+ * its run ends any other way (failed, snoozed, released, rescued). Returns
+ * 0 on success, or: TQ_EINVAL for pct out of range (or as above); TQ_ELOST;
+ * TQ_ENOMEM; or a code of the store's. */
 int tq_job_progress(tq *db, const tq_job *job, int pct, const char *text);
 /* Back to ready at now + delay_us (0 to 365 days) without spending the
  * attempt, counting one snooze. A job that has snoozed its queue's
- * max_snoozes times fails instead, as tq_job_fail with a message that
- * says so. */
+ * max_snoozes times (as job->snoozes says) fails instead, as tq_job_fail
+ * with a message that says so, and the result is tq_job_fail's: 0 then
+ * means the job was failed. Returns 0 on success, or: TQ_EINVAL for a
+ * delay out of range (or as above); TQ_ELOST; or a code of the store's. */
 int tq_job_snooze(tq *db, const tq_job *job, int64_t delay_us);
-/* Dead at once, whatever attempts are left, with reason (NULL: "discarded
- * by its handler") as its last error: for input that can never succeed. */
+/* Dead at once, whatever attempts are left, with reason (NULL or "":
+ * "discarded by its handler") as its last error: for input that can never
+ * succeed. Returns 0 on success, or TQ_ELOST or TQ_EINVAL as above,
+ * TQ_ENOMEM, or a code of the store's. */
 int tq_job_discard(tq *db, const tq_job *job, const char *reason);
 
-/* Reads the result of job id into *out (result_len bytes, and a NUL after
- * them for convenience; freed with tq_free): what its handler gave, kept
- * once the job is done. TQ_ENOTFOUND for an unknown id, TQ_ESTATE when the
- * job has none (not done, or it gave none), each with a message. */
+/* Reads the result of job id into *out (*out_len bytes, and a NUL after
+ * them for convenience; the caller's, freed with tq_free; NULL on
+ * failure): what its handler gave, kept once the job is done. Returns 0 on
+ * success, or: TQ_ENOTFOUND for an unknown id; TQ_ESTATE when the job has
+ * none (not done, or it gave none), each with a message; or a code of the
+ * store's. */
 int tq_job_result(void **out, size_t *out_len, tq *db, int64_t id);
-/* tq_job_complete with a result (len bytes, at most TQ_RESULT_MAX:
- * TQ_ETOOBIG, and nothing changes). */
+/* tq_job_complete with a result: len bytes at data (NULL when len is 0),
+ * stored unless the queue keeps no finished rows. Returns as
+ * tq_job_complete, and TQ_EINVAL for NULL data with len > 0 or TQ_ETOOBIG
+ * for len over TQ_RESULT_MAX, checked first: nothing changes. */
 int tq_job_complete_result(tq *db, const tq_job *job, const void *data, size_t len);
 
 /* The ids of the parents job id was enqueued after (tq_enqueue_opts.after),
- * ascending, into *out (freed with tq_free; NULL when none). TQ_ENOTFOUND
- * for an unknown id. */
+ * ascending, into *out (*out_n of them; the caller's, freed with tq_free;
+ * NULL when none). Returns 0 on success, also for a job without parents,
+ * or: TQ_ENOTFOUND for an unknown id; or a code of the store's. */
 int tq_job_parents(int64_t **out, size_t *out_n, tq *db, int64_t id);
 
 /* Manual management. Each returns TQ_ENOTFOUND for an unknown id and
  * TQ_ESTATE when the job is in a state the action does not apply to. */
-/* dead or cancelled -> ready, attempts reset to 0. */
+/* Dead or cancelled -> ready (or waiting, while some of its parents are
+ * not done; cancelled again when one of them is dead or cancelled),
+ * attempts and snoozes reset to 0; the children its end cancelled come
+ * back. Returns 0 on success, or: TQ_EINVAL for an id that is not
+ * positive; TQ_ENOTFOUND; TQ_ESTATE for a job that is not dead or
+ * cancelled; or a code of the store's. */
 int tq_job_retry(tq *db, int64_t id);
-/* ready or running -> cancelled. */
+/* Ready, waiting or running -> cancelled, with its waiting children. A
+ * running job's holder finds TQ_ELOST at its next acknowledgement. Returns
+ * 0 on success, or: TQ_EINVAL for an id that is not positive;
+ * TQ_ENOTFOUND; TQ_ESTATE for a job that is done, dead or cancelled; or a
+ * code of the store's. */
 int tq_job_cancel(tq *db, int64_t id);
 /* The same for n jobs (an id given twice counts once), all or none: when
  * one of them is unknown or in the wrong state, nothing changes and the
- * message names that one. One transaction. */
+ * message names that one. One transaction. Returns 0 on success, or:
+ * TQ_EINVAL for no ids (n 0 or ids NULL) or one that is not positive;
+ * TQ_ENOTFOUND or TQ_ESTATE as tq_job_retry; TQ_ENOMEM; or a code of the
+ * store's. */
 int tq_job_retry_ids(tq *db, const int64_t *ids, size_t n);
+/* tq_job_cancel for n jobs, as tq_job_retry_ids: all or none, one
+ * transaction. Returns 0 on success, or: TQ_EINVAL for no ids or one that
+ * is not positive; TQ_ENOTFOUND or TQ_ESTATE as tq_job_cancel; TQ_ENOMEM;
+ * or a code of the store's. */
 int tq_job_cancel_ids(tq *db, const int64_t *ids, size_t n);
-/* All dead jobs (of queue, or of every queue if NULL) -> ready. */
+/* Every dead job (of queue, or of every queue if NULL), as tq_job_retry
+ * does, in one transaction; *out_count (may be NULL) gets how many.
+ * Returns 0 on success, also when there were none, or: TQ_EINVAL for an
+ * invalid queue name; or a code of the store's. */
 int tq_job_retry_dead(int64_t *out_count, tq *db, const char *queue);
 
 #define TQ_LIST_OPTS_VERSION 2
@@ -520,26 +655,37 @@ typedef struct tq_list_opts {
         TQ_LIST_OPTS_VERSION, NULL, -1, 0, 0                                             \
     }
 
-/* Newest first: by id, or for a finished state (done, dead, cancelled) by
- * when they finished (before_id then pages below that job's finish, and
- * gives nothing once the job has left the state). A list of one state
- * walks that state's index, so it costs what that state holds (waiting on
- * SQLite: the dependency rows kept). Payloads are included. */
+/* Jobs as opts says (NULL: every queue and state, 100 jobs), newest first:
+ * by id, or for a finished state (done, dead, cancelled) by when they
+ * finished (before_id then pages below that job's finish, and gives
+ * nothing once the job has left the state). A list of one state walks that
+ * state's index, so it costs what that state holds (waiting on SQLite: the
+ * dependency rows kept). Payloads are included. *out (*out_n jobs) is the
+ * caller's, freed with tq_job_array_free(*out, *out_n) whatever the call
+ * returned. Returns 0 on success, also for an empty page, or: TQ_EINVAL
+ * for an invalid queue name, a state out of range or a negative before_id;
+ * or a code of the store's. */
 int tq_job_list(tq_job **out, size_t *out_n, tq *db, const tq_list_opts *opts);
 
 /* Deletes finished jobs (states in state_mask, bit (1 << tq_state)) that
- * finished before now - older_than_us. TQ_EINVAL for a mask with a state
- * that is not finished. */
+ * finished before now - older_than_us, in one transaction; *out_count (may
+ * be NULL) gets how many on success. Returns 0 on success, or: TQ_EINVAL
+ * for an age outside 0 to 3650 days, or a mask that is empty or has a
+ * state that is not finished; or a code of the store's. */
 int tq_job_prune(int64_t *out_count, tq *db, int64_t older_than_us, unsigned state_mask);
 /* The same for at most limit rows of each state in the mask, in one
  * transaction (limit 0: all): called until it prunes fewer, it keeps each
  * transaction short beside running workers (tq prune does, 10,000 at a
- * time). */
+ * time). Returns as tq_job_prune, and TQ_EINVAL for a negative limit. */
 int tq_job_prune_batch(int64_t *out_count, tq *db, int64_t older_than_us,
                        unsigned state_mask, int64_t limit);
 
 /* Puts back running jobs whose lease expired: to ready, or to dead when
- * their attempts are used up. */
+ * their attempts are used up (which cancels their waiting children);
+ * *out_count (may be NULL) gets how many. SQLite does it in one
+ * transaction, PostgreSQL in batches of their own, so that a failure there
+ * may follow batches already put back. Returns 0 on success or a code of
+ * the store's. */
 int tq_rescue_expired(int64_t *out_count, tq *db);
 
 /* ---- Periodic jobs ----------------------------------------------------- */
@@ -593,20 +739,39 @@ typedef struct tq_schedule {
 } tq_schedule;
 
 /* Creates or replaces schedule name (1 to 64 of the queue-name letters);
- * its first slot is the first after now. A bad spec, zone or name:
- * TQ_EINVAL, nothing stored. */
+ * its first slot is the first after now. opts is required; its strings and
+ * payload are copied. Returns 0 on success, or: TQ_EINVAL, nothing stored,
+ * for an invalid name or queue name, no opts, a bad spec or zone (one this
+ * host's time-zone database lacks included), a spec with no slot ahead,
+ * or a payload over TQ_PAYLOAD_MAX_DEFAULT bytes (TQ_EINVAL here, not
+ * TQ_ETOOBIG) or NULL with a length; or a code of the store's. */
 int tq_schedule_set(tq *db, const char *name, const tq_schedule_opts *opts);
-/* TQ_ENOTFOUND if there is no such schedule. */
+/* Removes schedule name (the jobs it enqueued stay). Returns 0 on success,
+ * or: TQ_EINVAL for an invalid name; TQ_ENOTFOUND if there is no such
+ * schedule; or a code of the store's. */
 int tq_schedule_remove(tq *db, const char *name);
-/* All schedules by name; freed with tq_schedule_array_free(). */
+/* All schedules by name: *out_n of them in *out, the caller's, freed with
+ * tq_schedule_array_free(*out, *out_n) (NULL and 0 on failure). Returns 0
+ * on success or a code of the store's. */
 int tq_schedule_list(tq_schedule **out, size_t *out_n, tq *db);
+/* Frees an array of n schedules from tq_schedule_list, their payloads
+ * included (accepts NULL). Returns nothing. */
 void tq_schedule_array_free(tq_schedule *v, size_t n);
 /* Enqueues the due slots of every schedule (what workers do): *out_enqueued
  * jobs (may be NULL); *out_next_us (may be NULL) how long until the next
- * slot of any schedule, from now (-1: no schedule). */
+ * slot of any schedule, from now (-1: no schedule). Both are set once the
+ * schedules and the store's clock could be read. A schedule that fails
+ * stops none of the others (but a lost connection ends the round). Returns
+ * 0 when every due one ran, else the first failure's code, with its
+ * message: TQ_EINVAL for a schedule whose spec or zone this host cannot
+ * read (a zone missing from its time-zone database), or a code of the
+ * store's. */
 int tq_schedule_run(tq *db, int64_t *out_enqueued, int64_t *out_next_us);
-/* The first slot of spec in zone tz strictly after after_us (microseconds
- * since the epoch): 0 and *out_us, or TQ_EINVAL with the reason in msg. */
+/* The first slot of spec in zone tz (NULL: UTC) strictly after after_us
+ * (microseconds since the epoch), computed here, without a store. Returns 0
+ * and sets *out_us, or TQ_EINVAL for a bad spec or zone, or no slot within
+ * nine years, with the reason in msg (msglen bytes, NUL-terminated; msglen
+ * may be 0). */
 int tq_schedule_next(int64_t *out_us, const char *spec, const char *tz, int64_t after_us,
                      char *msg, size_t msglen);
 
@@ -629,18 +794,26 @@ typedef struct tq_stats {
     int64_t next_due_in_us; /* when the soonest of those is due, from now */
 } tq_stats;
 
-/* Stats for one queue, or all queues when queue is NULL. */
+/* Stats for one queue, or all queues when queue is NULL, into *out (zeroed
+ * first; a queue without jobs, or none of that name, gives zeros). The
+ * durations are those of the 1000 most recently finished done jobs.
+ * Returns 0 on success, or: TQ_EINVAL for an invalid queue name; or a code
+ * of the store's. */
 int tq_stats_get(tq_stats *out, tq *db, const char *queue);
 
 /*
  * Durations (finished_at - started_at) of up to limit most recently finished
- * done jobs of queue (NULL: all), in no particular order. *out is freed with
- * tq_free().
+ * done jobs of queue (NULL: all), in no particular order (limit 0: none).
+ * *out (*out_n values) is the caller's, freed with tq_free whatever
+ * *out_n is (NULL and 0 on failure). Returns 0 on success, or: TQ_EINVAL
+ * for an invalid queue name; or a code of the store's.
  */
 int tq_job_durations(int64_t **out, size_t *out_n, tq *db, const char *queue,
                      size_t limit);
 
-/* The value at fraction q (0..1) of n values; sorts v in place. 0 if n = 0. */
+/* The value at fraction q (0..1) of n values, by nearest rank (q <= 0: the
+ * smallest, q >= 1: the largest); sorts v in place. Returns it, or 0 if n
+ * is 0; cannot fail. */
 int64_t tq_percentile(int64_t *v, size_t n, double q);
 
 /* ---- Monitoring (what tq serve reads) ------------------------------------ */
@@ -661,7 +834,10 @@ typedef struct tq_count {
  * every dependency row kept (SQLite keeps no index of waiting jobs), so a
  * monitor counts those less often. by_worker (TQ_RUNNING only): by the
  * worker holding them instead. Queues without such jobs are left out.
- * *out is freed with tq_free().
+ * *out (*out_n counts) is the caller's, freed with tq_free whatever *out_n
+ * is (NULL and 0 on failure). Returns 0 on success, or: TQ_EINVAL for a
+ * state out of range, or by_worker with a state other than TQ_RUNNING; or
+ * a code of the store's.
  */
 int tq_count_jobs(tq_count **out, size_t *out_n, tq *db, tq_state state, int by_worker);
 
@@ -683,6 +859,11 @@ typedef struct tq_finished {
  * at (when, 0) for what finished after when. settle_us gives transactions that
  * stamped finished_at before they committed time to commit (a second is
  * plenty). Jobs deleted when done (a queue that keeps none) are not seen.
+ * *out (*out_n jobs) is the caller's, freed with tq_free whatever *out_n
+ * is (NULL and 0 on failure); the position moves only on success.
+ * Returns 0 on success, also when nothing finished, or: TQ_EINVAL for a
+ * settle_us outside 0 to 3650 days or a limit too large; or a code of the
+ * store's.
  */
 int tq_finished_since(tq_finished **out, size_t *out_n, tq *db, int64_t *at_us,
                       int64_t *after_id, int64_t settle_us, size_t limit);
@@ -704,10 +885,16 @@ typedef struct tq_worker_info {
     int64_t reaper_pid;
 } tq_worker_info;
 
+/* Every registered worker, by name, alive or not (alive as of the store's
+ * clock now): *out_n of them in *out, the caller's, freed with tq_free
+ * whatever *out_n is (NULL and 0 on failure). Returns 0 on success or a
+ * code of the store's. */
 int tq_worker_list(tq_worker_info **out, size_t *out_n, tq *db);
 /* Deletes the registrations of workers that stopped, or went silent past
  * their lease, longer than older_than_us ago (their names are free to take
- * anyway); live workers are never touched. *out_count: how many. */
+ * anyway); live workers are never touched. *out_count (may be NULL): how
+ * many. Returns 0 on success, or: TQ_EINVAL for an age outside 0 to 3650
+ * days; or a code of the store's. */
 int tq_worker_prune(int64_t *out_count, tq *db, int64_t older_than_us);
 
 typedef struct tq_worker tq_worker;
@@ -719,21 +906,34 @@ typedef struct tq_worker tq_worker;
  */
 typedef int (*tq_handler_fn)(void *ud, const tq_job *job, char *err, size_t errlen);
 
-/* Called by a C handler, from within its call and for the job it was
- * given, to say what a command handler says on its control channel
- * (descriptor 3); TQ_EINVAL from anywhere else or for a value out of
- * range. Progress (0 to 100, text cut at 200 bytes) is written within a
- * second, fenced, as tq_job_progress does. A snooze (0 to 365 days) or a
- * discard decides how the job ends, whatever the handler then returns:
- * as tq_job_snooze and tq_job_discard do; the last one said counts. */
+/*
+ * Called by a C handler, from within its call and for the job it was given
+ * (that very pointer), to say what a command handler says on its control
+ * channel (descriptor 3). Each returns TQ_EINVAL from anywhere else. None
+ * reaches the store or sets a message: the worker sends what was said. A
+ * snooze or a discard decides how the job ends, whatever the handler then
+ * returns: as tq_job_snooze and tq_job_discard do; the last one said
+ * counts.
+ */
+/* Progress, pct 0 to 100 and text (NULL, or cut at 200 bytes), written
+ * within a second, fenced, as tq_job_progress does. Returns 0, or
+ * TQ_EINVAL for pct out of range (or as above). */
 int tq_handler_progress(const tq_job *job, int pct, const char *text);
-/* The job's result, kept if the handler then returns done: len bytes, at
- * most TQ_RESULT_MAX (else TQ_ETOOBIG, and none is kept). Copied:
- * data may go once this returns. Stored whatever the queue's results
- * setting, which is about commands' stdout, unless the queue deletes
- * finished rows. */
+/* The job's result, kept if the handler then returns done: len bytes (data
+ * may be NULL when len is 0), at most TQ_RESULT_MAX. Copied: data may go
+ * once this returns; a later call replaces it. Stored whatever the queue's
+ * results setting, which is about commands' stdout, unless the queue
+ * deletes finished rows. Returns 0, or: TQ_EINVAL for NULL data with len >
+ * 0 (or as above); TQ_ETOOBIG for len over TQ_RESULT_MAX, after which no
+ * result is kept, an earlier one neither; TQ_ENOMEM. */
 int tq_handler_result(const tq_job *job, const void *data, size_t len);
+/* Snooze: back to ready after delay_us (0 to 365 days), the attempt not
+ * spent, as tq_job_snooze (its max_snoozes included). Returns 0, or
+ * TQ_EINVAL for a delay out of range (or as above). */
 int tq_handler_snooze(const tq_job *job, int64_t delay_us);
+/* Discard: dead at once with reason (copied; NULL or "": "discarded by its
+ * handler"), as tq_job_discard. Returns 0, or: TQ_EINVAL as above;
+ * TQ_ENOMEM. */
 int tq_handler_discard(const tq_job *job, const char *reason);
 
 /* Log levels passed to tq_worker_opts.log. */
@@ -801,52 +1001,86 @@ typedef struct tq_worker_counters {
  * crash) are put back at once, their attempt counted if they had started,
  * when the previous holder is provably gone (stopped, or dead as above, or
  * never registered); otherwise they come back when their leases expire.
+ *
+ * opts is required; its strings are copied (handler_ud and log_ud are
+ * passed on as given). *out (NULL on failure) is the caller's, freed with
+ * tq_worker_free; db stays the caller's and must outlive it. Returns 0 on
+ * success, or: TQ_EINVAL for bad options (none or both of handler and
+ * argv, a command not found or not executable, a concurrency, duration or
+ * prefetch out of range, an invalid queue or worker name); TQ_EINUSE if a
+ * live worker holds the name; TQ_ESYS when a pipe, the handlers' reaper or
+ * a handler thread cannot be started; TQ_ENOMEM; or a code of the store's.
  */
 int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *opts);
-/* Runs until stopped (or drained, with opts.drain). While it runs SIGPIPE
+/*
+ * Runs until stopped (or drained, with opts.drain). While it runs SIGPIPE
  * is ignored in the whole process (a handler that stops reading its stdin
  * must not end the worker); the disposition it had is restored on return.
- * Returns 0 on a clean stop; TQ_ESYS after stopping because the command could not be
- * started for 10 s (the program gone or not executable), or nothing could start for a
- * minute while nothing ran; TQ_ECONN when a SQLite store's file was deleted or replaced
- * while it ran. */
+ * It rides out TQ_EBUSY, TQ_EFULL and, on PostgreSQL, TQ_ECONN
+ * (reconnecting). Returns 0 on a clean stop, also one that found the store
+ * out of reach or full and left unsent results to the leases (the log says
+ * so), or: TQ_ESYS after stopping because the command could not be
+ * started for 10 s (the program gone or not executable), or nothing could
+ * start for a minute while nothing ran; TQ_EINUSE after stopping because
+ * another process registered the worker's name while it ran; TQ_ECONN when
+ * a SQLite store's file was deleted or replaced while it ran; or another
+ * code of the store's it cannot ride out (TQ_ESCHEMA, TQ_EDB, TQ_ENOMEM,
+ * ...), after killing its command handlers and giving back what it holds.
+ */
 int tq_worker_run(tq_worker *w);
 /* Asks a running pool to stop: claim nothing more, let running jobs finish
  * within the grace period, then kill them and release their jobs. A second
  * call while it stops ends the grace at once: command handlers are killed
  * (SIGKILL to their process groups) and their jobs released unspent;
  * callback handlers, which cannot be killed, are still waited for.
- * Async-signal-safe and thread-safe. */
+ * Async-signal-safe and thread-safe. Returns nothing; tq_worker_run's
+ * result says how the run ended. */
 void tq_worker_stop(tq_worker *w);
-/* Safe from any thread while tq_worker_run runs (busy_retries excepted,
- * which is read after it returns). */
+/* Copies the run's counters into *out. Safe from any thread while
+ * tq_worker_run runs (busy_retries excepted, which is read after it
+ * returns). Returns nothing. */
 void tq_worker_counters_get(tq_worker_counters *out, const tq_worker *w);
-/* The worker's registered name; borrowed until tq_worker_free. */
+/* Returns the worker's registered name, borrowed until tq_worker_free;
+ * never NULL for a worker tq_worker_new made. */
 const char *tq_worker_name(const tq_worker *w);
 /* The name tq_worker_new gives a worker of this process when its options
  * name none, into out (len bytes, NUL-terminated, cut if short): HOST:PID,
  * or HOST:PID@NS (the PID namespace's inode number) in a PID namespace of
  * its own, where a sibling container with the same hostname may run its
- * worker under the same PID. */
+ * worker under the same PID. Returns nothing. */
 void tq_worker_default_name(char *out, size_t len);
-/* Marks the worker stopped in the store and frees it (accepts NULL). */
+/* Marks the worker stopped in the store (unless another process has taken
+ * its name since) and frees it (accepts NULL), after tq_worker_run has
+ * returned or instead of running it. Callback handlers still running are
+ * waited for. db is the caller's again, as it came. Returns nothing: a
+ * failure to mark the stop is not reported (the registration then lapses
+ * with its lease). */
 void tq_worker_free(tq_worker *w);
 
 /* ---- Utilities used by the tool, exported for any caller ---------------- */
 
-/* Parses "250ms", "30s", "5m", "2h", "7d", compounds like "1h30m", or a
- * plain number of seconds. Returns 0 or TQ_EINVAL. */
+/* Parses "250ms", "30s", "5m", "2h", "7d" (also "us" and fractions such as
+ * "1.5s"), compounds like "1h30m", or a plain number of seconds. Returns 0
+ * and sets *out_us, or TQ_EINVAL for anything else (NULL, "", an unknown
+ * unit, "1h30", an overflow; *out_us is then left alone). */
 int tq_duration_parse(int64_t *out_us, const char *text);
-/* Formats a duration compactly ("1.5s", "250ms"); returns buf. */
+/* Formats a duration compactly ("1.5s", "250ms"; a negative one with a
+ * '-') into buf, len bytes, cut if short. Returns buf. */
 char *tq_duration_format(char *buf, size_t len, int64_t us);
 /* Parses "YYYY-MM-DDTHH:MM[:SS[.FRACTION]][Z|+HH:MM]" (no zone: local
  * time; the form tq_time_format prints) or "@SECONDS", from 1970 to the end
- * of 9999. Returns 0 or TQ_EINVAL. */
+ * of 9999. Returns 0 and sets *out_us, or TQ_EINVAL (*out_us is then left
+ * alone). */
 int tq_time_parse(int64_t *out_us, const char *text);
-/* Formats as "YYYY-MM-DDTHH:MM:SS.mmmZ"; returns buf. */
+/* Formats as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC) into buf, len bytes, cut if
+ * short; a time the C library cannot convert as "@SECONDS.MICROSECONDS".
+ * Returns buf. */
 char *tq_time_format(char *buf, size_t len, int64_t us);
 
-/* Frees memory returned by tq (arrays of queue info, durations, ...). */
+/* Frees what the comments above say to free with tq_free (arrays of queue
+ * info, counts, workers, finished jobs and durations, a job's result or
+ * parents, the strings of tq_utf8_clean and tq_text_printable); accepts
+ * NULL. Returns nothing. */
 void tq_free(void *p);
 
 #ifdef __cplusplus
