@@ -149,8 +149,10 @@ typedef struct tq_open_opts {
  * *out is set on every return but one: when the handle itself cannot be
  * allocated (TQ_ENOMEM), *out is NULL. The caller owns the handle and frees
  * it with tq_close, after a failure too: a handle whose open failed serves
- * only tq_errmsg (which says why), tq_store_name, tq_engine_name and
- * tq_close. A handle is not thread-safe: one thread uses it at a time.
+ * tq_errmsg (which says why), tq_store_name, tq_engine_name and tq_close;
+ * every other call on it, or on a NULL handle, returns TQ_EINVAL ("the
+ * store is not open", with the open's reason), never crashes. A handle is
+ * not thread-safe: one thread uses it at a time.
  *
  * Returns 0 on success, or: TQ_EINVAL for a missing or malformed URL (an
  * unknown scheme or parameter included); TQ_ENOTSUP for an engine this

@@ -51,6 +51,45 @@ static int check_version(tq *db, int version, int for_init)
     return 0;
 }
 
+/*
+ * Whether db is a handle that tq_open opened: 0, its last error cleared;
+ * else TQ_EINVAL (a NULL handle, or one whose open failed), with the
+ * reason in tq_errmsg where there is a handle to hold it. Every public
+ * call that uses the store starts with it (USABLE), so that a failed or
+ * NULL handle gets an error, never a crash.
+ */
+#define NOT_OPEN "the store is not open"
+static int usable(tq *db)
+{
+    if (!db)
+        return TQ_EINVAL;
+    if (db->engine && db->conn) {
+        tq__clearerr(db);
+        return 0;
+    }
+    if (strncmp(db->errmsg, NOT_OPEN, strlen(NOT_OPEN)) != 0) {
+        char why[sizeof db->errmsg];
+        memcpy(why, db->errmsg, sizeof why);
+        tq__seterr(db, TQ_EINVAL, NOT_OPEN " (tq_open failed%s%.900s)",
+                   why[0] ? ": " : "", why);
+    }
+    return TQ_EINVAL;
+}
+#define USABLE(db)                                                                       \
+    do {                                                                                 \
+        int usable_rc_ = usable(db);                                                     \
+        if (usable_rc_)                                                                  \
+            return usable_rc_;                                                           \
+    } while (0)
+
+/* USABLE, and job is a claimed job (a tq_job_claim's): TQ_EINVAL if not. */
+#define CLAIMED(db, job)                                                                 \
+    do {                                                                                 \
+        USABLE(db);                                                                      \
+        if (!(job) || !(job)->worker || !(job)->queue)                                   \
+            return tq__seterr(db, TQ_EINVAL, "not a claimed job");                       \
+    } while (0)
+
 int tq_open(tq **out, const char *url, const tq_open_opts *opts)
 {
     tq__url u;
@@ -120,7 +159,7 @@ int tq_init(tq *db)
 
 int tq_init_grants(tq *db, const tq_grant *grants, size_t n)
 {
-    tq__clearerr(db);
+    USABLE(db);
     for (size_t i = 0; i < n; i++)
         if (!grants[i].role || !grants[i].role[0] ||
             (grants[i].kind != TQ_GRANT_PRODUCER && grants[i].kind != TQ_GRANT_WORKER))
@@ -153,7 +192,7 @@ static int check_queue_name(tq *db, const char *name)
 int tq_queue_set(tq *db, const char *name, const tq_queue_opts *o)
 {
     tq_queue_opts none = TQ_QUEUE_OPTS_INIT;
-    tq__clearerr(db);
+    USABLE(db);
     int rc = check_queue_name(db, name);
     if (rc)
         return rc;
@@ -210,14 +249,14 @@ int tq_queue_set(tq *db, const char *name, const tq_queue_opts *o)
 
 int tq_queue_get(tq_queue_info *out, tq *db, const char *name)
 {
-    tq__clearerr(db);
+    USABLE(db);
     int rc = check_queue_name(db, name);
     return rc ? rc : db->engine->queue_get(db, name, out);
 }
 
 int tq_queue_list(tq_queue_info **out, size_t *out_n, tq *db)
 {
-    tq__clearerr(db);
+    USABLE(db);
     *out = NULL;
     *out_n = 0;
     return db->engine->queue_list(db, out, out_n);
@@ -322,8 +361,10 @@ static tq_enqueue_opts enqueue_opts(const tq_enqueue_opts *given)
     return o;
 }
 
-static int check_payload(tq *db, size_t len)
+static int check_payload(tq *db, const void *data, size_t len)
 {
+    if (!data && len)
+        return tq__seterr(db, TQ_EINVAL, "a payload of %zu bytes without its bytes", len);
     if ((int64_t)len > db->payload_max)
         return tq__seterr(db, TQ_ETOOBIG,
                           "payload of %zu bytes is over the limit of %lld bytes", len,
@@ -339,10 +380,10 @@ int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
     int64_t id = 0, *after = NULL;
     int dup = 0;
 
-    tq__clearerr(db);
+    USABLE(db);
     int rc = check_enqueue(db, queue, &o);
     if (!rc)
-        rc = check_payload(db, len);
+        rc = check_payload(db, payload, len);
     if (!rc)
         rc = sort_after(db, &o, &after);
     /* A duplicate whose kept row was deleted between the engine's insert
@@ -355,7 +396,7 @@ int tq_job_enqueue(int64_t *out, tq *db, const char *queue, const void *payload,
          * finishing them rolled everything back, and may be tried again. */
         if (rc == TQ_EBUSY && o.nafter && (db->engine->caps & TQ__CAP_NETWORK) &&
             tries < 5) {
-            tq__clearerr(db);
+            USABLE(db);
             rc = 0;
             continue;
         }
@@ -378,14 +419,16 @@ int tq_job_enqueue_batch(int64_t *out, tq *db, const char *queue, const tq_paylo
                          size_t n, const tq_enqueue_opts *opts)
 {
     tq_enqueue_opts o = enqueue_opts(opts);
-    tq__clearerr(db);
+    USABLE(db);
     if (o.key)
         return tq__seterr(db, TQ_EINVAL, "a batch enqueue cannot carry a dedup key");
     int rc = check_enqueue(db, queue, &o);
     if (rc)
         return rc;
+    if (n && !items)
+        return tq__seterr(db, TQ_EINVAL, "%zu jobs without their payloads", n);
     for (size_t i = 0; i < n; i++)
-        if ((rc = check_payload(db, items[i].len)))
+        if ((rc = check_payload(db, items[i].data, items[i].len)))
             return rc;
     if (n == 0)
         return 0;
@@ -470,7 +513,7 @@ int tq__job_out_of_attempts(const tq_job *j)
 
 int tq_job_get(tq_job **out, tq *db, int64_t id)
 {
-    tq__clearerr(db);
+    USABLE(db);
     *out = NULL;
     return db->engine->job_get(db, id, out);
 }
@@ -505,7 +548,7 @@ int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
     tq_queue_info q;
     *out = NULL;
     *out_n = 0;
-    tq__clearerr(db);
+    USABLE(db);
     if (!worker || !*worker || strlen(worker) > 127)
         return tq__seterr(db, TQ_EINVAL, "worker name must be 1 to 127 bytes");
     int rc = tq_queue_get(&q, db, queue);
@@ -538,7 +581,7 @@ int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
 /* Applies one fenced ack for a job the caller claimed. */
 static int ack_one(tq *db, const tq_job *job, tq__ack *a)
 {
-    tq__clearerr(db);
+    USABLE(db);
     if (!job || !job->worker)
         return tq__seterr(db, TQ_EINVAL, "not a claimed job");
     int rc = db->engine->exchange(db, job->worker, a, 1, NULL, NULL, NULL);
@@ -591,12 +634,13 @@ static int complete(tq *db, const tq_job *job, const void *output, size_t len)
 
 int tq_job_complete(tq *db, const tq_job *job)
 {
+    CLAIMED(db, job);
     return complete(db, job, NULL, 0);
 }
 
 int tq_job_complete_result(tq *db, const tq_job *job, const void *data, size_t len)
 {
-    tq__clearerr(db);
+    CLAIMED(db, job);
     if (!data && len)
         return tq__seterr(db, TQ_EINVAL, "a result of %zu bytes without its bytes", len);
     if (len > TQ_RESULT_MAX)
@@ -608,7 +652,7 @@ int tq_job_complete_result(tq *db, const tq_job *job, const void *data, size_t l
 int tq_job_result(void **out, size_t *out_len, tq *db, int64_t id)
 {
     int state;
-    tq__clearerr(db);
+    USABLE(db);
     *out = NULL;
     *out_len = 0;
     int rc = db->engine->job_result(db, id, out, out_len, &state);
@@ -628,7 +672,7 @@ int tq_job_result(void **out, size_t *out_len, tq *db, int64_t id)
 
 int tq_job_parents(int64_t **out, size_t *out_n, tq *db, int64_t id)
 {
-    tq__clearerr(db);
+    USABLE(db);
     *out = NULL;
     *out_n = 0;
     int rc = db->engine->job_parents(db, id, out, out_n);
@@ -639,6 +683,7 @@ int tq_job_parents(int64_t **out, size_t *out_n, tq *db, int64_t id)
 
 int tq_job_fail(tq *db, const tq_job *job, const char *error)
 {
+    CLAIMED(db, job);
     tq_queue_info q;
     int rc = queue_of(db, job, &q);
     if (rc)
@@ -652,6 +697,7 @@ int tq_job_fail(tq *db, const tq_job *job, const char *error)
 
 int tq_job_heartbeat(tq *db, const tq_job *job)
 {
+    CLAIMED(db, job);
     tq_queue_info q;
     int rc = queue_of(db, job, &q);
     if (rc)
@@ -663,13 +709,14 @@ int tq_job_heartbeat(tq *db, const tq_job *job)
 
 int tq_job_release(tq *db, const tq_job *job)
 {
+    CLAIMED(db, job);
     tq__ack a = {.id = job->id, .claim = job->claim, .kind = TQ__ACK_RELEASE};
     return ack_one(db, job, &a);
 }
 
 int tq_job_progress(tq *db, const tq_job *job, int pct, const char *text)
 {
-    tq__clearerr(db);
+    CLAIMED(db, job);
     if (pct < 0 || pct > 100)
         return tq__seterr(db, TQ_EINVAL, "progress must be between 0 and 100");
     char cut[TQ__PROGRESS_TEXT_MAX + 1];
@@ -686,7 +733,7 @@ int tq_job_progress(tq *db, const tq_job *job, int pct, const char *text)
 
 int tq_job_snooze(tq *db, const tq_job *job, int64_t delay_us)
 {
-    tq__clearerr(db);
+    CLAIMED(db, job);
     if (delay_us < 0 || delay_us > TQ__SNOOZE_MAX_US)
         return tq__seterr(db, TQ_EINVAL, "a snooze must be between 0 and 365d");
     tq_queue_info q;
@@ -705,6 +752,7 @@ int tq_job_snooze(tq *db, const tq_job *job, int64_t delay_us)
 
 int tq_job_discard(tq *db, const tq_job *job, const char *reason)
 {
+    CLAIMED(db, job);
     tq__ack a = {.id = job->id, .claim = job->claim, .kind = TQ__ACK_DISCARD};
     return ack_text(db, job, &a, reason && *reason ? reason : "discarded by its handler");
 }
@@ -736,7 +784,7 @@ static int cmp_id(const void *a, const void *b)
 static int manage_ids(tq *db, const int64_t *ids, size_t n, int cancel)
 {
     const char *action = cancel ? "cancel" : "retry";
-    tq__clearerr(db);
+    USABLE(db);
     if (n == 0 || !ids)
         return tq__seterr(db, TQ_EINVAL, "no job ids to %s", action);
     for (size_t i = 0; i < n; i++)
@@ -775,7 +823,7 @@ int tq_job_retry_dead(int64_t *out_count, tq *db, const char *queue)
 {
     int64_t n = 0;
     size_t bad;
-    tq__clearerr(db);
+    USABLE(db);
     if (queue) {
         int rc = check_queue_name(db, queue);
         if (rc)
@@ -802,7 +850,7 @@ int tq_job_list(tq_job **out, size_t *out_n, tq *db, const tq_list_opts *opts)
     tq_list_opts o = TQ_LIST_OPTS_INIT;
     *out = NULL;
     *out_n = 0;
-    tq__clearerr(db);
+    USABLE(db);
     if (opts && opts->version >= 2)
         o = *opts;
     else if (opts) /* version 1 ends at limit */
@@ -834,7 +882,7 @@ int tq_job_prune_batch(int64_t *out_count, tq *db, int64_t older_than_us,
 {
     const unsigned finished = (1u << TQ_DONE) | (1u << TQ_DEAD) | (1u << TQ_CANCELLED);
     int64_t n = 0;
-    tq__clearerr(db);
+    USABLE(db);
     if (older_than_us < 0 || older_than_us > MAX_DURATION_US)
         return tq__seterr(db, TQ_EINVAL, "age must be between 0 and 3650d");
     if (state_mask == 0 || (state_mask & ~finished))
@@ -851,7 +899,7 @@ int tq_job_prune_batch(int64_t *out_count, tq *db, int64_t older_than_us,
 int tq_rescue_expired(int64_t *out_count, tq *db)
 {
     int64_t n = 0;
-    tq__clearerr(db);
+    USABLE(db);
     int rc = db->engine->rescue(db, NULL, 0, &n);
     if (out_count)
         *out_count = n;
@@ -865,7 +913,7 @@ int tq_stats_get(tq_stats *out, tq *db, const char *queue)
     int64_t *d = NULL;
     size_t n = 0;
     memset(out, 0, sizeof *out);
-    tq__clearerr(db);
+    USABLE(db);
     if (queue) {
         int rc = check_queue_name(db, queue);
         if (rc)
@@ -889,7 +937,7 @@ int tq_job_durations(int64_t **out, size_t *out_n, tq *db, const char *queue,
 {
     *out = NULL;
     *out_n = 0;
-    tq__clearerr(db);
+    USABLE(db);
     if (queue) {
         int rc = check_queue_name(db, queue);
         if (rc)
@@ -902,7 +950,7 @@ int tq_count_jobs(tq_count **out, size_t *out_n, tq *db, tq_state state, int by_
 {
     *out = NULL;
     *out_n = 0;
-    tq__clearerr(db);
+    USABLE(db);
     if (!tq_state_name(state))
         return tq__seterr(db, TQ_EINVAL, "no such state: %d", (int)state);
     if (by_worker && state != TQ_RUNNING)
@@ -927,7 +975,7 @@ int tq_finished_since(tq_finished **out, size_t *out_n, tq *db, int64_t *at_us,
     enum { NFIN = sizeof fin / sizeof fin[0] };
     *out = NULL;
     *out_n = 0;
-    tq__clearerr(db);
+    USABLE(db);
     if (settle_us < 0 || settle_us > MAX_DURATION_US)
         return tq__seterr(db, TQ_EINVAL, "settle time must be between 0 and 3650d");
     if (!limit)
@@ -974,7 +1022,7 @@ int tq_finished_since(tq_finished **out, size_t *out_n, tq *db, int64_t *at_us,
 int tq_worker_prune(int64_t *out_count, tq *db, int64_t older_than_us)
 {
     int64_t n = 0;
-    tq__clearerr(db);
+    USABLE(db);
     if (older_than_us < 0 || older_than_us > MAX_DURATION_US)
         return tq__seterr(db, TQ_EINVAL, "age must be between 0 and 3650d");
     int rc = db->engine->worker_prune(db, older_than_us, &n);
@@ -987,7 +1035,7 @@ int tq_worker_list(tq_worker_info **out, size_t *out_n, tq *db)
 {
     *out = NULL;
     *out_n = 0;
-    tq__clearerr(db);
+    USABLE(db);
     return db->engine->worker_list(db, out, out_n);
 }
 
@@ -1011,7 +1059,7 @@ int tq_schedule_set(tq *db, const char *name, const tq_schedule_opts *o)
     tq__cron c;
     tq__zone *z = NULL;
     int64_t now, next;
-    tq__clearerr(db);
+    USABLE(db);
     int rc = check_name(db, "schedule", name);
     if (rc)
         return rc;
@@ -1035,7 +1083,7 @@ int tq_schedule_set(tq *db, const char *name, const tq_schedule_opts *o)
 
 int tq_schedule_remove(tq *db, const char *name)
 {
-    tq__clearerr(db);
+    USABLE(db);
     int rc = check_name(db, "schedule", name);
     return rc ? rc : db->engine->schedule_remove(db, name);
 }
@@ -1044,7 +1092,7 @@ int tq_schedule_list(tq_schedule **out, size_t *out_n, tq *db)
 {
     *out = NULL;
     *out_n = 0;
-    tq__clearerr(db);
+    USABLE(db);
     return db->engine->schedule_list(db, out, out_n);
 }
 
@@ -1084,7 +1132,7 @@ int tq_schedule_run(tq *db, int64_t *out_enqueued, int64_t *out_next_us)
     tq_schedule *v;
     size_t n;
     int64_t now, soonest = -1, enqueued = 0;
-    tq__clearerr(db);
+    USABLE(db);
     int rc = db->engine->schedule_list(db, &v, &n);
     if (!rc && (rc = db->engine->clock(db, &now)))
         tq_schedule_array_free(v, n);
