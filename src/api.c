@@ -3,7 +3,7 @@
  * the rules no engine owns: opening a store, validating every input before
  * it reaches an engine, backoff, and the single-job acknowledgement calls.
  * Called by users of tq.h (the tool, embedding programs) and, for claims
- * and acks, by worker.c.
+ * and acks, by the worker pool (worker/).
  */
 #include "cron.h"
 #include "control.h"

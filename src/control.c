@@ -1,6 +1,6 @@
 /*
  * control.c - the control channel's line reader and parser (control.h).
- * Called by worker.c for what a command handler writes to descriptor 3.
+ * Called by worker/command.c for what a command handler writes to descriptor 3.
  *
  * A handler is any program, written by anyone: every line is checked here
  * and anything unexpected is a reason string, never a crash or a stall.

@@ -4,7 +4,7 @@
  * "snooze DUR" or "discard TEXT". The reader cuts the byte stream into
  * lines; the parser turns one line into a message. Both are pure (no
  * I/O, no global state), so they are fuzzed as they are (fuzz_control).
- * worker.c owns the pipe and decides what each message does to the job.
+ * worker/command.c owns the pipe and decides what each message does to the job.
  */
 #ifndef TQ_CONTROL_H
 #define TQ_CONTROL_H

@@ -4,7 +4,7 @@
  * -9 included), before any lease of their jobs can expire.
  *
  * PR_SET_PDEATHSIG reaches a handler process only, not what it started. So
- * a command-mode worker (worker.c) forks one reaper, in a session of its
+ * a command-mode worker (worker/command.c) forks one reaper, in a session of its
  * own, so that a signal to the worker's whole process group (a shell's kill
  * of a job, timeout -s KILL) does not take it along. Each handler, in its
  * own process group, tells the reaper that group before it execs (spawn.c:

@@ -1,6 +1,6 @@
 /*
  * spawn.c - runs a handler command for a job without a shell. Called by the
- * worker pool (worker.c), which polls the descriptors kept in tq__child.
+ * worker pool (worker/command.c), which polls the descriptors kept in tq__child.
  *
  * The payload is never put on a command line: it goes to the child's stdin
  * through a non-blocking pipe, so a payload larger than the pipe buffer
@@ -8,7 +8,7 @@
  * a timeout or shutdown can signal everything it started, and it enters
  * that group before any signal sent to the worker's group can reach it
  * (child_exec). That group is the job: when the handler exits, whatever it
- * left running in its group is ended too (worker.c) before the job is
+ * left running in its group is ended too (worker/command.c) before the job is
  * acknowledged. A handler's group does not outlive its worker: if the
  * worker dies (kill -9, a crash), the kernel sends the handler SIGKILL, and
  * the worker's reaper (reaper.h), told of the group before the handler

@@ -1,5 +1,5 @@
 /*
- * spawn.h - one handler command run for one job, driven by worker.c's poll
+ * spawn.h - one handler command run for one job, driven by the worker's poll
  * loop: feed the payload to stdin, keep the tail of stderr, notice exit.
  */
 #ifndef TQ_SPAWN_H

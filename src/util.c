@@ -1,6 +1,6 @@
 /*
  * util.c - errors, clocks, durations, times, backoff, jobs' memory and
- * small helpers, below both the API (api.c, worker.c) and the engines. Called from every
+ * small helpers, below both the API (api.c, worker/) and the engines. Called from every
  * other file of the library and exported in part through tq.h for the tool.
  */
 #define _DEFAULT_SOURCE /* timegm */

@@ -1,7 +1,7 @@
 /*
  * engine.h - the interface every storage engine implements.
  *
- * Shared code (api.c, worker.c) calls an engine only through this table
+ * Shared code (api.c, worker/) calls an engine only through this table
  * and asks caps, never an engine's name. Each engine is one file
  * (sqlite.c, postgres.c) holding its SQL and ending in one
  * `const struct tq__engine` definition. Engines own "now": SQLite uses the
