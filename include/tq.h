@@ -1007,7 +1007,8 @@ typedef struct tq_worker_counters {
  * opts is required; its strings are copied (handler_ud and log_ud are
  * passed on as given). *out (NULL on failure) is the caller's, freed with
  * tq_worker_free; db stays the caller's and must outlive it. Returns 0 on
- * success, or: TQ_EINVAL for bad options (none or both of handler and
+ * success, or: TQ_EINVAL for a NULL out, a db that is NULL or whose
+ * tq_open failed, or bad options (none or both of handler and
  * argv, a command not found or not executable, a concurrency, duration or
  * prefetch out of range, an invalid queue or worker name); TQ_EINUSE if a
  * live worker holds the name; TQ_ESYS when a pipe, the handlers' reaper or
@@ -1027,7 +1028,8 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *opts);
  * another process registered the worker's name while it ran; TQ_ECONN when
  * a SQLite store's file was deleted or replaced while it ran; or another
  * code of the store's it cannot ride out (TQ_ESCHEMA, TQ_EDB, TQ_ENOMEM,
- * ...), after killing its command handlers and giving back what it holds.
+ * ...), after killing its command handlers and giving back what it holds;
+ * TQ_EINVAL for a NULL w.
  */
 int tq_worker_run(tq_worker *w);
 /* Asks a running pool to stop: claim nothing more, let running jobs finish
@@ -1035,15 +1037,15 @@ int tq_worker_run(tq_worker *w);
  * call while it stops ends the grace at once: command handlers are killed
  * (SIGKILL to their process groups) and their jobs released unspent;
  * callback handlers, which cannot be killed, are still waited for.
- * Async-signal-safe and thread-safe. Returns nothing; tq_worker_run's
- * result says how the run ended. */
+ * Async-signal-safe and thread-safe; does nothing for NULL. Returns
+ * nothing; tq_worker_run's result says how the run ended. */
 void tq_worker_stop(tq_worker *w);
 /* Copies the run's counters into *out. Safe from any thread while
  * tq_worker_run runs (busy_retries excepted, which is read after it
- * returns). Returns nothing. */
+ * returns). Zeroes *out for a NULL w. Returns nothing. */
 void tq_worker_counters_get(tq_worker_counters *out, const tq_worker *w);
 /* Returns the worker's registered name, borrowed until tq_worker_free;
- * never NULL for a worker tq_worker_new made. */
+ * never NULL for a worker tq_worker_new made, NULL for NULL. */
 const char *tq_worker_name(const tq_worker *w);
 /* The name tq_worker_new gives a worker of this process when its options
  * name none, into out (len bytes, NUL-terminated, cut if short): HOST:PID,

@@ -59,7 +59,7 @@ static int check_version(tq *db, int version, int for_init)
  * NULL handle gets an error, never a crash.
  */
 #define NOT_OPEN "the store is not open"
-static int usable(tq *db)
+int tq__usable(tq *db)
 {
     if (!db)
         return TQ_EINVAL;
@@ -77,7 +77,7 @@ static int usable(tq *db)
 }
 #define USABLE(db)                                                                       \
     do {                                                                                 \
-        int usable_rc_ = usable(db);                                                     \
+        int usable_rc_ = tq__usable(db);                                                 \
         if (usable_rc_)                                                                  \
             return usable_rc_;                                                           \
     } while (0)

@@ -73,6 +73,11 @@ int64_t tq__backoff_us(int64_t base_us, int64_t cap_us, int attempt, double rnd)
 /* A uniform random number in [0, 1) from a per-process generator. */
 double tq__random(void);
 
+/* Whether db is a handle tq_open opened: 0, its last error cleared; else
+ * TQ_EINVAL (NULL, or a handle whose open failed, which then says why in
+ * tq_errmsg). Every public call that uses the store starts with it. */
+int tq__usable(tq *db);
+
 /* Sorts claimed jobs for starting: those whose start the claim recorded
  * (started_at set) first, each part in the queue's order. Engines return
  * claimed jobs in any order. */

@@ -79,6 +79,12 @@ static void every_call_fails(tq *db)
     FAILS(tq_finished_since(&fv, &n, db, &at, &after, 0, 10));
     FAILS(tq_worker_list(&wv, &n, db));
     FAILS(tq_worker_prune(&n64, db, 0));
+    tq_worker *w = (tq_worker *)1; /* must be set to NULL */
+    const char *argv[] = {"true", NULL};
+    tq_worker_opts wo = TQ_WORKER_OPTS_INIT;
+    wo.argv = argv;
+    FAILS(tq_worker_new(&w, db, &wo));
+    assert_null(w);
 #undef FAILS
     /* The handle's own accessors answer something printable. */
     assert_non_null(tq_errmsg(db));
@@ -121,6 +127,14 @@ static void null_arguments(void **state)
     tq_schedule_array_free(NULL, 3);
     tq_free(NULL);
     tq_worker_free(NULL);
+    /* A worker handle that is NULL. */
+    assert_int_equal(tq_worker_run(NULL), TQ_EINVAL);
+    tq_worker_stop(NULL);
+    assert_null(tq_worker_name(NULL));
+    tq_worker_counters c;
+    memset(&c, 0xff, sizeof c);
+    tq_worker_counters_get(&c, NULL);
+    assert_int_equal(c.claimed + c.done + c.failed + c.lost + c.released, 0);
     /* A payload's bytes missing. */
     tq *db = NULL;
     int64_t id;

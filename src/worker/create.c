@@ -196,9 +196,10 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     char host[100] = "localhost", name[128], path[CMD_PATH_MAX] = "";
     int rc;
 
+    if (!out)
+        return db ? tq__seterr(db, TQ_EINVAL, "no place for the worker") : TQ_EINVAL;
     *out = NULL;
-    tq__clearerr(db);
-    if ((rc = check_opts(db, o, path)))
+    if ((rc = tq__usable(db)) || (rc = check_opts(db, o, path)))
         return rc;
     gethostname(host, sizeof host - 1);
     if (o->name)
@@ -267,11 +268,17 @@ void tq_worker_free(tq_worker *w)
 
 const char *tq_worker_name(const tq_worker *w)
 {
-    return w->name;
+    return w ? w->name : NULL;
 }
 
 void tq_worker_counters_get(tq_worker_counters *out, const tq_worker *w)
 {
+    if (!out)
+        return;
+    if (!w) {
+        *out = (tq_worker_counters){0};
+        return;
+    }
     out->claimed = w->counters.claimed;
     out->done = w->counters.done;
     out->failed = w->counters.failed;
@@ -282,6 +289,8 @@ void tq_worker_counters_get(tq_worker_counters *out, const tq_worker *w)
 
 void tq_worker_stop(tq_worker *w)
 {
+    if (!w)
+        return;
     int saved = errno;
     if (w->loop.stop_asked) /* the worker's own stops (start_failed, ...) do not count */
         w->loop.stop_now = 1;

@@ -336,6 +336,8 @@ static int64_t next_wakeup(tq_worker *w, const pass *p)
  */
 int tq_worker_run(tq_worker *w)
 {
+    if (!w)
+        return TQ_EINVAL;
     tq *db = w->db;
     int rc = 0;
     w->live.last_beat = tq__mono_us();
