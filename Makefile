@@ -8,7 +8,9 @@
 JOBS ?= 2
 BUILD ?= build
 # make install: into $(DESTDIR)$(PREFIX) (bin/tq, lib/, include/tq.h, the
-# man page); DESTDIR stages an install for packaging.
+# man page), then ldconfig where the loader looks, or how a program finds
+# the library elsewhere (scripts/after-install.sh); DESTDIR stages an
+# install for packaging.
 PREFIX ?= /usr/local
 DESTDIR ?=
 ASAN_BUILD ?= build-asan
@@ -39,6 +41,7 @@ demo: build
 
 install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+	@scripts/after-install.sh "$(PREFIX)" "$(DESTDIR)"
 
 # The benchmark harness (bench/run.sh): about 20 minutes; bench-quick: about 5.
 bench: build

@@ -31,6 +31,24 @@ cc $cflags -o "$T/embed-pc" "$SRC/examples/embed.c" $(pkg-config --cflags --libs
     -Wl,-rpath,"$T/prefix/lib" 2>"$T/cc.err" || fail "cc with pkg-config: $(cat "$T/cc.err")"
 "$T/embed-pc" "$T/pc.db" >"$T/out" || fail "embed (pkg-config): $(cat "$T/out")"
 grep -q "handled 4 jobs: 4 done, 1 failed attempts" "$T/out" || fail "embed (pkg-config): $(cat "$T/out")"
+# docs/library.md's other way: no rpath, the library's place given when the
+# program runs (without it, the program cannot start).
+# shellcheck disable=SC2046
+cc $cflags -o "$T/embed-ld" "$SRC/examples/embed.c" $(pkg-config --cflags --libs tq) \
+    2>"$T/cc.err" || fail "cc with pkg-config, no rpath: $(cat "$T/cc.err")"
+if ! ldconfig -p | grep -q 'libtq\.so\.6 '; then # (not when one is installed system-wide)
+    "$T/embed-ld" "$T/ld0.db" >"$T/out" 2>&1 && fail "embed without rpath or LD_LIBRARY_PATH started"
+    grep -q "libtq.so.6" "$T/out" || fail "embed without rpath: $(cat "$T/out")"
+fi
+LD_LIBRARY_PATH="$T/prefix/lib" "$T/embed-ld" "$T/ld.db" >"$T/out" ||
+    fail "embed with LD_LIBRARY_PATH: $(cat "$T/out")"
+grep -q "handled 4 jobs" "$T/out" || fail "embed with LD_LIBRARY_PATH: $(cat "$T/out")"
+# make install into a prefix the loader does not search says how a program
+# finds the library (issue: a pkg-config build that cannot start).
+make -C "$SRC" --no-print-directory install BUILD="$BUILD" PREFIX="$T/own" \
+    >"$T/own.out" 2>&1 || fail "make install PREFIX: $(cat "$T/own.out")"
+grep -qF -- "-Wl,-rpath,$T/own/lib" "$T/own.out" || fail "make install PREFIX=DIR does not say how to find the library: $(cat "$T/own.out")"
+grep -qF "LD_LIBRARY_PATH=$T/own/lib" "$T/own.out" || fail "make install PREFIX=DIR: $(cat "$T/own.out")"
 mkdir -p "$T/proj"
 cat >"$T/proj/CMakeLists.txt" <<CMAKE
 cmake_minimum_required(VERSION 3.18)
