@@ -16,7 +16,7 @@ DESTDIR ?=
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps test-deps build demo install bench bench-quick test test-plain test-asan test-tsan test-model fuzz format format-check clean
+.PHONY: all deps test-deps build demo install bench bench-quick bench-regress test test-plain test-asan test-tsan test-model fuzz format format-check clean
 
 all: build
 
@@ -47,6 +47,11 @@ install: build
 bench: build
 	@command -v gnuplot >/dev/null || apt-get install -y gnuplot-nox
 	bench/run.sh $(BUILD)
+
+# This build against an older one (REV=commit): alternated pairs, ratios.
+bench-regress: build
+	@[ -n "$(REV)" ] || { echo "make bench-regress REV=COMMIT (bench/regress.sh --help)"; exit 2; }
+	bench/regress.sh $(REGRESS_ARGS) $(REV) $(BUILD)
 
 bench-quick: build
 	@command -v gnuplot >/dev/null || apt-get install -y gnuplot-nox
