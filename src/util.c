@@ -236,56 +236,63 @@ void *tq__memdup(const void *p, size_t len, size_t extra)
     return q;
 }
 
+/* The names of tq_state, tq_order and tq_unique, in their order: a name
+ * from a value (NULL out of range), and a value from a name (-1: none). */
 static const char *const state_names[TQ_STATE_COUNT] = {"ready", "running",   "done",
                                                         "dead",  "cancelled", "waiting"};
+static const char *const order_names[] = {"fifo", "lifo", "unordered"};
+static const char *const unique_names[] = {"stored", "queued", "active"};
+
+static const char *name_at(const char *const *names, int n, int v)
+{
+    return v >= 0 && v < n ? names[v] : NULL;
+}
+
+static int name_index(const char *const *names, int n, const char *name)
+{
+    for (int i = 0; name && i < n; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
 
 const char *tq_state_name(tq_state s)
 {
-    return (unsigned)s < TQ_STATE_COUNT ? state_names[s] : NULL;
+    return name_at(state_names, TQ_STATE_COUNT, (int)s);
 }
 
 int tq_state_parse(tq_state *out, const char *name)
 {
-    for (int i = 0; i < TQ_STATE_COUNT; i++)
-        if (name && strcmp(name, state_names[i]) == 0) {
-            *out = (tq_state)i;
-            return 0;
-        }
-    return TQ_EINVAL;
+    int i = name_index(state_names, TQ_STATE_COUNT, name);
+    if (i >= 0)
+        *out = (tq_state)i;
+    return i >= 0 ? 0 : TQ_EINVAL;
 }
-
-static const char *const order_names[] = {"fifo", "lifo", "unordered"};
 
 const char *tq_order_name(tq_order o)
 {
-    return (unsigned)o < 3 ? order_names[o] : NULL;
+    return name_at(order_names, 3, (int)o);
 }
 
 int tq_order_parse(tq_order *out, const char *name)
 {
-    for (int i = 0; i < 3; i++)
-        if (name && strcmp(name, order_names[i]) == 0) {
-            *out = (tq_order)i;
-            return 0;
-        }
-    return TQ_EINVAL;
+    int i = name_index(order_names, 3, name);
+    if (i >= 0)
+        *out = (tq_order)i;
+    return i >= 0 ? 0 : TQ_EINVAL;
 }
-
-static const char *const unique_names[] = {"stored", "queued", "active"};
 
 const char *tq_unique_name(tq_unique u)
 {
-    return (unsigned)u < 3 ? unique_names[u] : NULL;
+    return name_at(unique_names, 3, (int)u);
 }
 
 int tq_unique_parse(tq_unique *out, const char *name)
 {
-    for (int i = 0; i < 3; i++)
-        if (name && strcmp(name, unique_names[i]) == 0) {
-            *out = (tq_unique)i;
-            return 0;
-        }
-    return TQ_EINVAL;
+    int i = name_index(unique_names, 3, name);
+    if (i >= 0)
+        *out = (tq_unique)i;
+    return i >= 0 ? 0 : TQ_EINVAL;
 }
 
 int tq_name_check(const char *name)
