@@ -354,88 +354,106 @@ static void split_lines(tq__child *c, const char *p, size_t n)
     }
 }
 
-int tq__child_drain(tq__child *c, size_t max)
+/*
+ * Reads what *fd has, at most about max bytes (then 1: more may be there),
+ * through buf (len bytes), handing each chunk to take, which may close *fd
+ * to stop. At the end of the stream (or an error) closes *fd, calls
+ * at_end if any, and returns 0; 0 too when nothing more is there yet.
+ */
+static int read_some(tq__child *c, int *fd, size_t max, char *buf, size_t len,
+                     void (*take)(tq__child *c, const char *p, size_t n),
+                     void (*at_end)(tq__child *c))
 {
-    char buf[4096];
-    for (size_t got = 0; c->err_fd >= 0; got += sizeof buf) {
+    for (size_t got = 0; *fd >= 0; got += len) {
         if (got >= max)
             return 1;
-        ssize_t n = read(c->err_fd, buf, sizeof buf);
-        if (n > 0 && c->on_line)
-            split_lines(c, buf, (size_t)n);
+        ssize_t n = read(*fd, buf, len);
         if (n > 0) {
-            /* Keep the last TQ__TAIL_MAX bytes. */
-            size_t add = (size_t)n;
-            if (add > TQ__TAIL_MAX) {
-                memcpy(c->tail, buf + add - TQ__TAIL_MAX, TQ__TAIL_MAX);
-                c->tail_len = TQ__TAIL_MAX;
-                continue;
-            }
-            if (c->tail_len + add > sizeof c->tail) {
-                size_t keep = TQ__TAIL_MAX - add;
-                memmove(c->tail, c->tail + c->tail_len - keep, keep);
-                c->tail_len = keep;
-            }
-            memcpy(c->tail + c->tail_len, buf, add);
-            c->tail_len += add;
+            take(c, buf, (size_t)n);
         } else if (n < 0 && errno == EINTR) {
             continue;
         } else if (n < 0 && errno == EAGAIN) {
             return 0;
         } else {
-            close(c->err_fd);
-            c->err_fd = -1;
-            if (c->on_line && c->line_len) /* a last line without its newline */
-                c->on_line(c->line_ud, c->line, c->line_len);
-            c->line_len = 0;
+            close(*fd);
+            *fd = -1;
+            if (at_end)
+                at_end(c);
         }
     }
     return 0;
 }
 
+/* stderr: lines to on_line, and the last TQ__TAIL_MAX bytes kept. */
+static void take_err(tq__child *c, const char *buf, size_t add)
+{
+    if (c->on_line)
+        split_lines(c, buf, add);
+    if (add > TQ__TAIL_MAX) {
+        memcpy(c->tail, buf + add - TQ__TAIL_MAX, TQ__TAIL_MAX);
+        c->tail_len = TQ__TAIL_MAX;
+        return;
+    }
+    if (c->tail_len + add > sizeof c->tail) {
+        size_t keep = TQ__TAIL_MAX - add;
+        memmove(c->tail, c->tail + c->tail_len - keep, keep);
+        c->tail_len = keep;
+    }
+    memcpy(c->tail + c->tail_len, buf, add);
+    c->tail_len += add;
+}
+
+static void err_ended(tq__child *c)
+{
+    if (c->on_line && c->line_len) /* a last line without its newline */
+        c->on_line(c->line_ud, c->line, c->line_len);
+    c->line_len = 0;
+}
+
+int tq__child_drain(tq__child *c, size_t max)
+{
+    char buf[4096];
+    return read_some(c, &c->err_fd, max, buf, sizeof buf, take_err, err_ended);
+}
+
+static void stop_output(tq__child *c)
+{
+    close(c->out_fd);
+    c->out_fd = -1;
+}
+
+/* stdout: the job's result, kept whole up to TQ_RESULT_MAX; past that,
+ * nothing is kept and reading stops. */
+static void take_out(tq__child *c, const char *buf, size_t add)
+{
+    c->out_seen += add;
+    if (c->out_seen > TQ_RESULT_MAX) { /* too much: nothing is kept */
+        stop_output(c);
+        return;
+    }
+    if (c->out_len + add > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : 4096;
+        while (cap < c->out_len + add)
+            cap *= 2;
+        if (cap > TQ_RESULT_MAX)
+            cap = TQ_RESULT_MAX;
+        unsigned char *p = realloc(c->out, cap);
+        if (!p) {
+            c->out_failed = 1;
+            stop_output(c);
+            return;
+        }
+        c->out = p;
+        c->out_cap = cap;
+    }
+    memcpy(c->out + c->out_len, buf, add);
+    c->out_len += add;
+}
+
 int tq__child_output(tq__child *c, size_t max)
 {
     char buf[16384];
-    for (size_t got = 0; c->out_fd >= 0; got += sizeof buf) {
-        if (got >= max)
-            return 1;
-        ssize_t n = read(c->out_fd, buf, sizeof buf);
-        if (n > 0) {
-            size_t add = (size_t)n;
-            c->out_seen += add;
-            if (c->out_seen > TQ_RESULT_MAX) { /* too much: nothing is kept */
-                close(c->out_fd);
-                c->out_fd = -1;
-                break;
-            }
-            if (c->out_len + add > c->out_cap) {
-                size_t cap = c->out_cap ? c->out_cap : 4096;
-                while (cap < c->out_len + add)
-                    cap *= 2;
-                if (cap > TQ_RESULT_MAX)
-                    cap = TQ_RESULT_MAX;
-                unsigned char *p = realloc(c->out, cap);
-                if (!p) {
-                    c->out_failed = 1;
-                    close(c->out_fd);
-                    c->out_fd = -1;
-                    break;
-                }
-                c->out = p;
-                c->out_cap = cap;
-            }
-            memcpy(c->out + c->out_len, buf, add);
-            c->out_len += add;
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else if (n < 0 && errno == EAGAIN) {
-            return 0;
-        } else {
-            close(c->out_fd);
-            c->out_fd = -1;
-        }
-    }
-    return 0;
+    return read_some(c, &c->out_fd, max, buf, sizeof buf, take_out, NULL);
 }
 
 static void no_line(void *ud, const char *line, size_t len)
