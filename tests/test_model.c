@@ -486,6 +486,22 @@ static void push_ack(vworker *v, const vjob *j, tq__ack_kind kind, int started,
         snprintf(a->error, sizeof a->error, "%s", error);
 }
 
+/* A heartbeat of job j (started_us: its start, 0 for a held one) into *ack,
+ * as a worker sends one; returns what the model says its result is. */
+static int beat(model *m, int w, tq__ack *ack, const vjob *j, int64_t started_us,
+                int64_t tick)
+{
+    vack b = {
+        .id = j->id, .claim = j->claim, .kind = TQ__ACK_BEAT, .started_us = started_us};
+    *ack = (tq__ack){.id = b.id,
+                     .claim = b.claim,
+                     .kind = TQ__ACK_BEAT,
+                     .delay_us = 3600000000LL,
+                     .started_us = b.started_us,
+                     .result = -1};
+    return model_ack(m, w, &b, tick);
+}
+
 /*
  * One exchange, as worker.c sends it: the pending acknowledgements, a beat
  * for every running job whose start the store has not recorded, then a
@@ -517,17 +533,8 @@ static void exchange(store *s, model *m, int w, int n_claim, int start)
     for (int i = 0; i < v->nrunning; i++) {
         if (v->running[i].recorded)
             continue;
-        vack b = {.id = v->running[i].id,
-                  .claim = v->running[i].claim,
-                  .kind = TQ__ACK_BEAT,
-                  .started_us = 1 + rnd(1000)};
-        acks[n] = (tq__ack){.id = b.id,
-                            .claim = b.claim,
-                            .kind = TQ__ACK_BEAT,
-                            .delay_us = 3600000000LL,
-                            .started_us = b.started_us,
-                            .result = -1};
-        want[n++] = model_ack(m, w, &b, now_tick);
+        want[n] = beat(m, w, &acks[n], &v->running[i], 1 + rnd(1000), now_tick);
+        n++;
     }
     mrow *claimed[MAX_JOBS];
     int nc = model_claim(m, w, n_claim, start, claimed);
@@ -609,17 +616,8 @@ static void heartbeat(store *s, model *m, int w)
     const int64_t now_tick = ++m->tick;
     for (int i = 0; i < v->nrunning + v->nheld; i++) {
         const vjob *j = i < v->nrunning ? &v->running[i] : &v->held[i - v->nrunning];
-        vack b = {.id = j->id,
-                  .claim = j->claim,
-                  .kind = TQ__ACK_BEAT,
-                  .started_us = i < v->nrunning ? 1 + rnd(1000) : 0};
-        acks[n] = (tq__ack){.id = b.id,
-                            .claim = b.claim,
-                            .kind = TQ__ACK_BEAT,
-                            .delay_us = 3600000000LL,
-                            .started_us = b.started_us,
-                            .result = -1};
-        want[n++] = model_ack(m, w, &b, now_tick);
+        want[n] = beat(m, w, &acks[n], j, i < v->nrunning ? 1 + rnd(1000) : 0, now_tick);
+        n++;
     }
     if (n)
         ok(s, s->db->engine->exchange(s->db, v->name, acks, (size_t)n, NULL, NULL, NULL),
@@ -639,15 +637,25 @@ static void heartbeat(store *s, model *m, int w)
     note("%s heartbeat: %d", v->name, n);
 }
 
+/* A random one of the n jobs of list: its index and a copy; 0 if none. */
+static int pick(const vjob *list, int n, int *i, vjob *j)
+{
+    if (!n)
+        return 0;
+    *i = (int)rnd((unsigned)n);
+    *j = list[*i];
+    return 1;
+}
+
 /* A held job starts (worker.c: mark_start), or ends unrun when its attempts
  * are used up (take_jobs). */
 static void start_held(model *m, int w)
 {
     vworker *v = &m->w[w];
-    if (!v->nheld)
+    int i;
+    vjob j;
+    if (!pick(v->held, v->nheld, &i, &j))
         return;
-    int i = (int)rnd((unsigned)v->nheld);
-    vjob j = v->held[i];
     remove_at(v->held, &v->nheld, i);
     if (j.attempts >= j.max) {
         char why[96];
@@ -671,10 +679,10 @@ static void start_held(model *m, int w)
 static void finish_one(model *m, int w)
 {
     vworker *v = &m->w[w];
-    if (!v->nrunning)
+    int i;
+    vjob j;
+    if (!pick(v->running, v->nrunning, &i, &j))
         return;
-    int i = (int)rnd((unsigned)v->nrunning);
-    vjob j = v->running[i];
     unsigned how = rnd(14);
     if (how == 13) { /* not the end: its handler reports progress */
         char text[32];
@@ -764,40 +772,36 @@ static int64_t random_row(model *m)
     return n ? m->rows[live[rnd((unsigned)n)]].id : 0;
 }
 
-static void cancel(store *s, model *m)
+/* What a retry does to a row of the model. */
+static void retried(mrow *r, int64_t tick)
+{
+    r->state = TQ_READY;
+    r->attempts = 0;
+    r->unknown = 0;
+    r->snoozes = 0;
+    r->progress = -1;
+    r->run_at = tick;
+}
+
+/* tq_job_cancel (retry 0) or tq_job_retry (1) of a random row: allowed
+ * from the states the model says, and then changing the row as it says. */
+static void cancel_or_retry(store *s, model *m, int retry)
 {
     int64_t id = random_row(m);
     if (!id)
         return;
     mrow *r = row_of(m, id);
-    int want = r->state == TQ_READY || r->state == TQ_RUNNING ? 0 : TQ_ESTATE;
-    int rc = tq_job_cancel(s->db, id);
-    CHECK_EQ(rc, want, "cancel");
-    if (!rc) {
+    unsigned from =
+        retry ? 1u << TQ_DEAD | 1u << TQ_CANCELLED : 1u << TQ_READY | 1u << TQ_RUNNING;
+    int rc = retry ? tq_job_retry(s->db, id) : tq_job_cancel(s->db, id);
+    CHECK_EQ(rc, from & 1u << r->state ? 0 : TQ_ESTATE, retry ? "retry" : "cancel");
+    if (!rc && retry) {
+        retried(r, ++m->tick);
+    } else if (!rc) {
         r->state = TQ_CANCELLED;
         r->expired = 0;
     }
-    note("cancel %lld -> %d", (long long)id, rc);
-}
-
-static void retry(store *s, model *m)
-{
-    int64_t id = random_row(m);
-    if (!id)
-        return;
-    mrow *r = row_of(m, id);
-    int want = r->state == TQ_DEAD || r->state == TQ_CANCELLED ? 0 : TQ_ESTATE;
-    int rc = tq_job_retry(s->db, id);
-    CHECK_EQ(rc, want, "retry");
-    if (!rc) {
-        r->state = TQ_READY;
-        r->attempts = 0;
-        r->unknown = 0;
-        r->snoozes = 0;
-        r->progress = -1;
-        r->run_at = ++m->tick;
-    }
-    note("retry %lld -> %d", (long long)id, rc);
+    note("%s %lld -> %d", retry ? "retry" : "cancel", (long long)id, rc);
 }
 
 static void retry_dead(store *s, model *m)
@@ -806,12 +810,7 @@ static void retry_dead(store *s, model *m)
     for (int i = 0; i < m->nrows; i++) {
         mrow *r = &m->rows[i];
         if (r->exists && r->state == TQ_DEAD) {
-            r->state = TQ_READY;
-            r->attempts = 0;
-            r->unknown = 0;
-            r->snoozes = 0;
-            r->progress = -1;
-            r->run_at = t;
+            retried(r, t);
             want++;
         }
     }
@@ -906,9 +905,9 @@ static void step(store *s, model *m)
     else if (op < 80)
         expire_and_rescue(s, m);
     else if (op < 84)
-        cancel(s, m);
+        cancel_or_retry(s, m, 0);
     else if (op < 88)
-        retry(s, m);
+        cancel_or_retry(s, m, 1);
     else if (op < 89)
         retry_dead(s, m);
     else if (op < 90)
