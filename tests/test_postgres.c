@@ -1120,6 +1120,46 @@ static void version_1_store_migrates(void **state)
     PQfinish(c);
 }
 
+/* Takes the store of schema back to an older version: runs undo (a
+ * migration's reverse, written for schema "tq") there and records the
+ * version, as a store made by an older tq would read. */
+static void make_older(PGconn *c, const char *schema, const char *undo, int version)
+{
+    char *sql = in_schema(undo, schema), meta[160];
+    exec(c, sql);
+    free(sql);
+    snprintf(meta, sizeof meta,
+             "UPDATE %s.meta SET value = '%d' WHERE key = 'schema_version'", schema,
+             version);
+    exec(c, meta);
+}
+
+/* A login role (made anew) granted a worker's rights on db's store. */
+static void worker_role(PGconn *c, tq *db, const char *role)
+{
+    char sql[200];
+    snprintf(sql, sizeof sql, "DROP ROLE IF EXISTS %s; CREATE ROLE %s LOGIN", role, role);
+    exec(c, sql);
+    const tq_grant g = {role, TQ_GRANT_WORKER};
+    assert_int_equal(tq_init_grants(db, &g, 1), 0);
+}
+
+/* A store of schema made as an older tq made it: jobs "old" jobs of queue
+ * q, a worker role granted on it, then taken back to version (make_older)
+ * and brought up to date by tq init (upgraded: its URL to url). */
+static tq *older_store(PGconn *c, char *url, size_t len, const char *schema,
+                       const char *undo, int version, int jobs, const char *role)
+{
+    tq *db = store(schema);
+    int64_t id;
+    for (int i = 0; i < jobs; i++)
+        assert_int_equal(tq_job_enqueue(&id, db, "q", "old", 3, NULL), 0);
+    worker_role(c, db, role);
+    tq_close(db);
+    make_older(c, schema, undo, version);
+    return upgraded(url, len, schema);
+}
+
 /* A store of schema 8 takes groups and concurrency limits (migration 9):
  * its jobs and queues keep working, a limit set afterwards holds, and plain
  * SQL can write a group but not an empty one. */
@@ -1133,13 +1173,10 @@ static void version_8_store_migrates(void **state)
     assert_int_equal(tq_job_enqueue(&id, db, "q", "old2", 4, NULL), 0);
     tq_close(db);
     PGconn *c = pg();
-    char *undo = in_schema(UNDO_10, "v8");
-    exec(c, undo);
-    free(undo);
+    make_older(c, "v8", UNDO_10, 8);
     exec(c, "ALTER TABLE v8.jobs DROP COLUMN job_group;"
             "ALTER TABLE v8.queues DROP COLUMN max_running,"
-            "  DROP COLUMN max_running_per_group;"
-            "UPDATE v8.meta SET value = '8' WHERE key = 'schema_version'");
+            "  DROP COLUMN max_running_per_group");
     db = upgraded(url, sizeof url, "v8");
     tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
     qo.set = TQ_SET_MAX_RUNNING;
@@ -1169,20 +1206,8 @@ static void version_9_store_migrates(void **state)
 {
     (void)state;
     char url[512], wurl[600];
-    tq *db = store("v9");
-    int64_t id;
-    for (int i = 0; i < 30; i++)
-        assert_int_equal(tq_job_enqueue(&id, db, "q", "old", 3, NULL), 0);
     PGconn *c = pg();
-    exec(c, "DROP ROLE IF EXISTS tq_v9_worker; CREATE ROLE tq_v9_worker LOGIN");
-    const tq_grant g = {"tq_v9_worker", TQ_GRANT_WORKER};
-    assert_int_equal(tq_init_grants(db, &g, 1), 0);
-    tq_close(db);
-    char *undo = in_schema(UNDO_10, "v9");
-    exec(c, undo);
-    free(undo);
-    exec(c, "UPDATE v9.meta SET value = '9' WHERE key = 'schema_version'");
-    db = upgraded(url, sizeof url, "v9");
+    tq *db = older_store(c, url, sizeof url, "v9", UNDO_10, 9, 30, "tq_v9_worker");
     tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
     qo.set = TQ_SET_RATE;
     qo.rate_limit = 1000; /* an hour: a burst of 1, then one each 3.6 s */
@@ -1219,17 +1244,8 @@ static void version_10_store_migrates(void **state)
 {
     (void)state;
     char url[512], wurl[600];
-    tq *db = store("v10");
     PGconn *c = pg();
-    exec(c, "DROP ROLE IF EXISTS tq_v10_worker; CREATE ROLE tq_v10_worker LOGIN");
-    const tq_grant g = {"tq_v10_worker", TQ_GRANT_WORKER};
-    assert_int_equal(tq_init_grants(db, &g, 1), 0);
-    tq_close(db);
-    char *undo = in_schema(UNDO_11, "v10");
-    exec(c, undo);
-    free(undo);
-    exec(c, "UPDATE v10.meta SET value = '10' WHERE key = 'schema_version'");
-    db = upgraded(url, sizeof url, "v10");
+    tq *db = older_store(c, url, sizeof url, "v10", UNDO_11, 10, 0, "tq_v10_worker");
     tq_schedule_opts so = TQ_SCHEDULE_OPTS_INIT;
     so.queue = "fresh";
     so.spec = "@every 1s";
@@ -1271,14 +1287,11 @@ static void version_12_store_migrates(void **state)
                           {"tq_v12_producer", TQ_GRANT_PRODUCER}};
     assert_int_equal(tq_init_grants(db, g, 2), 0);
     tq_close(db);
-    char *undo = in_schema(UNDO_13, "v12");
-    exec(c, undo);
-    free(undo);
+    make_older(c, "v12", UNDO_13, 12);
     exec(c, "REVOKE ALL ON v12.jobs FROM tq_v12_worker, tq_v12_producer");
     exec(c, "GRANT SELECT, UPDATE, DELETE ON v12.jobs TO tq_v12_worker;"
             "GRANT INSERT, SELECT (id, queue, dedup_key, unique_key, unique_scope, state,"
             " claims) ON v12.jobs TO tq_v12_producer");
-    exec(c, "UPDATE v12.meta SET value = '12' WHERE key = 'schema_version'");
     db = upgraded(url, sizeof url, "v12");
     tq_close(db);
     snprintf(purl, sizeof purl, "%s&user=tq_v12_producer", url);
@@ -1341,10 +1354,7 @@ static void version_14_store_migrates(void **state)
     tq_job_array_free(jobs, n);
     tq_close(db);
     PGconn *c = pg();
-    char *undo = in_schema(UNDO_15, "v14");
-    exec(c, undo);
-    free(undo);
-    exec(c, "UPDATE v14.meta SET value = '14' WHERE key = 'schema_version'");
+    make_older(c, "v14", UNDO_15, 14);
     db = upgraded(url, sizeof url, "v14");
     expect_row(
         c,
@@ -1396,10 +1406,7 @@ static void version_13_store_migrates(void **state)
     tq_job_array_free(jobs, n);
     tq_close(db);
     PGconn *c = pg();
-    char *undo = in_schema(UNDO_14, "v13");
-    exec(c, undo);
-    free(undo);
-    exec(c, "UPDATE v13.meta SET value = '13' WHERE key = 'schema_version'");
+    make_older(c, "v13", UNDO_14, 13);
     db = upgraded(url, sizeof url, "v13");
     expect_row(c,
                "SELECT count(*) FROM pg_indexes WHERE schemaname = 'v13'"
@@ -1423,20 +1430,8 @@ static void version_11_store_migrates(void **state)
 {
     (void)state;
     char url[512], wurl[600];
-    tq *db = store("v11");
-    int64_t id;
-    for (int i = 0; i < 2; i++)
-        assert_int_equal(tq_job_enqueue(&id, db, "q", "old", 3, NULL), 0);
     PGconn *c = pg();
-    exec(c, "DROP ROLE IF EXISTS tq_v11_worker; CREATE ROLE tq_v11_worker LOGIN");
-    const tq_grant g = {"tq_v11_worker", TQ_GRANT_WORKER};
-    assert_int_equal(tq_init_grants(db, &g, 1), 0);
-    tq_close(db);
-    char *undo = in_schema(UNDO_12, "v11");
-    exec(c, undo);
-    free(undo);
-    exec(c, "UPDATE v11.meta SET value = '11' WHERE key = 'schema_version'");
-    db = upgraded(url, sizeof url, "v11");
+    tq *db = older_store(c, url, sizeof url, "v11", UNDO_12, 11, 2, "tq_v11_worker");
     tq_queue_info q;
     assert_int_equal(tq_queue_get(&q, db, "q"), 0);
     assert_int_equal(q.max_snoozes, 100);
