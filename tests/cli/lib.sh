@@ -110,6 +110,23 @@ wait_rc() {
     done
 }
 
+# wait_ok WHAT PID...: waits for each PID (wait_rc); each must exit 0.
+wait_ok() {
+    local what=$1 p
+    shift
+    for p in "$@"; do
+        wait_rc "$p"
+        expect_eq "$RC" 0 "exit code of $what"
+    done
+}
+
+# runs_once FILE FIELD N: FILE logs N handler runs, a line each, the job's
+# id in field FIELD (cut -d' '), and no job ran twice.
+runs_once() {
+    expect_eq "$(lines "$1")" "$3" "handler runs"
+    expect_eq "$(cut -d' ' -f"$2" "$1" | sort | uniq -d | wc -l)" 0 "jobs run twice"
+}
+
 # freeze PID: SIGSTOP a worker at a moment it holds no SQLite write
 # transaction: one frozen inside BEGIN IMMEDIATE would keep every other
 # process of the store waiting for the lock (a PostgreSQL worker holds row

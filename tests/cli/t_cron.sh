@@ -16,10 +16,7 @@ run() {
     done
     sleep "$1"
     for p in "${pids[@]}"; do kill -TERM "$p"; done
-    for p in "${pids[@]}"; do
-        wait_rc "$p"
-        expect_eq "$RC" 0 "exit code of a worker of $2"
-    done
+    wait_ok "a worker of $2" "${pids[@]}"
 }
 
 # 1. Every second, three workers, ten seconds.

@@ -18,10 +18,7 @@ run() {
             "$T/${2:-h.sh}" 2>>"$T/work.log"
         pids+=("$BG")
     done
-    for p in "${pids[@]}"; do
-        wait_rc "$p"
-        expect_eq "$RC" 0 "exit code of a worker of $1"
-    done
+    wait_ok "a worker of $1" "${pids[@]}"
 }
 
 # peaks LOG: "TOTAL GROUPMAX" - the most handlers running at once, and the

@@ -10,12 +10,8 @@ for i in 1 2 3 4 5 6 7 8; do
     bg "$TQ" work --queue many --name "w$i" --concurrency 2 --drain --quiet -- "$T/h.sh"
     pids+=("$BG")
 done
-for p in "${pids[@]}"; do
-    wait_rc "$p"
-    expect_eq "$RC" 0 "worker exit"
-done
-expect_eq "$(lines "$T/runs")" $N "handler runs"
-expect_eq "$(cut -d' ' -f1 "$T/runs" | sort | uniq -d | wc -l)" 0 "jobs run twice"
+wait_ok "a worker" "${pids[@]}"
+runs_once "$T/runs" 1 $N
 expect_eq "$(cut -d' ' -f2 "$T/runs" | sort -n | uniq | wc -l)" $N "distinct payloads"
 expect_eq "$("$TQ" stats --queue many --json | jq .counts.done)" $N "done"
 # Every worker took part.

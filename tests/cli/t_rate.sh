@@ -24,10 +24,7 @@ for w in 1 2 3 4; do
         2>>"$T/work.log"
     pids+=("$BG")
 done
-for p in "${pids[@]}"; do
-    wait_rc "$p"
-    expect_eq "$RC" 0 "exit code of a worker"
-done
+wait_ok "a worker" "${pids[@]}"
 took_ms=$((($(date +%s%N) - start) / 1000000))
 
 expect_eq "$(grep -c '^S' "$T/log")" 60 "starts logged"

@@ -15,12 +15,8 @@ for host in app1 app2 app3 app4; do
         "$TQ_RECORD" "$T/runs" $host
     pids+=("$BG")
 done
-for p in "${pids[@]}"; do
-    wait_rc "$p"
-    expect_eq "$RC" 0 "worker exit"
-done
-expect_eq "$(lines "$T/runs")" $N "handler runs"
-expect_eq "$(cut -d' ' -f1 "$T/runs" | sort | uniq -d | wc -l)" 0 "jobs run twice"
+wait_ok "a worker" "${pids[@]}"
+runs_once "$T/runs" 1 $N
 expect_eq "$("$TQ" stats --queue h --json | jq .counts.done)" $N done
 expect_eq "$(cut -d' ' -f3 "$T/runs" | sort -u | tr '\n' ' ')" "app1 app2 app3 app4 " "hosts used"
 
