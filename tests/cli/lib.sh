@@ -120,6 +120,21 @@ wait_ok() {
     done
 }
 
+# drained SECONDS QUEUE: waits until QUEUE has no job ready or running.
+drained() {
+    wait_for "$1" sh -c "[ \$('$TQ' stats --queue $2 --json | jq '.counts.ready + .counts.running') = 0 ]"
+}
+
+# stop_ok PID...: SIGTERM each worker; each must exit 0.
+stop_ok() {
+    local p
+    for p in "$@"; do
+        kill -TERM "$p"
+        wait_rc "$p"
+        expect_eq "$RC" 0 "exit code of worker $p after SIGTERM"
+    done
+}
+
 # runs_once FILE FIELD N: FILE logs N handler runs, a line each, the job's
 # id in field FIELD (cut -d' '), and no job ran twice.
 runs_once() {

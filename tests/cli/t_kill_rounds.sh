@@ -78,12 +78,8 @@ for _ in $(seq 200); do
 done
 # Drain: the jobs of the last killed workers come back at once (their names
 # restarted) or after their 5 s lease.
-wait_for 120 sh -c "[ \$('$TQ' stats --queue $Q --json | jq '.counts.ready + .counts.running') = 0 ]"
-for w in w1 w2; do
-    kill -TERM "${wpid[$w]}"
-    wait_rc "${wpid[$w]}"
-    expect_eq "$RC" 0 "$w exit"
-done
+drained 120 "$Q"
+stop_ok "${wpid[w1]}" "${wpid[w2]}"
 
 if [ "$ENGINE" = postgres ]; then
     sql "SELECT convert_from(payload, 'UTF8') FROM $JOBS WHERE queue = '$Q'" | sort >"$T/stored"

@@ -1,6 +1,17 @@
 # SIGTERM: stop claiming, let running jobs finish within --grace; past the
 # grace, kill them and put their jobs back without spending the attempt.
 . "$(dirname "$0")/lib.sh"
+
+# stopped_within PID SIGNAL MARK LIMIT WHAT: once the worker's handler wrote
+# MARK, the worker gets SIGNAL and must exit 0 in under LIMIT seconds.
+stopped_within() {
+    wait_for 10 test -s "$3"
+    local start=$SECONDS
+    kill "-$2" "$1"
+    wait_rc "$1"
+    expect_eq "$RC" 0 "exit on SIG$2 ($5)"
+    [ $((SECONDS - start)) -lt "$4" ] || fail "$5: the stop took $((SECONDS - start)) s"
+}
 "$TQ" init >/dev/null
 handler quick.sh 'echo start >> "'"$T"'/quick"; sleep 1; echo end >> "'"$T"'/quick"'
 a=$("$TQ" enqueue --queue s one)
@@ -18,13 +29,7 @@ expect_eq "$(job "$b" attempts)" 0 "untouched job"
 handler stuck.sh 'echo start >> "'"$T"'/stuck"; sleep 60'
 c=$("$TQ" enqueue --queue t stuck)
 bg "$TQ" work --queue t --grace 1s -- "$T/stuck.sh"
-w=$BG
-wait_for 10 test -s "$T/stuck"
-start=$(date +%s)
-kill -INT "$w"
-wait_rc "$w"
-expect_eq "$RC" 0 "exit on SIGINT"
-[ $(($(date +%s) - start)) -lt 10 ] || fail "grace not enforced"
+stopped_within "$BG" INT "$T/stuck" 10 "a stuck handler's grace"
 expect_eq "$(job "$c" state)" ready "killed job released"
 expect_eq "$(job "$c" attempts)" 0 "release does not spend the attempt"
 # Short jobs make a worker hold some claimed ahead; on SIGTERM those go
@@ -80,12 +85,6 @@ while read -r p; do wait_for 5 sh -c "! kill -0 -- -$p"; done <"$T/handler.pids"
 handler long.sh 'echo started >> "'"$T"'/g0.runs"; sleep 30'
 g0=$("$TQ" enqueue --queue g0 job)
 bg "$TQ" work --queue g0 --name g0w --grace 0 --quiet -- "$T/long.sh"
-w=$BG
-wait_for 10 test -s "$T/g0.runs"
-start=$(date +%s)
-kill -TERM "$w"
-wait_rc "$w"
-expect_eq "$RC" 0 "exit with --grace 0"
-[ $(($(date +%s) - start)) -lt 5 ] || fail "--grace 0 waited $(($(date +%s) - start)) s"
+stopped_within "$BG" TERM "$T/g0.runs" 5 "--grace 0"
 expect_eq "$(job "$g0" state)" ready "the job after a stop with no grace"
 echo ok

@@ -37,12 +37,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
         [ "$ok" = ok ] || fail "round $r: integrity_check: $ok"
     fi
 done
-wait_for 120 sh -c "[ \$('$TQ' stats --queue $Q --json | jq '.counts.ready + .counts.running') = 0 ]"
-for w in w1 w2; do
-    kill -TERM "${wpid[$w]}"
-    wait_rc "${wpid[$w]}"
-    expect_eq "$RC" 0 "$w exit"
-done
+drained 120 "$Q"
+stop_ok "${wpid[w1]}" "${wpid[w2]}"
 
 expect_eq "$(sql "SELECT count(*) FROM $JOBS WHERE queue = '$Q' AND state = 'done'")" 300 "done jobs"
 expect_eq "$(sql "SELECT count(*) FROM $JOBS WHERE queue = '$Q' AND snoozes > 1")" 0 \
