@@ -941,7 +941,7 @@ int tq_handler_discard(const tq_job *job, const char *reason);
 /* Log levels passed to tq_worker_opts.log. */
 enum { TQ_LOG_ERROR = 0, TQ_LOG_WARN, TQ_LOG_INFO, TQ_LOG_DEBUG };
 
-#define TQ_WORKER_OPTS_VERSION 3
+#define TQ_WORKER_OPTS_VERSION 4
 #define TQ_PREFETCH_DEFAULT    2048
 #define TQ_PREFETCH_MAX        65536 /* most jobs one worker claims ahead */
 #define TQ_CONCURRENCY_MAX     1024  /* most slots of one worker */
@@ -981,11 +981,18 @@ typedef struct tq_worker_opts {
      * for a command, each line it writes to stderr, at TQ_LOG_DEBUG
      * (failures are logged at TQ_LOG_INFO either way). */
     int log_jobs;
+    /* Version 4. Serve every queue of the store, those made while it runs
+     * too (seen within a second), instead of queues (which must then be
+     * empty). Each pass of the worker claims from the queues in turn, in
+     * the order of their names, starting one queue further each pass, as it
+     * does for named queues; each queue keeps its order, pause, limits and
+     * rate. */
+    int all_queues;
 } tq_worker_opts;
 #define TQ_WORKER_OPTS_INIT                                                              \
     {                                                                                    \
         TQ_WORKER_OPTS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL,    \
-            NULL, 0, 0                                                                   \
+            NULL, 0, 0, 0                                                                \
     }
 
 /* Counters of one run, readable after tq_worker_run returns. */
@@ -1010,7 +1017,8 @@ typedef struct tq_worker_counters {
  * success, or: TQ_EINVAL for a NULL out, a db that is NULL or whose
  * tq_open failed, or bad options (none or both of handler and
  * argv, a command not found or not executable, a concurrency, duration or
- * prefetch out of range, an invalid queue or worker name); TQ_EINUSE if a
+ * prefetch out of range, an invalid queue or worker name, queues given
+ * with all_queues); TQ_EINUSE if a
  * live worker holds the name; TQ_ESYS when a pipe, the handlers' reaper or
  * a handler thread cannot be started; TQ_ENOMEM; or a code of the store's.
  */

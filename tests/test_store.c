@@ -84,6 +84,14 @@ static int teardown(void **state)
             fail_msg("%s -> %d (%s): %s", #call, rc_, tq_strerror(rc_), tq_errmsg(DB));  \
     } while (0)
 
+/* OK, on another handle than the fixture's. */
+#define OK_ON(db, call)                                                                  \
+    do {                                                                                 \
+        int rc_ = (call);                                                                \
+        if (rc_ != 0)                                                                    \
+            fail_msg("%s -> %d (%s): %s", #call, rc_, tq_strerror(rc_), tq_errmsg(db));  \
+    } while (0)
+
 static int64_t enq(void **state, const char *queue, const char *payload)
 {
     int64_t id = 0;
@@ -1723,6 +1731,111 @@ static void *run_worker(void *arg)
     return NULL;
 }
 
+/* A worker of every queue (tq_worker_opts.all_queues) runs the jobs of
+ * every queue once, one made while it runs too, keeps a queue's limit and
+ * leaves a paused queue alone; it cannot also be given queues. */
+#define ALLQ_JOBS 160
+typedef struct allq_ctx {
+    _Atomic int runs[ALLQ_JOBS + 1]; /* by id: a fresh store's start at 1 */
+    _Atomic int lim_running, lim_most;
+} allq_ctx;
+
+static int allq_handler(void *ud, const tq_job *job, char *err, size_t errlen)
+{
+    allq_ctx *c = ud;
+    (void)err;
+    (void)errlen;
+    if (job->id >= 1 && job->id <= ALLQ_JOBS)
+        atomic_fetch_add(&c->runs[job->id], 1);
+    if (strcmp(job->queue, "aq-lim") == 0) {
+        int now = atomic_fetch_add(&c->lim_running, 1) + 1;
+        for (int most = atomic_load(&c->lim_most); now > most;)
+            if (atomic_compare_exchange_weak(&c->lim_most, &most, now))
+                break;
+        sleep_ms(2);
+        atomic_fetch_sub(&c->lim_running, 1);
+    }
+    return 0;
+}
+
+/* Waits up to 30 s until queue q of db has n jobs done. */
+static void wait_done(tq *db, const char *q, int64_t n)
+{
+    tq_stats st = {0};
+    for (int i = 0; i < 3000; i++) {
+        OK_ON(db, tq_stats_get(&st, db, q));
+        if (st.count[TQ_DONE] >= n)
+            break;
+        sleep_ms(10);
+    }
+    assert_int_equal(st.count[TQ_DONE], n);
+}
+
+static void worker_all_queues(void **state)
+{
+    static allq_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    fx *f = *state;
+    int64_t id;
+    static const struct {
+        const char *queue;
+        int jobs;
+    } load[] = {{"aq-a", 40}, {"aq-b", 40}, {"aq-lim", 30}, {"aq-paused", 5}};
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_MAX_RUNNING;
+    qo.max_running = 1;
+    OK(tq_queue_set(DB, "aq-lim", &qo));
+    qo.set = TQ_SET_PAUSED;
+    qo.paused = 1;
+    OK(tq_queue_set(DB, "aq-paused", &qo));
+    int64_t paused[2] = {0, 0}; /* the paused queue's first and last ids */
+    for (size_t q = 0; q < sizeof load / sizeof *load; q++)
+        for (int i = 0; i < load[q].jobs; i++) {
+            OK(tq_job_enqueue(&id, DB, load[q].queue, "p", 1, NULL));
+            if (strcmp(load[q].queue, "aq-paused") == 0)
+                paused[i > 0] = id;
+        }
+
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    const char *queues[] = {"aq-a"};
+    o.all_queues = 1;
+    o.queues = queues;
+    o.nqueues = 1;
+    o.concurrency = 4;
+    o.handler = allq_handler;
+    o.handler_ud = &ctx;
+    run_args a = {0};
+    assert_int_equal(tq_worker_new(&a.w, DB, &o), TQ_EINVAL); /* not both */
+    assert_null(a.w);
+    o.queues = NULL;
+    o.nqueues = 0;
+    OK(tq_worker_new(&a.w, DB, &o));
+    pthread_t wt;
+    assert_int_equal(pthread_create(&wt, NULL, run_worker, &a), 0);
+    tq *db2;
+    OK_ON(db2, tq_open(&db2, f->url, NULL));
+    wait_done(db2, "aq-a", 40);
+    wait_done(db2, "aq-b", 40);
+    wait_done(db2, "aq-lim", 30);
+    /* A queue made while the worker runs is found. */
+    for (int i = 0; i < 45; i++)
+        OK_ON(db2, tq_job_enqueue(&id, db2, "aq-late", "p", 1, NULL));
+    wait_done(db2, "aq-late", 45);
+    tq_worker_stop(a.w);
+    pthread_join(wt, NULL);
+    OK(a.rc);
+    tq_worker_free(a.w);
+    tq_stats st;
+    OK_ON(db2, tq_stats_get(&st, db2, "aq-paused"));
+    assert_int_equal(st.count[TQ_READY], 5);
+    tq_close(db2);
+    assert_true(id <= ALLQ_JOBS);
+    for (int64_t i = 1; i <= id; i++) /* every job once, the paused ones never */
+        assert_int_equal(atomic_load(&ctx.runs[i]),
+                         i >= paused[0] && i <= paused[1] ? 0 : 1);
+    assert_int_equal(atomic_load(&ctx.lim_most), 1);
+}
+
 static void worker_starts_only_young_holds(void **state)
 {
     static hold_ctx ctx;
@@ -2672,6 +2785,7 @@ int main(void)
         T(open_errors),
         T(init_is_idempotent),
         T(worker_pool_callbacks),
+        T(worker_all_queues),
         T(limits_with_fast_jobs),
         T(worker_pool_handler_words),
         T(worker_pool_results),

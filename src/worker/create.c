@@ -87,6 +87,9 @@ static int check_opts(tq *db, const tq_worker_opts *o, char *path)
     if (prefetch < -1 || prefetch > TQ_PREFETCH_MAX)
         return tq__seterr(db, TQ_EINVAL, "prefetch must be between -1 and %d",
                           TQ_PREFETCH_MAX);
+    if (o->version >= 4 && o->all_queues && o->nqueues)
+        return tq__seterr(db, TQ_EINVAL,
+                          "a worker serves named queues or all of them, not both");
     for (size_t i = 0; i < o->nqueues; i++)
         if (tq_name_check(o->queues[i]))
             return tq__seterr(db, TQ_EINVAL,
@@ -110,6 +113,7 @@ static void take_options(tq_worker *w, tq *db, const tq_worker_opts *o)
     w->concurrency = o->concurrency ? o->concurrency : 1;
     w->drain = o->drain;
     w->log_jobs = o->version >= 3 ? o->log_jobs : 0;
+    w->all_queues = o->version >= 4 && o->all_queues;
     w->timeout_us = o->timeout_us;
     w->grace_us = o->grace_us ? o->grace_us : 10000000;
     w->poll_max_us = o->poll_max_us ? o->poll_max_us : 500000;
@@ -130,12 +134,13 @@ static int allocate(tq_worker *w, const tq_worker_opts *o, const char *name,
     static const char *const default_queue[] = {"default"};
     const int prefetch = o->version >= 2 ? o->prefetch : 0;
     const char *const *queues = o->nqueues ? o->queues : default_queue;
-    size_t nqueues = o->nqueues ? o->nqueues : 1;
+    /* Every queue: none yet, the first settings' read finds them. */
+    size_t nqueues = w->all_queues ? 0 : o->nqueues ? o->nqueues : 1;
     w->nqueues = nqueues;
     w->name = tq__strdup(name);
     w->queues = dup_strv(queues, nqueues);
-    w->qinfo = calloc(nqueues, sizeof *w->qinfo);
-    w->settings.until = calloc(nqueues, sizeof *w->settings.until);
+    w->qinfo = calloc(nqueues + 1, sizeof *w->qinfo);
+    w->settings.until = calloc(nqueues + 1, sizeof *w->settings.until);
     w->slots = calloc((size_t)w->concurrency, sizeof *w->slots);
     w->held.prefetch = prefetch == 0  ? TQ_PREFETCH_DEFAULT
                        : prefetch < 0 ? 0

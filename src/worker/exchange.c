@@ -378,7 +378,7 @@ int tq__claim_jobs(tq_worker *w, pass *p)
     const size_t target = tq__hold_target(w);
     tq__set_low_water(w, target);
     size_t nheld = tq__held_count(w);
-    if (!w->store.disconnected && !w->loop.stopping &&
+    if (!w->store.disconnected && !w->loop.stopping && w->nqueues &&
         (p->free_slots > 0 || 2 * nheld < target)) {
         for (size_t k = 0; k < w->nqueues && !rc; k++) {
             size_t qi = (w->loop.next_queue + k) % w->nqueues;

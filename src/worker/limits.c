@@ -11,6 +11,9 @@
 #define _GNU_SOURCE
 #include "worker_int.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #define REFRESH_EVERY_US   1000000LL
 #define PREFETCH_WINDOW_US 20000LL /* hold about this much work beyond the slots */
 /* A held job starts only while what the worker knows of its queue's
@@ -58,6 +61,60 @@ int tq__settings_fresh(tq_worker *w, const held_job *h, int64_t now)
     return 0;
 }
 
+/* A queue found by an all_queues worker joins the end of its queues, with
+ * settings never fresh yet. The arrays grow under the runner's lock: a
+ * callback thread reads them (settings_fresh, add_held_ack) under it.
+ * TQ_ENOMEM. */
+static int add_queue(tq_worker *w, const tq_queue_info *q)
+{
+    const size_t n = w->nqueues;
+    char *name = tq__strdup(q->name);
+    char **queues = name ? realloc(w->queues, (n + 2) * sizeof *queues) : NULL;
+    if (queues)
+        w->queues = queues;
+    tq_queue_info *qinfo = queues ? realloc(w->qinfo, (n + 1) * sizeof *qinfo) : NULL;
+    int64_t *until = NULL;
+    w->run->lock(w);
+    if (qinfo) {
+        w->qinfo = qinfo;
+        until = realloc(w->settings.until, (n + 1) * sizeof *until);
+    }
+    if (until) {
+        w->settings.until = until;
+        until[n] = 0;
+        qinfo[n] = *q;
+        queues[n] = name;
+        queues[n + 1] = NULL;
+        w->nqueues = n + 1;
+    }
+    w->run->unlock(w);
+    if (!until) {
+        free(name);
+        return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* An all_queues worker's read of the settings: every queue the store has,
+ * those it did not know joining its queues (add_queue). */
+static int read_every_queue(tq_worker *w)
+{
+    tq_queue_info *all = NULL; /* set only on success */
+    size_t n = 0;
+    int rc = w->db->engine->queue_list(w->db, &all, &n);
+    for (size_t k = 0; !rc && k < n; k++) {
+        size_t i = 0;
+        while (i < w->nqueues && strcmp(w->queues[i], all[k].name) != 0)
+            i++;
+        if (i == w->nqueues)
+            rc = add_queue(w, &all[k]);
+        else
+            w->qinfo[i] = all[k];
+    }
+    free(all);
+    return rc;
+}
+
 /* Reads the settings of every queue; an unknown queue gets the defaults
  * (it will be created by its first enqueue). The registration's lease
  * (w->live.lease_us, sent with the next heartbeat) grows to the longest of
@@ -67,16 +124,18 @@ int tq__settings_fresh(tq_worker *w, const held_job *h, int64_t now)
 int tq__refresh_queues(tq_worker *w, int64_t *asked)
 {
     *asked = tq__mono_us();
-    for (size_t i = 0; i < w->nqueues; i++) {
-        int rc = w->db->engine->queue_get(w->db, w->queues[i], &w->qinfo[i]);
-        if (rc == TQ_ENOTFOUND)
+    int rc = w->all_queues ? read_every_queue(w) : 0;
+    for (size_t i = 0; !w->all_queues && !rc && i < w->nqueues; i++) {
+        rc = w->db->engine->queue_get(w->db, w->queues[i], &w->qinfo[i]);
+        if (rc == TQ_ENOTFOUND) {
             tq__queue_defaults(&w->qinfo[i], w->queues[i]);
-        else if (rc)
-            return rc;
+            rc = 0;
+        }
+    }
+    for (size_t i = 0; !rc && i < w->nqueues; i++)
         if (w->qinfo[i].lease_us > w->live.lease_us)
             w->live.lease_us = w->me.lease_us = w->qinfo[i].lease_us;
-    }
-    return 0;
+    return rc;
 }
 
 /* Whether a worker holds none of queue q's jobs beyond its free slots

@@ -253,6 +253,9 @@ static int finished(tq_worker *w, const pass *p, int *done)
         return 0;
     }
     int pending = 0, rc = 0;
+    int64_t asked;
+    if (w->all_queues) /* a queue made since the last read counts too */
+        rc = tq__refresh_queues(w, &asked);
     for (size_t i = 0; i < w->nqueues && !pending && !rc; i++)
         rc = db->engine->pending(db, w->queues[i], &pending);
     if (rc)

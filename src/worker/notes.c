@@ -96,8 +96,8 @@ void tq__note_empty(tq_worker *w, const pass *p, int known_empty)
 {
     int pending = 0;
     outlook o;
-    if (w->notes.said_empty || w->counters.claimed || !p->tried || p->running ||
-        p->nheld || w->store.disconnected ||
+    if (w->all_queues || w->notes.said_empty || w->counters.claimed || !p->tried ||
+        p->running || p->nheld || w->store.disconnected ||
         (w->notes.empty_checked && p->now - w->notes.empty_checked < 6 * NOTE_EVERY_US))
         return;
     w->notes.empty_checked = p->now;

@@ -287,9 +287,10 @@ struct tq_worker {
     /* What it was made with (create.c), read by every part. */
     tq *db;
     char *name;
-    char **queues;
+    char **queues; /* all_queues: as found, in the order found (limits.c) */
     size_t nqueues;
     tq_queue_info *qinfo;
+    int all_queues;
     const tq__runner *run; /* how jobs run: command.c or callback.c */
     void (*log)(void *ud, int level, const char *msg);
     void *log_ud;
