@@ -119,7 +119,8 @@ fuzz:
 	done
 
 FORMAT_FILES = include/*.h src/*.c src/*.h src/engine/*.c src/engine/*.h src/worker/*.c \
-	src/worker/*.h tools/*.c tools/*.h tests/*.c tests/fuzz/*.c tests/fuzz/*.h examples/*.c bench/*.c
+	src/worker/*.h tools/*.c tools/*.h tools/cmd/*.c tests/*.c tests/fuzz/*.c tests/fuzz/*.h \
+	examples/*.c bench/*.c
 format: deps
 	clang-format -i $(FORMAT_FILES)
 

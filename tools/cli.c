@@ -1,7 +1,8 @@
 /*
- * cli.c - what the tool's commands share (tq.c, work.c, bench.c): one
- * option-parsing prologue, opening the store, JSON output, and errors as
- * one line with the exit code that goes with them.
+ * cli.c - what the tool's commands share (tools/cmd/, and tq serve's
+ * files): one option-parsing prologue, opening the store, escaping the
+ * store's text for a terminal, JSON output, and errors as one line with
+ * the exit code that goes with them.
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -345,7 +346,8 @@ const char *cli_nearest(const char *word, const char *const *choices, size_t n)
 
 /* "unknown option '--dealy' (did you mean '--delay'?)", from the options the
  * command takes. */
-static void unknown_option(const cli_cmd *cmd, const char *arg, const struct option *lo)
+static void unknown_option(const cli_command *cmd, const char *arg,
+                           const struct option *lo)
 {
     const char *names[64];
     size_t n = 0;
@@ -361,7 +363,7 @@ static void unknown_option(const cli_cmd *cmd, const char *arg, const struct opt
         cli_error(cmd->name, "unknown option '%s' (see tq %s --help)", arg, cmd->name);
 }
 
-int cli_option(const cli_cmd *cmd, int argc, char **argv, const struct option *lo,
+int cli_option(const cli_command *cmd, int argc, char **argv, const struct option *lo,
                const char **url, int *ex)
 {
     int c = getopt_long(argc, argv, cmd->optstring ? cmd->optstring : ":", lo, NULL);
@@ -389,19 +391,65 @@ int cli_option(const cli_cmd *cmd, int argc, char **argv, const struct option *l
     }
 }
 
-int cli_bad_option(const cli_cmd *cmd, char **argv)
+/* An option the table knows that this command does not take. */
+static int bad_option(const cli_command *cmd, char **argv)
 {
     cli_error(cmd->name, "unknown option '%s' (see tq %s --help)", argv[optind - 1],
               cmd->name);
     return EXIT_USAGE;
 }
 
-int cli_no_args(const cli_cmd *cmd, int argc, char **argv, int from)
+int cli_options(const cli_command *cmd, int argc, char **argv, const struct option *lo,
+                const char **url, cli_option_fn *fn, void *args)
+{
+    int c, ex = 0;
+    while ((c = cli_option(cmd, argc, argv, lo, url, &ex)) > 0) {
+        if ((ex = fn ? fn(args, c) : -1) < 0)
+            return bad_option(cmd, argv);
+        if (ex)
+            return ex;
+    }
+    return c == CLI_OPTS_EXIT ? (ex ? ex : -1) : 0;
+}
+
+int cli_no_args(const cli_command *cmd, int argc, char **argv, int from)
 {
     if (from >= argc)
         return 0;
     cli_error(cmd->name, "unexpected argument '%s'", argv[from]);
     return EXIT_USAGE;
+}
+
+int cli_job_id(const char *cmd, const char *text, int64_t *out)
+{
+    long long v;
+    if (cli_int(cmd, "job id", text, 1, INT64_MAX, &v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int cli_job_ids(const cli_command *cmd, int argc, char **argv, int64_t **ids, size_t *n)
+{
+    *n = 0;
+    *ids = malloc((size_t)(argc > optind ? argc - optind : 1) * sizeof **ids);
+    if (!*ids) {
+        cli_error(cmd->name, "out of memory");
+        return EXIT_RUNTIME;
+    }
+    for (int i = optind; i < argc; i++)
+        if (cli_job_id(cmd->name, argv[i], &(*ids)[(*n)++]))
+            return EXIT_USAGE;
+    return 0;
+}
+
+int cli_one_job_id(const cli_command *cmd, int argc, char **argv, int64_t *out)
+{
+    if (optind != argc - 1) {
+        cli_error(cmd->name, "expected one job ID");
+        return EXIT_USAGE;
+    }
+    return cli_job_id(cmd->name, argv[optind], out) ? EXIT_USAGE : 0;
 }
 
 int cli_queue_name(const char *cmd, const char *name)
@@ -447,6 +495,23 @@ json_t *cli_worker_json(const tq_worker_info *w)
     json_object_set_new(o, "started_at", cli_json_time(w->started_at));
     json_object_set_new(o, "heartbeat_at", cli_json_time(w->heartbeat_at));
     json_object_set_new(o, "stopped_at", cli_json_time(w->stopped_at));
+    return o;
+}
+
+json_t *cli_schedule_json(const tq_schedule *s)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", cli_json_text(s->name));
+    json_object_set_new(o, "queue", cli_json_text(s->queue));
+    json_object_set_new(o, "schedule", cli_json_text(s->spec));
+    json_object_set_new(o, "tz", cli_json_text(s->tz));
+    json_object_set_new(o, "payload", cli_json_text(s->payload));
+    json_object_set_new(o, "priority", json_integer(s->priority));
+    json_object_set_new(o, "overlap", json_string(s->overlap_skip ? "skip" : "allow"));
+    json_object_set_new(o, "next_slot", cli_json_time(s->next_slot_us));
+    json_object_set_new(o, "last_slot", cli_json_time(s->last_slot_us));
+    json_object_set_new(o, "last_job",
+                        s->last_job ? json_integer(s->last_job) : json_null());
     return o;
 }
 

@@ -1,7 +1,9 @@
 /*
- * cli.h - what the tool's files share (cli.c, lines.c) and the commands
- * that live in files of their own (work.c, bench.c). The tool links only
- * the public library; everything here is presentation.
+ * cli.h - what the tool's files share: option parsing, opening the store,
+ * errors, escaping of store text and JSON (cli.c), the --lines input
+ * (lines.c), the progress line (progress.c), and the commands, one file
+ * each under tools/cmd/, that tq.c's table names. The tool links only the
+ * public library; everything here is presentation.
  */
 #ifndef TQ_CLI_H
 #define TQ_CLI_H
@@ -42,13 +44,45 @@ int cli_duration(const char *cmd, const char *opt, const char *text, int64_t *ou
  * limit (*n 0); -1 after saying what is wrong. */
 int cli_rate(const char *cmd, const char *text, int64_t *n, int64_t *period_us);
 
-/* What a command is called and says of itself. */
-typedef struct cli_cmd {
+/*
+ * A command: one defined at the bottom of each tools/cmd/NAME.c, listed in
+ * tq.c's table, and run by main() the same way for each. main() zeroes an
+ * arguments struct of size bytes; parse fills it from argv (argv[0] is the
+ * command's name, the --db given into *url), checking all it can before
+ * the store is touched, and returns 0, -1 after printing --help (the
+ * command exits 0), or the exit code of a bad command line. Then, when
+ * open says so, main() opens the store at the URL (cli_url) for run, and
+ * closes it after (a command that opens its own connections keeps the URL
+ * in its arguments); run does the work and returns the exit code. done,
+ * when set, frees what parse allocated, whatever happened.
+ */
+enum { CLI_OPEN_NONE, CLI_OPEN, CLI_OPEN_CREATE };
+typedef struct cli_command {
     const char *name;      /* "stats" */
+    const char *what;      /* its line in tq --help */
     const char *usage;     /* the line after "usage: " */
     const char *help;      /* what --help prints after it */
     const char *optstring; /* getopt's; NULL: ":" ("+:" stops at the first argument) */
-} cli_cmd;
+    size_t size;           /* of its arguments' struct */
+    int open;              /* CLI_OPEN_*: whether main() opens the store for run */
+    int (*parse)(void *args, const char **url, int argc, char **argv);
+    int (*run)(void *args, tq *db); /* db NULL with CLI_OPEN_NONE */
+    void (*done)(void *args);
+} cli_command;
+
+/* The definition of cmd_NAME, at the bottom of tools/cmd/NAME.c, whose
+ * arguments are a NAME_args, read by NAME_parse and used by NAME_run;
+ * DONE frees what parse allocated, or is NULL. */
+#define CLI_COMMAND(NAME, WHAT, OPEN, USAGE, HELP, DONE)                                 \
+    const cli_command cmd_##NAME = {.name = #NAME,                                       \
+                                    .what = WHAT,                                        \
+                                    .usage = USAGE,                                      \
+                                    .help = HELP,                                        \
+                                    .size = sizeof(NAME##_args),                         \
+                                    .open = OPEN,                                        \
+                                    .parse = NAME##_parse,                               \
+                                    .run = NAME##_run,                                   \
+                                    .done = DONE}
 
 /* Options every command takes: first in its struct option table. */
 #define CLI_COMMON_OPTS                                                                  \
@@ -64,16 +98,33 @@ enum { CLI_OPTS_END = -1, CLI_OPTS_EXIT = -2 };
  * all are read; CLI_OPTS_EXIT with *ex set when the command is over: 0
  * after printing --help, EXIT_USAGE after one line on a bad option.
  */
-int cli_option(const cli_cmd *cmd, int argc, char **argv, const struct option *lo,
+int cli_option(const cli_command *cmd, int argc, char **argv, const struct option *lo,
                const char **url, int *ex);
+/*
+ * Every option of a command (its parse function's first step): the
+ * prologue above, then each of the command's own given to fn(args, c),
+ * with optarg set. fn returns 0, -1 for an option the command does not
+ * take (said here: "unknown option"), or the exit code after saying what
+ * is wrong; a NULL fn takes none. Returns 0 when all are read, -1 after
+ * printing --help (the command exits 0), or the exit code.
+ */
+typedef int cli_option_fn(void *args, int c);
+int cli_options(const cli_command *cmd, int argc, char **argv, const struct option *lo,
+                const char **url, cli_option_fn *fn, void *args);
 /* Of n choices, the one word is most likely a typo of (a small edit
  * distance), or NULL. */
 const char *cli_nearest(const char *word, const char *const *choices, size_t n);
-/* An option the table knows that this command does not take. */
-int cli_bad_option(const cli_cmd *cmd, char **argv);
 /* 0 when argv has nothing from index from on; else says so, EXIT_USAGE. */
-int cli_no_args(const cli_cmd *cmd, int argc, char **argv, int from);
+int cli_no_args(const cli_command *cmd, int argc, char **argv, int from);
 
+/* A job id argument into *out; -1 after a usage error. */
+int cli_job_id(const char *cmd, const char *text, int64_t *out);
+/* The job IDs of argv from optind on into *ids, n of them (*ids the
+ * caller's to free): 0, or the exit code after one line. */
+int cli_job_ids(const cli_command *cmd, int argc, char **argv, int64_t **ids, size_t *n);
+/* The one argument, a job ID, of tq show and tq result into *out: 0, or
+ * EXIT_USAGE after one line. */
+int cli_one_job_id(const cli_command *cmd, int argc, char **argv, int64_t *out);
 /* 0 for a valid queue name; else says why, EXIT_USAGE. */
 int cli_queue_name(const char *cmd, const char *name);
 /* Opens the store; prints the failure and returns NULL on error. */
@@ -112,7 +163,7 @@ json_t *cli_job_show_json(tq *db, const tq_job *j);
  * worker, whose status is "alive", "stopped" or "gone". */
 json_t *cli_queue_json(const tq_queue_info *q);
 json_t *cli_worker_json(const tq_worker_info *w);
-/* tq cron list --json's object for one schedule (cron.c). */
+/* tq cron list --json's object for one schedule. */
 json_t *cli_schedule_json(const tq_schedule *s);
 const char *cli_worker_status(const tq_worker_info *w);
 
@@ -129,7 +180,6 @@ typedef struct cli_lines {
 int cli_lines_next(cli_lines *r, char **line, size_t *len);
 void cli_lines_free(cli_lines *r);
 
-/* Commands in files of their own. */
 /* A progress line on stderr (progress.c): drawn only on a terminal and
  * never with --json; cli_progress_end erases it before the summary. */
 typedef struct cli_progress {
@@ -144,9 +194,9 @@ void cli_progress_start(cli_progress *p, const char *what, int json);
 void cli_progress_show(cli_progress *p, int64_t done, int64_t total, const char *extra);
 void cli_progress_end(cli_progress *p);
 
-int cmd_work(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
-int cmd_cron(int argc, char **argv);
-int cmd_serve(int argc, char **argv);
+/* The commands, each in tools/cmd/NAME.c, in tq.c's table. */
+extern const cli_command cmd_init, cmd_queue, cmd_enqueue, cmd_work, cmd_stats, cmd_list,
+    cmd_show, cmd_result, cmd_retry, cmd_cancel, cmd_prune, cmd_workers, cmd_cron,
+    cmd_serve, cmd_bench;
 
 #endif

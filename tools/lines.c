@@ -1,5 +1,6 @@
 /*
- * lines.c - the input of `tq enqueue --lines`: one payload per line.
+ * lines.c - the input of `tq enqueue --lines` (cmd/enqueue.c; fuzzed by
+ * tests/fuzz/fuzz_lines.c): one payload per line.
  *
  * A line ends at "\n"; a "\r" before it is dropped too, so files written on
  * Windows give the same payloads. Empty lines are skipped; the last line

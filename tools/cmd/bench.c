@@ -13,6 +13,8 @@
  * stay up, the parent enqueues R x N jobs while they work, never more than N
  * ahead of them, and the rate of each N jobs in a row is reported (the
  * handler stamps the time the N-th, 2N-th, ... job starts).
+ *
+ * Called by tq.c's command table.
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -32,6 +34,32 @@
 #include <unistd.h>
 
 enum { ROUNDS_MAX = 1000 };
+
+static const char usage[] =
+    "tq bench [--jobs N] [--workers W] [--concurrency C] "
+    "[--prefetch N] [--enqueue-batch N] [--payload BYTES] "
+    "[--latency-jobs N] [--lease DUR] [--delete-done] [--rounds R] "
+    "[--groups G] [--max-running N] [--max-running-per-group N] [--rate N/DUR] "
+    "[--result BYTES] [--json] [--db URL]";
+static const char help[] =
+    "Enqueues N jobs (default 20000) into a fresh queue, runs W worker\n"
+    "processes (default 8) with a no-op handler until drained, checks\n"
+    "that every job ran exactly once, and reports rates and latency.\n"
+    "Then measures enqueue-to-start latency: --latency-jobs jobs (100)\n"
+    "enqueued one at a time to W idle workers.\n"
+    "--enqueue-batch N: jobs per enqueue transaction (1 to 1000; 1000).\n"
+    "--prefetch N: jobs a worker may claim ahead of its free slots\n"
+    "(default 2048, 0: none).\n"
+    "--delete-done: the queue deletes finished jobs' rows (keep_done 0).\n"
+    "--rounds R: a sustained run of R x N jobs (1 to 1000; 1): the workers\n"
+    "start first and stay up, jobs are enqueued while they work (at most\n"
+    "N ahead), and the rate of every N jobs in a row is reported.\n"
+    "--groups G: the jobs take G groups in turn, 10 in a row "
+    "each;\n--max-running N, --max-running-per-group N, --rate N/DUR: the "
+    "queue's\nlimits (tq queue).\n"
+    "--result BYTES: every job's handler stores a result of BYTES bytes.\n"
+    "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
+    "Exits 1 if any job was lost or ran twice.\n";
 
 typedef struct shared {
     _Atomic int64_t busy_retries;
@@ -431,7 +459,7 @@ typedef struct bench_cfg {
 
 /* One run: its store and queue, the counters the workers share, and what
  * was measured. */
-typedef struct bench_run {
+typedef struct bench_args {
     bench_cfg c;
     char tmpdir[32], tmpdb[64], store[512], queue[64];
     shared *sh;
@@ -444,57 +472,84 @@ typedef struct bench_run {
     long peak_rss_kb;
     int64_t lost, dups, ran, done_in_store, p50, p99, lat50, lat99;
     double enq_rate, proc_rate, round_rate[ROUNDS_MAX];
-} bench_run;
+} bench_args;
 
-/* The options; 0, or the exit code with nothing to run. */
-static int bench_parse(bench_cfg *c, int argc, char **argv)
+static const struct option opts[] = {
+    CLI_COMMON_OPTS,
+    {"jobs", required_argument, NULL, 'n'},
+    {"workers", required_argument, NULL, 'w'},
+    {"concurrency", required_argument, NULL, 'c'},
+    {"prefetch", required_argument, NULL, 'f'},
+    {"enqueue-batch", required_argument, NULL, 'b'},
+    {"payload", required_argument, NULL, 'p'},
+    {"json", no_argument, NULL, 'j'},
+    {"latency-jobs", required_argument, NULL, 'l'},
+    {"lease", required_argument, NULL, 'L'},
+    {"delete-done", no_argument, NULL, 'd'},
+    {"rounds", required_argument, NULL, 'r'},
+    {"groups", required_argument, NULL, 'g'},
+    {"max-running", required_argument, NULL, 'M'},
+    {"max-running-per-group", required_argument, NULL, 'G'},
+    {"rate", required_argument, NULL, 'R'},
+    {"result", required_argument, NULL, 'S'},
+    {0}};
+
+/* An integer option of min to max into *v: 0, or EXIT_USAGE after one
+ * line. */
+static int opt_int(const char *opt, long long min, long long max, long long *v)
 {
-    static const char usage[] =
-        "tq bench [--jobs N] [--workers W] [--concurrency C] "
-        "[--prefetch N] [--enqueue-batch N] [--payload BYTES] "
-        "[--latency-jobs N] [--lease DUR] [--delete-done] [--rounds R] "
-        "[--groups G] [--max-running N] [--max-running-per-group N] [--rate N/DUR] "
-        "[--result BYTES] [--json] [--db URL]";
-    static const struct option lo[] = {
-        CLI_COMMON_OPTS,
-        {"jobs", required_argument, NULL, 'n'},
-        {"workers", required_argument, NULL, 'w'},
-        {"concurrency", required_argument, NULL, 'c'},
-        {"prefetch", required_argument, NULL, 'f'},
-        {"enqueue-batch", required_argument, NULL, 'b'},
-        {"payload", required_argument, NULL, 'p'},
-        {"json", no_argument, NULL, 'j'},
-        {"latency-jobs", required_argument, NULL, 'l'},
-        {"lease", required_argument, NULL, 'L'},
-        {"delete-done", no_argument, NULL, 'd'},
-        {"rounds", required_argument, NULL, 'r'},
-        {"groups", required_argument, NULL, 'g'},
-        {"max-running", required_argument, NULL, 'M'},
-        {"max-running-per-group", required_argument, NULL, 'G'},
-        {"rate", required_argument, NULL, 'R'},
-        {"result", required_argument, NULL, 'S'},
-        {0}};
-    static const cli_cmd me = {
-        .name = "bench",
-        .usage = usage,
-        .help = "Enqueues N jobs (default 20000) into a fresh queue, runs W worker\n"
-                "processes (default 8) with a no-op handler until drained, checks\n"
-                "that every job ran exactly once, and reports rates and latency.\n"
-                "Then measures enqueue-to-start latency: --latency-jobs jobs (100)\n"
-                "enqueued one at a time to W idle workers.\n"
-                "--enqueue-batch N: jobs per enqueue transaction (1 to 1000; 1000).\n"
-                "--prefetch N: jobs a worker may claim ahead of its free slots\n"
-                "(default 2048, 0: none).\n"
-                "--delete-done: the queue deletes finished jobs' rows (keep_done 0).\n"
-                "--rounds R: a sustained run of R x N jobs (1 to 1000; 1): the workers\n"
-                "start first and stay up, jobs are enqueued while they work (at most\n"
-                "N ahead), and the rate of every N jobs in a row is reported.\n"
-                "--groups G: the jobs take G groups in turn, 10 in a row "
-                "each;\n--max-running N, --max-running-per-group N, --rate N/DUR: the "
-                "queue's\nlimits (tq queue).\n"
-                "--result BYTES: every job's handler stores a result of BYTES bytes.\n"
-                "Without --db (or $TQ_DB) it uses a throwaway SQLite file.\n"
-                "Exits 1 if any job was lost or ran twice.\n"};
+    return cli_int("bench", opt, optarg, min, max, v) ? EXIT_USAGE : 0;
+}
+
+/* One option into args (cli_options). */
+static int bench_option(void *args, int o)
+{
+    bench_cfg *c = args;
+    switch (o) {
+    case 'n':
+        return opt_int("--jobs", 1, 100000000, &c->njobs);
+    case 'w':
+        return opt_int("--workers", 1, 256, &c->nworkers);
+    case 'c':
+        return opt_int("--concurrency", 1, TQ_CONCURRENCY_MAX, &c->conc);
+    case 'f':
+        return opt_int("--prefetch", 0, TQ_PREFETCH_MAX, &c->prefetch);
+    case 'b':
+        return opt_int("--enqueue-batch", 1, BATCH_MAX, &c->ebatch);
+    case 'p':
+        return opt_int("--payload", 0, TQ_PAYLOAD_MAX_DEFAULT, &c->psize);
+    case 'j':
+        c->json = 1;
+        return 0;
+    case 'd':
+        c->delete_done = 1;
+        return 0;
+    case 'r':
+        return opt_int("--rounds", 1, ROUNDS_MAX, &c->rounds);
+    case 'l':
+        return opt_int("--latency-jobs", 0, 100000, &c->nlat);
+    case 'L':
+        return cli_duration("bench", "--lease", optarg, &c->lease_us) ? EXIT_USAGE : 0;
+    case 'g':
+        return opt_int("--groups", 0, 1000000, &c->groups);
+    case 'M':
+        return opt_int("--max-running", 0, 1000000, &c->max_running);
+    case 'G':
+        return opt_int("--max-running-per-group", 0, 1000000, &c->max_per_group);
+    case 'R':
+        return cli_rate("bench", optarg, &c->rate, &c->rate_period_us) ? EXIT_USAGE : 0;
+    case 'S':
+        return opt_int("--result", 0, TQ_RESULT_MAX, &c->result_bytes);
+    default:
+        return -1;
+    }
+}
+
+/* The options: 0, -1 after --help, or the exit code of a bad command
+ * line. */
+static int bench_parse(void *args, const char **url, int argc, char **argv)
+{
+    bench_cfg *c = &((bench_args *)args)->c;
     *c = (bench_cfg){.njobs = 20000,
                      .nworkers = 8,
                      .conc = 1,
@@ -504,82 +559,10 @@ static int bench_parse(bench_cfg *c, int argc, char **argv)
                      .ebatch = BATCH_MAX,
                      .rounds = 1,
                      .lease_us = 30000000};
-    int o, ex = 0;
-    while ((o = cli_option(&me, argc, argv, lo, &c->url, &ex)) > 0) {
-        switch (o) {
-        case 'n':
-            if (cli_int("bench", "--jobs", optarg, 1, 100000000, &c->njobs))
-                return EXIT_USAGE;
-            break;
-        case 'w':
-            if (cli_int("bench", "--workers", optarg, 1, 256, &c->nworkers))
-                return EXIT_USAGE;
-            break;
-        case 'c':
-            if (cli_int("bench", "--concurrency", optarg, 1, TQ_CONCURRENCY_MAX,
-                        &c->conc))
-                return EXIT_USAGE;
-            break;
-        case 'f':
-            if (cli_int("bench", "--prefetch", optarg, 0, TQ_PREFETCH_MAX, &c->prefetch))
-                return EXIT_USAGE;
-            break;
-        case 'b':
-            if (cli_int("bench", "--enqueue-batch", optarg, 1, BATCH_MAX, &c->ebatch))
-                return EXIT_USAGE;
-            break;
-        case 'p':
-            if (cli_int("bench", "--payload", optarg, 0, TQ_PAYLOAD_MAX_DEFAULT,
-                        &c->psize))
-                return EXIT_USAGE;
-            break;
-        case 'j':
-            c->json = 1;
-            break;
-        case 'd':
-            c->delete_done = 1;
-            break;
-        case 'r':
-            if (cli_int("bench", "--rounds", optarg, 1, ROUNDS_MAX, &c->rounds))
-                return EXIT_USAGE;
-            break;
-        case 'l':
-            if (cli_int("bench", "--latency-jobs", optarg, 0, 100000, &c->nlat))
-                return EXIT_USAGE;
-            break;
-        case 'L':
-            if (cli_duration("bench", "--lease", optarg, &c->lease_us))
-                return EXIT_USAGE;
-            break;
-        case 'g':
-            if (cli_int("bench", "--groups", optarg, 0, 1000000, &c->groups))
-                return EXIT_USAGE;
-            break;
-        case 'M':
-            if (cli_int("bench", "--max-running", optarg, 0, 1000000, &c->max_running))
-                return EXIT_USAGE;
-            break;
-        case 'G':
-            if (cli_int("bench", "--max-running-per-group", optarg, 0, 1000000,
-                        &c->max_per_group))
-                return EXIT_USAGE;
-            break;
-        case 'R':
-            if (cli_rate("bench", optarg, &c->rate, &c->rate_period_us))
-                return EXIT_USAGE;
-            break;
-        case 'S':
-            if (cli_int("bench", "--result", optarg, 0, TQ_RESULT_MAX, &c->result_bytes))
-                return EXIT_USAGE;
-            break;
-        default:
-            return cli_bad_option(&me, argv);
-        }
-    }
-    if (o == CLI_OPTS_EXIT)
-        return ex ? ex : -1; /* -1: --help was printed */
-    if ((ex = cli_no_args(&me, argc, argv, optind)))
+    int ex = cli_options(&cmd_bench, argc, argv, opts, url, bench_option, c);
+    if (ex || (ex = cli_no_args(&cmd_bench, argc, argv, optind)))
         return ex;
+    c->url = *url; /* none: $TQ_DB, else a throwaway file (bench_setup) */
     if (c->njobs * c->rounds > 100000000) {
         cli_error("bench", "--jobs times --rounds is %lld; at most 100000000",
                   c->njobs * c->rounds);
@@ -592,7 +575,7 @@ static int bench_parse(bench_cfg *c, int argc, char **argv)
  * queue, the shared counters, and the jobs enqueued in batches (1000 by
  * default), one transaction each: all of them now, or with --rounds the
  * first batch now and the rest while the workers run. */
-static int bench_setup(bench_run *b)
+static int bench_setup(bench_args *b)
 {
     const bench_cfg *c = &b->c;
     if (!b->c.url)
@@ -668,7 +651,7 @@ static int bench_setup(bench_run *b)
 
 /* The worker processes, until the queue is drained (or, with --rounds,
  * until every round was fed and done). */
-static void bench_work(bench_run *b)
+static void bench_work(bench_args *b)
 {
     const bench_cfg *c = &b->c;
     pid_t pids[256];
@@ -737,7 +720,7 @@ static void bench_work(bench_run *b)
 /* Every job ran exactly once, by the workers' counters, and the store
  * agrees; then the enqueue-to-start latency and the rates. 0, or the exit
  * code when the run cannot be judged. */
-static int bench_verify(bench_run *b)
+static int bench_verify(bench_args *b)
 {
     const bench_cfg *c = &b->c;
     if (b->last_id - b->sh->first_id + 1 != b->enqueued) {
@@ -795,7 +778,7 @@ static int bench_verify(bench_run *b)
     return 0;
 }
 
-static void bench_report_json(const bench_run *b)
+static void bench_report_json(const bench_args *b)
 {
     const bench_cfg *c = &b->c;
     json_t *o = json_object();
@@ -843,7 +826,7 @@ static void bench_report_json(const bench_run *b)
     free(s);
 }
 
-static void bench_report_text(const bench_run *b)
+static void bench_report_text(const bench_args *b)
 {
     const bench_cfg *c = &b->c;
     char x[24], y[24];
@@ -874,7 +857,7 @@ static void bench_report_text(const bench_run *b)
 
 /* The report, and the verdict: EXIT_RUNTIME if a job was lost or ran
  * twice, a worker failed, or the store disagrees. */
-static int bench_report(const bench_run *b)
+static int bench_report(const bench_args *b)
 {
     if (b->c.json)
         bench_report_json(b);
@@ -892,7 +875,7 @@ static int bench_report(const bench_run *b)
     return EXIT_RUNTIME;
 }
 
-static void bench_cleanup(bench_run *b)
+static void bench_cleanup(bench_args *b)
 {
     free(b->payload);
     if (b->sh)
@@ -909,18 +892,20 @@ static void bench_cleanup(bench_run *b)
         rmdir(b->tmpdir);
 }
 
-int cmd_bench(int argc, char **argv)
+/* Sets up, works, verifies and reports: the exit code. */
+static int bench_run(void *args, tq *unused)
 {
-    static bench_run b; /* large (per-batch payload table): not on the stack */
-    memset(&b, 0, sizeof b);
-    int ex = bench_parse(&b.c, argc, argv);
-    if (ex)
-        return ex < 0 ? 0 : ex;
-    if (!(ex = bench_setup(&b))) {
-        bench_work(&b);
-        if (!(ex = bench_verify(&b)))
-            ex = bench_report(&b);
+    (void)unused; /* its processes open their own */
+    bench_args *b = args;
+    int ex = bench_setup(b);
+    if (!ex) {
+        bench_work(b);
+        if (!(ex = bench_verify(b)))
+            ex = bench_report(b);
     }
-    bench_cleanup(&b);
+    bench_cleanup(b);
     return ex;
 }
+
+CLI_COMMAND(bench, "enqueue and process N jobs, check each ran once", CLI_OPEN_NONE,
+            usage, help, NULL);

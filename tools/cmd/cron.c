@@ -1,0 +1,263 @@
+/*
+ * cron.c - `tq cron`: periodic jobs' schedules (set, list, rm), a thin
+ * layer over tq_schedule_* in the library. Workers enqueue the slots.
+ * Called by tq.c's command table.
+ */
+#include "cli.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "tq cron set NAME --queue Q --schedule SPEC [--payload P] [--tz ZONE] "
+    "[--overlap skip|allow] [--priority N] | tq cron list [--json] | tq cron rm NAME "
+    "[--db URL]";
+static const char help[] =
+    "Periodic jobs. Each slot of a schedule enqueues one job into its queue,\n"
+    "once however many workers run: running workers (tq work, any host)\n"
+    "enqueue the due slots; after a time without workers, only the most recent\n"
+    "missed slot. SPEC: 5 cron fields (minute hour day-of-month month\n"
+    "day-of-week: lists, ranges, steps, jan-dec, sun-sat), 6 with seconds first,\n"
+    "@hourly, @daily, @weekly, @monthly, @yearly, or @every DUR (whole seconds).\n"
+    "--tz ZONE (default UTC): a name from the system's time-zone database; a\n"
+    "local time skipped by a clock change is no slot, a repeated one fires once.\n"
+    "--overlap skip: no job for a slot while the previous slot's job is still\n"
+    "ready or running (default allow). Setting an existing NAME replaces it.\n";
+
+static const struct option set_opts[] = {CLI_COMMON_OPTS,
+                                         {"queue", required_argument, NULL, 'q'},
+                                         {"schedule", required_argument, NULL, 's'},
+                                         {"payload", required_argument, NULL, 'p'},
+                                         {"tz", required_argument, NULL, 'z'},
+                                         {"overlap", required_argument, NULL, 'o'},
+                                         {"priority", required_argument, NULL, 'P'},
+                                         {"json", no_argument, NULL, 'j'},
+                                         {0}};
+static const struct option other_opts[] = {
+    CLI_COMMON_OPTS, {"json", no_argument, NULL, 'j'}, {0}};
+
+typedef enum cron_sub { CRON_SET, CRON_LIST, CRON_RM } cron_sub;
+
+typedef struct cron_args {
+    cron_sub sub;
+    const char *name; /* set's and rm's */
+    tq_schedule_opts so;
+    int json;
+} cron_args;
+
+#define CRON_ROW "%-20s %-16s %-20s %-16s %-8s %-24s %s\n"
+
+static int cron_list(tq *db, int json)
+{
+    tq_schedule *v;
+    size_t n;
+    int rc = tq_schedule_list(&v, &n, db);
+    if (rc)
+        return cli_fail("cron", db, rc);
+    json_t *a = json_array();
+    if (!json && n)
+        printf(CRON_ROW, "NAME", "QUEUE", "SCHEDULE", "TZ", "OVERLAP", "NEXT SLOT",
+               "LAST JOB");
+    else if (!json)
+        printf("no schedules\n");
+    for (size_t i = 0; i < n; i++) {
+        char t[40], job[24] = "-", name[260], queue[260], spec[520], tz[260];
+        if (json) {
+            json_array_append_new(a, cli_schedule_json(&v[i]));
+            continue;
+        }
+        if (v[i].last_job)
+            snprintf(job, sizeof job, "%lld", (long long)v[i].last_job);
+        printf(CRON_ROW, cli_text(name, sizeof name, v[i].name),
+               cli_text(queue, sizeof queue, v[i].queue),
+               cli_text(spec, sizeof spec, v[i].spec), cli_text(tz, sizeof tz, v[i].tz),
+               v[i].overlap_skip ? "skip" : "allow",
+               tq_time_format(t, sizeof t, v[i].next_slot_us), job);
+    }
+    tq_schedule_array_free(v, n);
+    if (json)
+        return cli_print_json(a);
+    json_decref(a);
+    return 0;
+}
+
+/* One option of tq cron set into args (cli_options). */
+static int set_option(void *args, int c)
+{
+    cron_args *a = args;
+    tq_schedule_opts *so = &a->so;
+    long long n;
+    switch (c) {
+    case 'q':
+        so->queue = optarg;
+        return 0;
+    case 's':
+        so->spec = optarg;
+        return 0;
+    case 'p':
+        so->payload = optarg;
+        so->payload_len = strlen(optarg);
+        return 0;
+    case 'z':
+        so->tz = optarg;
+        return 0;
+    case 'o':
+        if (strcmp(optarg, "skip") != 0 && strcmp(optarg, "allow") != 0) {
+            cli_error("cron", "unknown --overlap '%s': use skip or allow", optarg);
+            return EXIT_USAGE;
+        }
+        so->overlap_skip = strcmp(optarg, "skip") == 0;
+        return 0;
+    case 'P':
+        if (cli_int("cron", "--priority", optarg, -2147483647 - 1LL, 2147483647, &n))
+            return EXIT_USAGE;
+        so->priority = (int)n;
+        return 0;
+    case 'j':
+        a->json = 1;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* What tq cron set was given, checked before the store is opened: a bad
+ * spec or zone is a usage error (exit 2), and opening a SQLite store that
+ * is not there would create it. 0, or EXIT_USAGE after one line. */
+static int set_check(const cron_args *a)
+{
+    const tq_schedule_opts *so = &a->so;
+    if (!so->queue || !so->spec) {
+        cli_error("cron", "cron set needs --queue Q and --schedule SPEC");
+        return EXIT_USAGE;
+    }
+    char why[240];
+    int64_t next;
+    if (tq_name_check(a->name)) {
+        cli_error("cron",
+                  "invalid schedule name '%s': use 1 to 64 letters, digits, '_', "
+                  "'.' or '-'",
+                  a->name);
+        return EXIT_USAGE;
+    }
+    if (cli_queue_name("cron", so->queue))
+        return EXIT_USAGE;
+    if (tq_schedule_next(&next, so->spec, so->tz, 0, why, sizeof why)) {
+        if (strstr(why, "time zone"))
+            cli_error("cron", "%s", why);
+        else
+            cli_error("cron", "invalid schedule '%s': %s", so->spec, why);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* tq cron set NAME ...: 0, -1 after --help, or the exit code of a bad
+ * command line. */
+static int set_parse(cron_args *a, const char **url, int argc, char **argv)
+{
+    int ex = cli_options(&cmd_cron, argc, argv, set_opts, url, set_option, a);
+    if (ex)
+        return ex;
+    if (optind >= argc) {
+        cli_error("cron", "cron set needs a NAME (see tq cron --help)");
+        return EXIT_USAGE;
+    }
+    a->name = argv[optind];
+    if ((ex = cli_no_args(&cmd_cron, argc, argv, optind + 1)))
+        return ex;
+    return set_check(a);
+}
+
+/* One option of tq cron list (rm takes none) into args (cli_options). */
+static int other_option(void *args, int c)
+{
+    cron_args *a = args;
+    if (c != 'j' || a->sub != CRON_LIST)
+        return -1;
+    a->json = 1;
+    return 0;
+}
+
+/* tq cron list, and tq cron rm NAME: 0, -1 after --help, or the exit code
+ * of a bad command line. */
+static int other_parse(cron_args *a, const char **url, int argc, char **argv)
+{
+    int ex = cli_options(&cmd_cron, argc, argv, other_opts, url, other_option, a);
+    if (ex)
+        return ex;
+    if (a->sub == CRON_RM) {
+        if (optind >= argc) {
+            cli_error("cron", "cron rm needs a NAME");
+            return EXIT_USAGE;
+        }
+        a->name = argv[optind++];
+    }
+    return cli_no_args(&cmd_cron, argc, argv, optind);
+}
+
+/* The subcommand, then its options: 0, -1 after --help, or the exit code
+ * of a bad command line. */
+static int cron_parse(void *args, const char **url, int argc, char **argv)
+{
+    cron_args *a = args;
+    *a = (cron_args){.so = TQ_SCHEDULE_OPTS_INIT};
+    const char *sub = argc > 1 ? argv[1] : "";
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
+        printf("usage: %s\n%s", usage, help);
+        return -1;
+    }
+    optind = 1;
+    if (strcmp(sub, "set") == 0) {
+        a->sub = CRON_SET;
+        return set_parse(a, url, argc - 1, argv + 1);
+    }
+    if (strcmp(sub, "list") == 0 || strcmp(sub, "rm") == 0) {
+        a->sub = sub[0] == 'l' ? CRON_LIST : CRON_RM;
+        return other_parse(a, url, argc - 1, argv + 1);
+    }
+    cli_error("cron", "%s '%s': use tq cron set, list or rm (see tq cron --help)",
+              *sub ? "unknown subcommand" : "missing subcommand", sub);
+    return EXIT_USAGE;
+}
+
+/* tq cron set: the schedule stored, then shown (--json: that one). */
+static int set_run(tq *db, const cron_args *a)
+{
+    int ex = 0, rc = tq_schedule_set(db, a->name, &a->so);
+    if (rc)
+        return cli_fail("cron", db, rc);
+    if (!a->json)
+        return cron_list(db, 0);
+    tq_schedule *v;
+    size_t nv;
+    if ((rc = tq_schedule_list(&v, &nv, db)))
+        return cli_fail("cron", db, rc);
+    for (size_t i = 0; i < nv; i++)
+        if (strcmp(v[i].name, a->name) == 0)
+            ex = cli_print_json(cli_schedule_json(&v[i]));
+    tq_schedule_array_free(v, nv);
+    return ex;
+}
+
+static int cron_run(void *args, tq *db)
+{
+    const cron_args *a = args;
+    int ex = 0, rc;
+    if (a->sub == CRON_SET) {
+        ex = set_run(db, a);
+    } else if (a->sub == CRON_LIST) {
+        ex = cron_list(db, a->json);
+    } else if ((rc = tq_schedule_remove(db, a->name))) {
+        ex = cli_fail("cron", db, rc);
+    } else {
+        printf("removed schedule '%s'\n", a->name);
+    }
+    return ex;
+}
+
+CLI_COMMAND(cron, "periodic jobs: set, list or remove a schedule", CLI_OPEN, usage, help,
+            NULL);

@@ -1,0 +1,80 @@
+/*
+ * init.c - `tq init`: creates the tq schema in the store or upgrades it,
+ * and on PostgreSQL grants roles what producers or workers need. Called by
+ * tq.c's command table.
+ */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+#define MAX_GRANTS 32
+
+static const struct option opts[] = {{"grant-producer", required_argument, NULL, 'P'},
+                                     {"grant-worker", required_argument, NULL, 'W'},
+                                     CLI_COMMON_OPTS,
+                                     {0}};
+
+static const char usage[] =
+    "tq init [--grant-producer ROLE]... [--grant-worker ROLE]... [--db URL]";
+static const char help[] =
+    "Creates the tq schema in the store, or upgrades it. Safe to run again.\n"
+    "PostgreSQL: --grant-producer ROLE lets ROLE enqueue and nothing else;\n"
+    "--grant-worker ROLE lets ROLE run tq work, and not change queue "
+    "settings\n"
+    "or the schema. The schema and the grants are one transaction.\n";
+
+typedef struct init_args {
+    tq_grant grants[MAX_GRANTS];
+    size_t ngrants;
+} init_args;
+
+/* One option into args (cli_options). */
+static int init_option(void *args, int c)
+{
+    init_args *a = args;
+    if (c != 'P' && c != 'W')
+        return -1;
+    if (a->ngrants == MAX_GRANTS) {
+        cli_error("init", "at most %d grants at once", MAX_GRANTS);
+        return EXIT_USAGE;
+    }
+    a->grants[a->ngrants++] =
+        (tq_grant){optarg, c == 'W' ? TQ_GRANT_WORKER : TQ_GRANT_PRODUCER};
+    return 0;
+}
+
+/* 0, -1 after --help, or the exit code of a bad command line. */
+static int init_parse(void *args, const char **url, int argc, char **argv)
+{
+    init_args *a = args;
+    int ex = cli_options(&cmd_init, argc, argv, opts, url, init_option, a);
+    if (ex || (ex = cli_no_args(&cmd_init, argc, argv, optind)))
+        return ex;
+    if (a->ngrants && !cli_is_postgres(cli_url(*url))) {
+        /* Before opening: opening a SQLite store that is not there creates it. */
+        cli_error("init",
+                  "--grant-producer and --grant-worker are for PostgreSQL stores: SQLite "
+                  "has no roles (the file's permissions decide)");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int init_run(void *args, tq *db)
+{
+    const init_args *a = args;
+    int ex = 0;
+    int rc = tq_init_grants(db, a->grants, a->ngrants);
+    if (rc)
+        ex = cli_fail("init", db, rc);
+    else
+        printf("store ready: %s (%s, schema version %d)\n", tq_store_name(db),
+               tq_engine_name(db), tq_schema_version());
+    for (size_t i = 0; !rc && i < a->ngrants; i++)
+        printf("granted to %s: %s\n", a->grants[i].role,
+               a->grants[i].kind == TQ_GRANT_WORKER ? "worker" : "producer");
+    return ex;
+}
+
+CLI_COMMAND(init, "create or upgrade the schema", CLI_OPEN_CREATE, usage, help, NULL);

@@ -1,0 +1,138 @@
+/*
+ * list.c - `tq list`: jobs newest first, of a state or a queue, one line
+ * each with a printable preview of the payload. Called by tq.c's command
+ * table.
+ */
+#include "cli.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct option opts[] = {CLI_COMMON_OPTS,
+                                     {"state", required_argument, NULL, 's'},
+                                     {"queue", required_argument, NULL, 'q'},
+                                     {"limit", required_argument, NULL, 'n'},
+                                     {"json", no_argument, NULL, 'j'},
+                                     {0}};
+
+static const char usage[] =
+    "tq list [--state S] [--queue Q] [--limit N] [--json] [--db URL]";
+static const char help[] = "Lists jobs, newest first (by id; with --state done, dead or\n"
+                           "cancelled, the latest finished first; default\n"
+                           "limit 100).\n";
+
+typedef struct list_args {
+    tq_list_opts lo;
+    int json;
+} list_args;
+
+/* A one-line, printable preview of a payload. */
+static void preview(char *buf, size_t len, const unsigned char *p, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 4 < len; i++)
+        buf[k++] = p[i] >= 0x20 && p[i] < 0x7f ? (char)p[i] : '.';
+    if (n > 0 && k + 4 >= len)
+        memcpy(buf + k - 3, "...", 3);
+    buf[k] = '\0';
+}
+
+#define JOB_ROW "%-8s %-16s %-9s %-8s %-24s %s"
+
+static void print_job_line(const tq_job *j)
+{
+    char pv[41], t[40], id[24], attempts[24], queue[260];
+    preview(pv, sizeof pv, j->payload, j->payload_len);
+    snprintf(id, sizeof id, "%lld", (long long)j->id);
+    snprintf(attempts, sizeof attempts, "%d/%d", j->attempts, j->max_attempts);
+    printf(JOB_ROW, id, cli_text(queue, sizeof queue, j->queue), tq_state_name(j->state),
+           attempts, tq_time_format(t, sizeof t, j->created_at), pv);
+    if (j->progress >= 0 && j->state == TQ_RUNNING) {
+        printf("  progress: %d%%", j->progress);
+        if (j->progress_text && *j->progress_text) {
+            putchar(' ');
+            cli_put_text(stdout, j->progress_text);
+        }
+    }
+    if (j->last_error) {
+        fputs("  error: ", stdout);
+        cli_put_text(stdout, j->last_error);
+    }
+    putchar('\n');
+}
+
+/* One option into args (cli_options). */
+static int list_option(void *args, int c)
+{
+    list_args *a = args;
+    long long n;
+    tq_state st;
+    switch (c) {
+    case 's':
+        if (tq_state_parse(&st, optarg)) {
+            cli_error("list",
+                      "unknown state '%s': use ready, running, done, dead, "
+                      "cancelled or waiting",
+                      optarg);
+            return EXIT_USAGE;
+        }
+        a->lo.state = (int)st;
+        return 0;
+    case 'q':
+        if (cli_queue_name("list", optarg))
+            return EXIT_USAGE;
+        a->lo.queue = optarg;
+        return 0;
+    case 'n':
+        if (cli_int("list", "--limit", optarg, 1, 1000000, &n))
+            return EXIT_USAGE;
+        a->lo.limit = (size_t)n;
+        return 0;
+    case 'j':
+        a->json = 1;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* 0, -1 after --help, or the exit code of a bad command line. */
+static int list_parse(void *args, const char **url, int argc, char **argv)
+{
+    list_args *a = args;
+    *a = (list_args){.lo = TQ_LIST_OPTS_INIT};
+    int ex = cli_options(&cmd_list, argc, argv, opts, url, list_option, a);
+    return ex ? ex : cli_no_args(&cmd_list, argc, argv, optind);
+}
+
+static int list_run(void *args, tq *db)
+{
+    const list_args *a = args;
+    int ex = 0;
+    tq_job *jobs;
+    size_t nj;
+    int rc = tq_job_list(&jobs, &nj, db, &a->lo);
+    if (rc) {
+        ex = cli_fail("list", db, rc);
+    } else {
+        if (a->json) {
+            json_t *arr = json_array();
+            for (size_t i = 0; i < nj; i++)
+                json_array_append_new(arr, cli_job_json(&jobs[i], 1));
+            ex = cli_print_json(arr);
+        } else if (nj == 0) {
+            printf("no jobs\n");
+        } else {
+            printf(JOB_ROW "\n", "ID", "QUEUE", "STATE", "ATTEMPTS", "CREATED",
+                   "PAYLOAD");
+            for (size_t i = 0; i < nj; i++)
+                print_job_line(&jobs[i]);
+        }
+        tq_job_array_free(jobs, nj);
+    }
+    return ex;
+}
+
+CLI_COMMAND(list, "list jobs", CLI_OPEN, usage, help, NULL);

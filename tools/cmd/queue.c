@@ -1,0 +1,281 @@
+/*
+ * queue.c - `tq queue`: lists the queues, or creates one and changes its
+ * settings (order, lease, attempts, backoff, limits, pause, results).
+ * Called by tq.c's command table.
+ */
+#include "cli.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct option opts[] = {
+    CLI_COMMON_OPTS,
+    {"max-running", required_argument, NULL, 'M'},
+    {"max-running-per-group", required_argument, NULL, 'G'},
+    {"rate", required_argument, NULL, 'R'},
+    {"max-snoozes", required_argument, NULL, 'S'},
+    {"results", no_argument, NULL, 'T'},
+    {"no-results", no_argument, NULL, 'U'},
+    {"order", required_argument, NULL, 'o'},
+    {"lease", required_argument, NULL, 'l'},
+    {"max-attempts", required_argument, NULL, 'm'},
+    {"backoff", required_argument, NULL, 'b'},
+    {"keep-done", no_argument, NULL, 'k'},
+    {"delete-done", no_argument, NULL, 'K'},
+    {"pause", no_argument, NULL, 'p'},
+    {"resume", no_argument, NULL, 'r'},
+    {"json", no_argument, NULL, 'j'},
+    {0}};
+
+static const char usage[] =
+    "tq queue [NAME [--order fifo|lifo|unordered] [--lease DUR] "
+    "[--max-attempts N] [--backoff BASE[:CAP]] [--keep-done|--delete-done] "
+    "[--pause|--resume] [--max-running N] [--max-running-per-group N] "
+    "[--rate N/DUR] [--max-snoozes N] [--results|--no-results]] [--json] "
+    "[--db URL]";
+static const char help[] =
+    "Without NAME, lists the queues. With NAME, creates the queue "
+    "(defaults: fifo,\nlease 30s, 3 attempts, backoff 1s:1h, keep "
+    "done rows) and applies the options.\n"
+    "--max-running N: at most N jobs of the queue run at once, across "
+    "every worker\nand host; --max-running-per-group N: at most N of "
+    "each group (tq enqueue\n--group G). 0 removes a limit.\n"
+    "--rate N/DUR (e.g. 100/s, 20/1m): at most N jobs of the queue start "
+    "in any\nwindow of DUR, across every worker and host; 0 removes it. "
+    "Over time starts come\nat N less the burst per DUR (the burst: what "
+    "10ms of the rate allows, at least\n1, at most N/2). Workers claim "
+    "no jobs ahead for a queue with --max-running\n(or a LIFO queue with "
+    "a per-group limit), and for a rate-limited one only what\nstarts "
+    "within 8ms. With 1 per group, a worker may claim several jobs of a "
+    "group\nand run them one after another: they show as running.\n"
+    "--max-snoozes N (default 100): how often one job may snooze (a "
+    "handler's\n\"snooze DUR\") before a snooze counts as a failure.\n"
+    "--results: a command handler's stdout becomes its job's result (kept "
+    "when the\njob is done, at most 1 MiB: tq result ID); --no-results "
+    "(the default): its\nstdout is the worker's.\n";
+
+typedef struct queue_args {
+    const char *name; /* NULL: list them all */
+    tq_queue_opts qo;
+    int json;
+} queue_args;
+
+#define QUEUE_ROW "%-24s %-9s %-7s %-8s %-14s %-11s %-18s %-14s %s\n"
+
+static void print_queue_header(void)
+{
+    printf(QUEUE_ROW, "QUEUE", "ORDER", "LEASE", "ATTEMPTS", "BACKOFF", "DONE ROWS",
+           "RUNNING AT MOST", "STARTS AT MOST", "STATUS");
+}
+
+static void print_queue(const tq_queue_info *q)
+{
+    char l[24], b[24], cap[24], backoff[52], attempts[16], limits[48] = "-",
+                                                           rate[48] = "-";
+    snprintf(backoff, sizeof backoff, "%s:%s",
+             tq_duration_format(b, sizeof b, q->backoff_base_us),
+             tq_duration_format(cap, sizeof cap, q->backoff_cap_us));
+    snprintf(attempts, sizeof attempts, "%d", q->max_attempts);
+    if (q->max_running && q->max_running_per_group)
+        snprintf(limits, sizeof limits, "%d, %d/group", q->max_running,
+                 q->max_running_per_group);
+    else if (q->max_running)
+        snprintf(limits, sizeof limits, "%d", q->max_running);
+    else if (q->max_running_per_group)
+        snprintf(limits, sizeof limits, "%d/group", q->max_running_per_group);
+    if (q->rate_limit)
+        snprintf(rate, sizeof rate, "%lld/%s", (long long)q->rate_limit,
+                 tq_duration_format(b, sizeof b, q->rate_period_us));
+    /* The status, and the settings of the control channel and results
+     * where they are not the defaults. */
+    char status[64];
+    int n = snprintf(status, sizeof status, "%s", q->paused ? "paused" : "active");
+    if (q->results)
+        n += snprintf(status + n, sizeof status - (size_t)n, ", results");
+    if (q->max_snoozes != 100)
+        snprintf(status + n, sizeof status - (size_t)n, ", %d snoozes", q->max_snoozes);
+    char name[260];
+    printf(QUEUE_ROW, cli_text(name, sizeof name, q->name), tq_order_name(q->order),
+           tq_duration_format(l, sizeof l, q->lease_us), attempts, backoff,
+           q->keep_done ? "kept" : "deleted", limits, rate, status);
+}
+
+/* --backoff BASE[:CAP] into qo (a cap of 1h, or BASE if that is more, when
+ * none is given); -1 after saying what is wrong. */
+static int parse_backoff(const char *arg, tq_queue_opts *qo)
+{
+    char base[64];
+    const char *colon = strchr(arg, ':');
+    size_t bl = colon ? (size_t)(colon - arg) : strlen(arg);
+    if (bl >= sizeof base) {
+        cli_error("queue", "invalid backoff '%s'", arg);
+        return -1;
+    }
+    memcpy(base, arg, bl);
+    base[bl] = '\0';
+    if (cli_duration("queue", "--backoff", base, &qo->backoff_base_us))
+        return -1;
+    qo->backoff_cap_us = 3600 * 1000000LL;
+    if (colon && cli_duration("queue", "--backoff cap", colon + 1, &qo->backoff_cap_us))
+        return -1;
+    if (!colon && qo->backoff_base_us > qo->backoff_cap_us)
+        qo->backoff_cap_us = qo->backoff_base_us;
+    qo->set |= TQ_SET_BACKOFF;
+    return 0;
+}
+
+/* A limit of 0 to 1000000 (opt's value) into *field, marking it set;
+ * EXIT_USAGE after saying what is wrong. */
+static int limit_setting(tq_queue_opts *qo, const char *opt, int *field, unsigned set)
+{
+    long long n;
+    if (cli_int("queue", opt, optarg, 0, 1000000, &n))
+        return EXIT_USAGE;
+    *field = (int)n;
+    qo->set |= set;
+    return 0;
+}
+
+/* One option into args (cli_options). */
+static int queue_option(void *args, int c)
+{
+    queue_args *a = args;
+    tq_queue_opts *qo = &a->qo;
+    long long n;
+    switch (c) {
+    case 'o':
+        if (tq_order_parse(&qo->order, optarg)) {
+            cli_error("queue", "unknown order '%s': use fifo, lifo or unordered", optarg);
+            return EXIT_USAGE;
+        }
+        qo->set |= TQ_SET_ORDER;
+        return 0;
+    case 'l':
+        if (cli_duration("queue", "--lease", optarg, &qo->lease_us))
+            return EXIT_USAGE;
+        qo->set |= TQ_SET_LEASE;
+        return 0;
+    case 'm':
+        if (cli_int("queue", "--max-attempts", optarg, 1, 1000, &n))
+            return EXIT_USAGE;
+        qo->max_attempts = (int)n;
+        qo->set |= TQ_SET_MAX_ATTEMPTS;
+        return 0;
+    case 'b':
+        return parse_backoff(optarg, qo) ? EXIT_USAGE : 0;
+    case 'k':
+    case 'K':
+        qo->keep_done = c == 'k';
+        qo->set |= TQ_SET_KEEP_DONE;
+        return 0;
+    case 'p':
+    case 'r':
+        qo->paused = c == 'p';
+        qo->set |= TQ_SET_PAUSED;
+        return 0;
+    case 'M':
+        return limit_setting(qo, "--max-running", &qo->max_running, TQ_SET_MAX_RUNNING);
+    case 'G':
+        return limit_setting(qo, "--max-running-per-group", &qo->max_running_per_group,
+                             TQ_SET_MAX_RUNNING_PER_GROUP);
+    case 'R':
+        if (cli_rate("queue", optarg, &qo->rate_limit, &qo->rate_period_us))
+            return EXIT_USAGE;
+        qo->set |= TQ_SET_RATE;
+        return 0;
+    case 'S':
+        return limit_setting(qo, "--max-snoozes", &qo->max_snoozes, TQ_SET_MAX_SNOOZES);
+    case 'T':
+    case 'U':
+        qo->results = c == 'T';
+        qo->set |= TQ_SET_RESULTS;
+        return 0;
+    case 'j':
+        a->json = 1;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* 0, -1 after --help, or the exit code of a bad command line. */
+static int queue_parse(void *args, const char **url, int argc, char **argv)
+{
+    queue_args *a = args;
+    *a = (queue_args){.qo = TQ_QUEUE_OPTS_INIT};
+    int ex = cli_options(&cmd_queue, argc, argv, opts, url, queue_option, a);
+    if (ex)
+        return ex;
+    if (argc - optind > 1) {
+        cli_error("queue", "unexpected argument '%s'", argv[optind + 1]);
+        return EXIT_USAGE;
+    }
+    a->name = optind < argc ? argv[optind] : NULL;
+    if (!a->name && a->qo.set) {
+        cli_error("queue", "settings need a queue NAME");
+        return EXIT_USAGE;
+    }
+    if (a->name && (ex = cli_queue_name("queue", a->name)))
+        return ex;
+    return 0;
+}
+
+/* Creates or changes the queue and shows it. Returns the exit code. */
+static int queue_set(tq *db, const char *name, const tq_queue_opts *qo, int json)
+{
+    int rc, ex = 0;
+    tq_queue_info q;
+    /* Whether it is new, for the word "created": a queue made by someone
+     * else between the two calls is called created too, which is true
+     * of the moment it was looked for. */
+    int existed = tq_queue_get(&q, db, name) == 0;
+    if ((rc = tq_queue_set(db, name, qo)) || (rc = tq_queue_get(&q, db, name))) {
+        ex = cli_fail("queue", db, rc);
+    } else if (json) {
+        json_t *o = cli_queue_json(&q);
+        json_object_set_new(o, "created", json_boolean(!existed));
+        ex = cli_print_json(o);
+    } else {
+        if (!existed)
+            printf("created queue '%s'\n", name);
+        print_queue_header();
+        print_queue(&q);
+    }
+    return ex;
+}
+
+/* Lists every queue. Returns the exit code. */
+static int queue_list(tq *db, int json)
+{
+    int rc, ex = 0;
+    tq_queue_info *v;
+    size_t nq;
+    if ((rc = tq_queue_list(&v, &nq, db))) {
+        ex = cli_fail("queue", db, rc);
+    } else if (json) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < nq; i++)
+            json_array_append_new(a, cli_queue_json(&v[i]));
+        ex = cli_print_json(a);
+    } else {
+        if (nq)
+            print_queue_header();
+        for (size_t i = 0; i < nq; i++)
+            print_queue(&v[i]);
+        if (nq == 0)
+            printf("no queues yet\n");
+    }
+    if (!rc)
+        tq_free(v);
+    return ex;
+}
+
+static int queue_run(void *args, tq *db)
+{
+    const queue_args *a = args;
+    return a->name ? queue_set(db, a->name, &a->qo, a->json) : queue_list(db, a->json);
+}
+
+CLI_COMMAND(queue, "list queues, or create or change one", CLI_OPEN, usage, help, NULL);

@@ -1,0 +1,137 @@
+/*
+ * show.c - `tq show ID`: one job, every field a person may ask about, and
+ * its payload escaped line by line (--json: the bytes, the result and the
+ * parents' ids). Called by tq.c's command table.
+ */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdio.h>
+
+static const struct option opts[] = {
+    CLI_COMMON_OPTS, {"json", no_argument, NULL, 'j'}, {0}};
+
+static const char usage[] = "tq show ID [--json] [--db URL]";
+static const char help[] = "Shows one job with its payload.\n";
+
+typedef struct show_args {
+    int64_t id;
+    int json;
+} show_args;
+
+/* "label" and text from the store, escaped, as one line (none for NULL). */
+static void show_text(const char *label, const char *s)
+{
+    if (!s)
+        return;
+    fputs(label, stdout);
+    cli_put_text(stdout, s);
+    putchar('\n');
+}
+
+/* tq show's line of a job's parents: how many, how many it waits for, and
+ * the first ids. */
+static void show_parents(tq *db, const tq_job *j)
+{
+    printf("parents:      %lld", (long long)j->nparents);
+    if (j->state == TQ_WAITING)
+        printf(", waiting for %lld", (long long)j->waiting_for);
+    int64_t *v = NULL;
+    size_t n = 0;
+    if (tq_job_parents(&v, &n, db, j->id) == 0 && n) {
+        fputs(" (", stdout);
+        for (size_t i = 0; i < n && i < 10; i++)
+            printf(i ? " %lld" : "%lld", (long long)v[i]);
+        fputs(n > 10 ? " ...)" : ")", stdout);
+    }
+    tq_free(v);
+    putchar('\n');
+}
+
+/* The times of a job's life: created, due, started, finished, leased. */
+static void show_times(const tq_job *j)
+{
+    char t[40], d[24];
+    printf("created:      %s\n", tq_time_format(t, sizeof t, j->created_at));
+    printf("run at:       %s\n", tq_time_format(t, sizeof t, j->run_at));
+    if (j->started_at)
+        printf("started:      %s\n", tq_time_format(t, sizeof t, j->started_at));
+    if (j->finished_at)
+        printf("finished:     %s\n", tq_time_format(t, sizeof t, j->finished_at));
+    if (j->finished_at && j->started_at && j->state == TQ_DONE)
+        printf("duration:     %s\n",
+               tq_duration_format(d, sizeof d, j->finished_at - j->started_at));
+    if (j->lease_until)
+        printf("lease until:  %s\n", tq_time_format(t, sizeof t, j->lease_until));
+}
+
+static void show_job(tq *db, const tq_job *j)
+{
+    char queue[260];
+    printf("id:           %lld\nqueue:        %s\nstate:        %s\n", (long long)j->id,
+           cli_text(queue, sizeof queue, j->queue), tq_state_name(j->state));
+    printf("priority:     %d\nattempts:     %d of %d\nclaims:       %lld\n", j->priority,
+           j->attempts, j->max_attempts, (long long)j->claim);
+    show_text("key:          ", j->key);
+    show_times(j);
+    show_text("worker:       ", j->worker);
+    show_text("traceparent:  ", j->traceparent);
+    show_text("group:        ", j->group);
+    if (j->snoozes)
+        printf("snoozes:      %d\n", j->snoozes);
+    if (j->nparents)
+        show_parents(db, j);
+    if (j->result_len >= 0)
+        printf("result:       %lld bytes (tq result %lld)\n", (long long)j->result_len,
+               (long long)j->id);
+    if (j->progress >= 0) {
+        printf("progress:     %d%%", j->progress);
+        if (j->progress_text && *j->progress_text) {
+            putchar(' ');
+            cli_put_text(stdout, j->progress_text);
+        }
+        putchar('\n');
+    }
+    show_text("last error:   ", j->last_error);
+    /* Escaped, line by line, as any text from the store (tq show --json
+     * and tq result give the bytes). */
+    printf("payload:      %zu bytes\n", j->payload_len);
+    cli_put_lines(stdout, j->payload, j->payload_len);
+}
+
+/* One option into args (cli_options). */
+static int show_option(void *args, int c)
+{
+    if (c != 'j')
+        return -1;
+    ((show_args *)args)->json = 1;
+    return 0;
+}
+
+/* 0, -1 after --help, or the exit code of a bad command line. */
+static int show_parse(void *args, const char **url, int argc, char **argv)
+{
+    show_args *a = args;
+    int ex = cli_options(&cmd_show, argc, argv, opts, url, show_option, a);
+    return ex ? ex : cli_one_job_id(&cmd_show, argc, argv, &a->id);
+}
+
+static int show_run(void *args, tq *db)
+{
+    const show_args *a = args;
+    int ex = 0;
+    tq_job *j;
+    int rc = tq_job_get(&j, db, a->id);
+    if (rc) {
+        ex = cli_fail("show", db, rc);
+    } else {
+        if (a->json)
+            ex = cli_print_json(cli_job_show_json(db, j));
+        else
+            show_job(db, j);
+        tq_job_free(j);
+    }
+    return ex;
+}
+
+CLI_COMMAND(show, "show one job", CLI_OPEN, usage, help, NULL);

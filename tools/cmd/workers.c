@@ -1,0 +1,105 @@
+/*
+ * workers.c - `tq workers`: the registered workers, alive, stopped or
+ * gone, after pruning those stopped or gone for long if asked. Called by
+ * tq.c's command table.
+ */
+#include "cli.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+
+static const struct option opts[] = {CLI_COMMON_OPTS,
+                                     {"json", no_argument, NULL, 'j'},
+                                     {"prune", required_argument, NULL, 'p'},
+                                     {0}};
+
+static const char usage[] = "tq workers [--prune DUR] [--json] [--db URL]";
+static const char help[] =
+    "Lists registered workers: alive, stopped or gone (silent past their "
+    "lease).\n--prune DUR first removes those stopped or gone for longer "
+    "than DUR;\nlive workers are never removed.\n";
+
+typedef struct workers_args {
+    int json, prune;
+    int64_t age; /* --prune's */
+} workers_args;
+
+#define WORKER_ROW "%-32s %-7s %-8s %-24s %s\n"
+
+static int print_workers(tq *db, int json)
+{
+    tq_worker_info *v;
+    size_t n;
+    int rc = tq_worker_list(&v, &n, db);
+    if (rc)
+        return cli_fail("workers", db, rc);
+    json_t *a = json_array();
+    if (!json && n)
+        printf(WORKER_ROW, "NAME", "STATUS", "PID", "STARTED", "HEARTBEAT");
+    else if (!json)
+        printf("no workers\n");
+    for (size_t i = 0; i < n; i++) {
+        const char *status = cli_worker_status(&v[i]);
+        char t1[40], t2[40], pid[24], name[520];
+        if (json) {
+            json_array_append_new(a, cli_worker_json(&v[i]));
+        } else {
+            snprintf(pid, sizeof pid, "%lld", (long long)v[i].pid);
+            printf(WORKER_ROW, cli_text(name, sizeof name, v[i].name), status, pid,
+                   tq_time_format(t1, sizeof t1, v[i].started_at),
+                   tq_time_format(t2, sizeof t2, v[i].heartbeat_at));
+        }
+    }
+    tq_free(v);
+    if (json)
+        return cli_print_json(a);
+    json_decref(a);
+    return 0;
+}
+
+/* One option into args (cli_options). */
+static int workers_option(void *args, int c)
+{
+    workers_args *a = args;
+    if (c == 'j') {
+        a->json = 1;
+    } else if (c == 'p') {
+        if (cli_duration("workers", "--prune", optarg, &a->age))
+            return EXIT_USAGE;
+        a->prune = 1;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* 0, -1 after --help, or the exit code of a bad command line. */
+static int workers_parse(void *args, const char **url, int argc, char **argv)
+{
+    workers_args *a = args;
+    int ex = cli_options(&cmd_workers, argc, argv, opts, url, workers_option, a);
+    return ex ? ex : cli_no_args(&cmd_workers, argc, argv, optind);
+}
+
+static int workers_run(void *args, tq *db)
+{
+    const workers_args *a = args;
+    int ex = 0;
+    int64_t n = 0;
+    int rc = a->prune ? tq_worker_prune(&n, db, a->age) : 0;
+    if (rc) {
+        ex = cli_fail("workers", db, rc);
+    } else {
+        if (a->prune && !a->json) {
+            char d[24];
+            printf("pruned %lld worker(s) stopped or gone for over %s\n", (long long)n,
+                   tq_duration_format(d, sizeof d, a->age));
+        }
+        ex = print_workers(db, a->json);
+    }
+    return ex;
+}
+
+CLI_COMMAND(workers, "list registered workers, or prune old ones", CLI_OPEN, usage, help,
+            NULL);
