@@ -412,6 +412,14 @@ int cli_options(const cli_command *cmd, int argc, char **argv, const struct opti
     return c == CLI_OPTS_EXIT ? (ex ? ex : -1) : 0;
 }
 
+int cli_options_no_args(const cli_command *cmd, int argc, char **argv,
+                        const struct option *lo, const char **url, cli_option_fn *fn,
+                        void *args)
+{
+    int ex = cli_options(cmd, argc, argv, lo, url, fn, args);
+    return ex ? ex : cli_no_args(cmd, argc, argv, optind);
+}
+
 int cli_no_args(const cli_command *cmd, int argc, char **argv, int from)
 {
     if (from >= argc)
@@ -481,6 +489,14 @@ json_t *cli_queue_json(const tq_queue_info *q)
     json_object_set_new(o, "rate_burst", json_integer(q->rate_burst));
     json_object_set_new(o, "max_snoozes", json_integer(q->max_snoozes));
     json_object_set_new(o, "results", json_boolean(q->results));
+    return o;
+}
+
+json_t *cli_counts_json(const int64_t count[TQ_STATE_COUNT])
+{
+    json_t *o = json_object();
+    for (int i = 0; i < TQ_STATE_COUNT; i++)
+        json_object_set_new(o, tq_state_name((tq_state)i), json_integer(count[i]));
     return o;
 }
 

@@ -111,6 +111,11 @@ int cli_option(const cli_command *cmd, int argc, char **argv, const struct optio
 typedef int cli_option_fn(void *args, int c);
 int cli_options(const cli_command *cmd, int argc, char **argv, const struct option *lo,
                 const char **url, cli_option_fn *fn, void *args);
+/* cli_options, for a command that takes no arguments: then says one
+ * that is given is not expected (cli_no_args). */
+int cli_options_no_args(const cli_command *cmd, int argc, char **argv,
+                        const struct option *lo, const char **url, cli_option_fn *fn,
+                        void *args);
 /* Of n choices, the one word is most likely a typo of (a small edit
  * distance), or NULL. */
 const char *cli_nearest(const char *word, const char *const *choices, size_t n);
@@ -163,6 +168,8 @@ json_t *cli_job_show_json(tq *db, const tq_job *j);
  * worker, whose status is "alive", "stopped" or "gone". */
 json_t *cli_queue_json(const tq_queue_info *q);
 json_t *cli_worker_json(const tq_worker_info *w);
+/* Counts by state as an object keyed by the states' names. */
+json_t *cli_counts_json(const int64_t count[TQ_STATE_COUNT]);
 /* tq cron list --json's object for one schedule. */
 json_t *cli_schedule_json(const tq_schedule *s);
 const char *cli_worker_status(const tq_worker_info *w);

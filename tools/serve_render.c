@@ -161,14 +161,10 @@ json_t *serve_overview_json(server *s, const gathering *g)
     for (size_t i = 0; i < g->nrows; i++) {
         const qrow *r = &g->rows[i];
         const qstat *q = r->seen;
-        json_t *j = json_object(), *counts = json_object(), *chart = json_array(),
-               *totals = json_object();
+        json_t *j = json_object(), *chart = json_array(), *totals = json_object();
         json_object_set_new(j, "name", cli_json_text(r->name));
         json_object_set_new(j, "paused", json_boolean(r->info && r->info->paused));
-        for (int st = 0; st < TQ_STATE_COUNT; st++)
-            json_object_set_new(counts, tq_state_name((tq_state)st),
-                                json_integer(r->count[st]));
-        json_object_set_new(j, "counts", counts);
+        json_object_set_new(j, "counts", cli_counts_json(r->count));
         json_object_set_new(j, "delayed", json_integer(r->delayed));
         json_object_set_new(j, "oldest_ready_age_us", json_integer(r->oldest_due_us));
         for (int64_t m = this_minute - HISTORY_MIN + 1; m <= this_minute; m++) {

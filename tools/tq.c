@@ -1,13 +1,13 @@
 /*
  * tq.c - the command-line tool: a thin layer over the public library.
- * main(), the table of commands and the global help. Each command lives
- * in a file of its own, tools/cmd/NAME.c, with cmd_NAME at its bottom: a
- * parse function fills a struct from the arguments and validates them
- * before the store is touched, and a run function does the work, prints
- * results (text or JSON) and maps failures to exit codes: 0 success, 1
- * failure at run time, 2 bad usage or input, 3 an outcome unknown. A
- * rejected command changes nothing in the store. What they share is
- * cli.c.
+ * main(), the table of commands, how each one runs, and the global help.
+ * Each command lives in a file of its own, tools/cmd/NAME.c, defined by
+ * CLI_COMMAND at its bottom (cli.h): a parse function fills a struct from
+ * the arguments and validates them before the store is touched, and a run
+ * function does the work, prints results (text or JSON) and maps failures
+ * to exit codes: 0 success, 1 failure at run time, 2 bad usage or input, 3
+ * an outcome unknown. A rejected command changes nothing in the store.
+ * What they share is cli.c.
  */
 #define _GNU_SOURCE
 #include "cli.h"

@@ -169,6 +169,21 @@ static void resident_ready(tq_worker *w)
     sigterm_mask(SIG_UNBLOCK);
 }
 
+/* A bench worker's options: of its one queue (*queues), named
+ * QUEUE.wINDEX into name, calling h with ud. */
+static tq_worker_opts worker_opts(char (*name)[128], const char **queues, int index,
+                                  tq_handler_fn h, void *ud)
+{
+    snprintf(*name, sizeof *name, "%s.w%d", queues[0], index);
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    o.queues = queues;
+    o.nqueues = 1;
+    o.name = *name;
+    o.handler = h;
+    o.handler_ud = ud;
+    return o;
+}
+
 /* An idle worker for the latency phase: runs until SIGTERM. */
 static int run_idle_worker(const char *url, const char *queue, int index, latency *lat)
 {
@@ -178,13 +193,7 @@ static int run_idle_worker(const char *url, const char *queue, int index, latenc
     const char *queues[1] = {queue};
     stop_on_sigterm();
     int rc = tq_open(&db, url, NULL);
-    snprintf(name, sizeof name, "%s.w%d", queue, index);
-    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
-    o.queues = queues;
-    o.nqueues = 1;
-    o.name = name;
-    o.handler = stamp_handler;
-    o.handler_ud = lat;
+    tq_worker_opts o = worker_opts(&name, queues, index, stamp_handler, lat);
     if (!rc)
         rc = tq_worker_new(&w, db, &o);
     resident_ready(w);
@@ -315,17 +324,11 @@ static int run_worker(const char *url, const char *queue, int index, int concurr
         tq_close(db);
         return EXIT_RUNTIME;
     }
-    snprintf(name, sizeof name, "%s.w%d", queue, index);
-    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
-    o.queues = queues;
-    o.nqueues = 1;
-    o.name = name;
+    tq_worker_opts o = worker_opts(&name, queues, index, noop_handler, sh);
     o.concurrency = concurrency;
     o.prefetch = prefetch;
     o.drain = !sh->per_round; /* --rounds: until SIGTERM */
     o.poll_max_us = 20000;
-    o.handler = noop_handler;
-    o.handler_ud = sh;
     if (sh->per_round)
         stop_on_sigterm();
     rc = tq_worker_new(&w, db, &o);
@@ -559,8 +562,8 @@ static int bench_parse(void *args, const char **url, int argc, char **argv)
                      .ebatch = BATCH_MAX,
                      .rounds = 1,
                      .lease_us = 30000000};
-    int ex = cli_options(&cmd_bench, argc, argv, opts, url, bench_option, c);
-    if (ex || (ex = cli_no_args(&cmd_bench, argc, argv, optind)))
+    int ex = cli_options_no_args(&cmd_bench, argc, argv, opts, url, bench_option, c);
+    if (ex)
         return ex;
     c->url = *url; /* none: $TQ_DB, else a throwaway file (bench_setup) */
     if (c->njobs * c->rounds > 100000000) {

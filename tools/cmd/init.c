@@ -48,8 +48,8 @@ static int init_option(void *args, int c)
 static int init_parse(void *args, const char **url, int argc, char **argv)
 {
     init_args *a = args;
-    int ex = cli_options(&cmd_init, argc, argv, opts, url, init_option, a);
-    if (ex || (ex = cli_no_args(&cmd_init, argc, argv, optind)))
+    int ex = cli_options_no_args(&cmd_init, argc, argv, opts, url, init_option, a);
+    if (ex)
         return ex;
     if (a->ngrants && !cli_is_postgres(cli_url(*url))) {
         /* Before opening: opening a SQLite store that is not there creates it. */

@@ -103,8 +103,7 @@ static int list_parse(void *args, const char **url, int argc, char **argv)
 {
     list_args *a = args;
     *a = (list_args){.lo = TQ_LIST_OPTS_INIT};
-    int ex = cli_options(&cmd_list, argc, argv, opts, url, list_option, a);
-    return ex ? ex : cli_no_args(&cmd_list, argc, argv, optind);
+    return cli_options_no_args(&cmd_list, argc, argv, opts, url, list_option, a);
 }
 
 static int list_run(void *args, tq *db)

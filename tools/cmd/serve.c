@@ -173,8 +173,8 @@ static int serve_parse(void *args, const char **url, int argc, char **argv)
 {
     serve_args *a = args;
     a->listen = "127.0.0.1:8080";
-    int ex = cli_options(&cmd_serve, argc, argv, opts, url, serve_option, a);
-    if (ex || (ex = cli_no_args(&cmd_serve, argc, argv, optind)))
+    int ex = cli_options_no_args(&cmd_serve, argc, argv, opts, url, serve_option, a);
+    if (ex)
         return ex;
     a->url = cli_url(*url);
     if (parse_listen(a->listen, &a->addr, &a->addrlen, &a->loopback))

@@ -62,12 +62,9 @@ static void print_stats(const tq_stats *st, const char *queue)
 
 static json_t *stats_json(const tq_stats *st, const char *queue)
 {
-    json_t *o = json_object(), *counts = json_object(), *longest = json_array();
+    json_t *o = json_object(), *longest = json_array();
     json_object_set_new(o, "queue", queue ? json_string(queue) : json_null());
-    for (int i = 0; i < TQ_STATE_COUNT; i++)
-        json_object_set_new(counts, tq_state_name((tq_state)i),
-                            json_integer(st->count[i]));
-    json_object_set_new(o, "counts", counts);
+    json_object_set_new(o, "counts", cli_counts_json(st->count));
     json_object_set_new(o, "oldest_ready_age_us", json_integer(st->oldest_ready_age_us));
     json_object_set_new(o, "delayed", json_integer(st->delayed));
     json_object_set_new(o, "next_due_in_us",
@@ -105,8 +102,8 @@ static int stats_option(void *args, int c)
 static int stats_parse(void *args, const char **url, int argc, char **argv)
 {
     stats_args *a = args;
-    int ex = cli_options(&cmd_stats, argc, argv, opts, url, stats_option, a);
-    if (ex || (ex = cli_no_args(&cmd_stats, argc, argv, optind)))
+    int ex = cli_options_no_args(&cmd_stats, argc, argv, opts, url, stats_option, a);
+    if (ex)
         return ex;
     if (a->queue && (ex = cli_queue_name("stats", a->queue)))
         return ex;

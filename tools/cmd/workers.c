@@ -78,8 +78,7 @@ static int workers_option(void *args, int c)
 static int workers_parse(void *args, const char **url, int argc, char **argv)
 {
     workers_args *a = args;
-    int ex = cli_options(&cmd_workers, argc, argv, opts, url, workers_option, a);
-    return ex ? ex : cli_no_args(&cmd_workers, argc, argv, optind);
+    return cli_options_no_args(&cmd_workers, argc, argv, opts, url, workers_option, a);
 }
 
 static int workers_run(void *args, tq *db)
