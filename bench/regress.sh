@@ -8,10 +8,9 @@
 # engine and worker count asked, and prints each build's median jobs/s,
 # the ratio of the medians and the median of the pairs' ratios (the
 # figure to quote: each pair ran side by side, under the same load).
-# With --callgrind it also counts instructions (valgrind's callgrind, every
-# process of one 1-worker run per build and engine, which do not vary
-# from run to run as timings do): the enqueuing process and the worker's,
-# per job.
+# With --callgrind it also counts instructions (valgrind's callgrind, one
+# 1-worker run per build and engine; they do not vary from run to run as
+# timings do): the enqueue's and the worker loop's, per job.
 #
 # usage: bench/regress.sh [--pairs N] [--jobs J] [--workers "1 4 16"]
 #                         [--engine sqlite|postgres|both] [--callgrind]
@@ -119,8 +118,11 @@ for e in $engines; do
 done
 
 [ $callgrind = 1 ] || exit 0
-# One 1-worker run per build under callgrind: the enqueuing process (tq
-# bench itself, the lowest PID) and the worker process, instructions per job.
+# One 1-worker run per build under callgrind, every process traced: the
+# instructions of the enqueue (tq_job_enqueue_batch, inclusive) and of the
+# worker's loop (tq_worker_run, inclusive), per job. (A forked worker's
+# profile also holds what its parent did before the fork: whole-process
+# totals would count the enqueue twice.)
 counts() { # TQ ENGINE OUT: "ENQUEUE WORKER" instructions per job
     local out=$3
     mkdir -p "$out"
@@ -128,13 +130,17 @@ counts() { # TQ ENGINE OUT: "ENQUEUE WORKER" instructions per job
     valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$out/cg.%p" \
         "$1" bench --db "$url" --jobs "$jobs" --workers 1 --latency-jobs 0 >"$out/log" 2>&1
     drop "$url"
-    local files
-    files=$(find "$out" -name 'cg.*' | sort -t. -k2 -n)
-    # shellcheck disable=SC2086
-    set -- $files
-    [ $# = 2 ] || { echo "bench/regress.sh: expected 2 processes under callgrind, got $#" >&2; exit 1; }
-    printf '%s %s\n' "$(sed -n 's/^summary: //p' "$1")" "$(sed -n 's/^summary: //p' "$2")" |
-        awk -v n="$jobs" '{printf "%.0f %.0f\n", $1 / n, $2 / n}'
+    local f enq=0 run=0 v
+    for f in "$out"/cg.*; do
+        callgrind_annotate --inclusive=yes "$f" >"$f.txt" 2>/dev/null
+        v=$(awk '/:tq_job_enqueue_batch / { gsub(",", "", $1); print $1; exit }' "$f.txt")
+        [ -n "$v" ] && [ "$v" -gt "$enq" ] && enq=$v
+        v=$(awk '/:tq_worker_run / { gsub(",", "", $1); print $1; exit }' "$f.txt")
+        [ -n "$v" ] && [ "$v" -gt "$run" ] && run=$v
+    done
+    [ "$enq" -gt 0 ] && [ "$run" -gt 0 ] ||
+        { echo "bench/regress.sh: no enqueue or worker found under callgrind ($out)" >&2; exit 1; }
+    awk -v n="$jobs" -v e="$enq" -v r="$run" 'BEGIN { printf "%.0f %.0f\n", e / n, r / n }'
 }
 printf '\n%-9s %-9s %13s %13s %7s\n' engine process "$rev" this ratio
 for e in $engines; do
