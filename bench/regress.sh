@@ -15,7 +15,7 @@
 # usage: bench/regress.sh [--pairs N] [--jobs J] [--workers "1 4 16"]
 #                         [--engine sqlite|postgres|both] [--callgrind]
 #                         REV [BUILD_DIR]
-#   --pairs N    alternated pairs per row (default 7)
+#   --pairs N    alternated pairs per row (default 7; 0: --callgrind only)
 #   --jobs J     jobs per run (default 20000)
 #   --workers    worker counts, one row each (default "4")
 #   --engine     default sqlite
@@ -94,7 +94,9 @@ rate() { # TQ ENGINE WORKERS: one run's jobs/s
 }
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-printf '\n%-9s %7s %9s %11s %11s %7s %11s\n' engine workers pairs "$rev" this ratio "pair med."
+[ "$pairs" -gt 0 ] || workers="" # --pairs 0: instructions only
+[ -z "$workers" ] ||
+    printf '\n%-9s %7s %9s %11s %11s %7s %11s\n' engine workers pairs "$rev" this ratio "pair med."
 for e in $engines; do
     for w in $workers; do
         : >"$dir/a" && : >"$dir/b" && : >"$dir/r"
