@@ -118,9 +118,9 @@ fuzz:
 	    if [ $$rc != 0 ]; then tail -40 fuzz_$$t.log; exit $$rc; fi; \
 	done
 
-FORMAT_FILES = include/*.h src/*.c src/*.h src/engine/*.c src/engine/*.h src/worker/*.c \
-	src/worker/*.h tools/*.c tools/*.h tools/cmd/*.c tests/*.c tests/fuzz/*.c tests/fuzz/*.h \
-	examples/*.c bench/*.c
+FORMAT_FILES = include/*.h src/*.c src/*.h src/engine/*.c src/engine/*.h src/engine/*/*.c \
+	src/engine/*/*.h src/worker/*.c src/worker/*.h tools/*.c tools/*.h tools/cmd/*.c tests/*.c \
+	tests/fuzz/*.c tests/fuzz/*.h examples/*.c bench/*.c
 format: deps
 	clang-format -i $(FORMAT_FILES)
 

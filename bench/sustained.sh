@@ -5,7 +5,7 @@
 # most 100,000 ahead of them), with the rate of every 100,000 reported, so
 # every round works beside the done rows and dead row versions of the ones
 # before. Run three times in one invocation: with tq's table settings
-# (migration 2 in src/engine/postgres.c), with PostgreSQL's defaults (the
+# (migration 2 in src/engine/postgres/schema.c), with PostgreSQL's defaults (the
 # same table, its storage options reset), and with tq's settings on a queue
 # that deletes finished jobs (tq bench --delete-done).
 #

@@ -2,9 +2,10 @@
  * engine.h - the interface every storage engine implements.
  *
  * Shared code (api.c, worker/) calls an engine only through this table
- * and asks caps, never an engine's name. Each engine is one file
- * (sqlite.c, postgres.c) holding its SQL and ending in one
- * `const struct tq__engine` definition. Engines own "now": SQLite uses the
+ * and asks caps, never an engine's name. Each engine is one folder
+ * (sqlite/, postgres/) holding its SQL in files named by concern, and one
+ * `const struct tq__engine` definition (sqlite/sqlite.c,
+ * postgres/postgres.c). Engines own "now": SQLite uses the
  * machine's clock, PostgreSQL the server's now(), so callers pass durations
  * (lease, delay, backoff), never absolute times, except where a user gave
  * one (tq_enqueue_opts.run_at).

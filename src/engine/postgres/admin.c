@@ -1,0 +1,590 @@
+/*
+ * postgres/admin.c - the PostgreSQL engine: administration: queue settings, one job's
+ * view, retry, cancel, prune, worker registrations.
+ */
+#include "pg_int.h"
+
+/* clang-format off */
+
+/* Job rows come back in binary, timestamps as they are stored (g_time). */
+#define JOB_COLS                                                                         \
+    "j.id, j.queue, j.payload, j.state, j.priority, j.attempts,"                         \
+    " COALESCE(j.max_attempts, (SELECT q.max_attempts FROM TQ.queues q"                  \
+    " WHERE q.name = j.queue), 3), coalesce(j.dedup_key, j.unique_key), j.worker,"       \
+    " j.last_error, j.created_at, j.run_at, j.started_at, j.finished_at, j.lease_until," \
+    " j.claims, j.traceparent, j.job_group, j.snoozes, j.progress, j.progress_text,"     \
+    " octet_length(j.result), j.nparents, j.waiting_for"
+
+#define QUEUE_COLS                                                                       \
+    "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done, "    \
+    "paused, max_running, max_running_per_group, rate_limit, rate_period_us, "           \
+    "rate_burst,"                                                                        \
+    " max_snoozes, results"
+
+
+const char *const tq__pg_sql_admin[S_COUNT] = {
+    [S_QUEUE_ENSURE] = "INSERT INTO TQ.queues (name) VALUES ($1) ON CONFLICT DO NOTHING",
+    [S_QUEUE_UPDATE] = "UPDATE TQ.queues SET ord = coalesce($2, ord),"
+                       " lease_us = coalesce($3::int8, lease_us),"
+                       " max_attempts = coalesce($4::int4, max_attempts),"
+                       " backoff_base_us = coalesce($5::int8, backoff_base_us),"
+                       " backoff_cap_us = coalesce($6::int8, backoff_cap_us),"
+                       " keep_done = coalesce($7::bool, keep_done),"
+                       " paused = coalesce($8::bool, paused),"
+                       " max_running = coalesce($9::int4, max_running),"
+                       " max_running_per_group = coalesce($10::int4,"
+                       "                                  max_running_per_group),"
+                       " rate_limit = coalesce($11::int8, rate_limit),"
+                       " rate_period_us = coalesce($12::int8, rate_period_us),"
+                       " rate_burst = coalesce($13::int8, rate_burst),"
+                       " max_snoozes = coalesce($14::int4, max_snoozes),"
+                       " results = coalesce($15::bool, results),"
+                       /* As SQLite's S_QUEUE_UPDATE says. */
+                       " rate_tokens = CASE WHEN $11::int8 IS NULL THEN rate_tokens"
+                       "  WHEN rate_limit = 0 THEN $13::int8"
+                       "  ELSE least($13::int8, " RATE_TOKENS("clock_timestamp()") ") END,"
+                       " rate_at = CASE WHEN $11::int8 IS NULL THEN rate_at"
+                       "           ELSE greatest(rate_at, clock_timestamp()) END"
+                       " WHERE name = $1",
+    [S_QUEUE_GET] = "SELECT " QUEUE_COLS " FROM TQ.queues WHERE name = $1",
+    [S_QUEUE_LIST] = "SELECT " QUEUE_COLS " FROM TQ.queues ORDER BY name",
+    [S_JOB_GET] = "SELECT " JOB_COLS " FROM TQ.jobs j WHERE j.id = $1",
+    [S_JOB_LIST] = "SELECT " JOB_COLS " FROM TQ.jobs j"
+                   " WHERE ($1::text IS NULL OR j.queue = $1)"
+                   " AND ($2::text IS NULL OR j.state = $2)"
+                   " AND j.id < $4 ORDER BY j.id DESC LIMIT $3",
+    /* One state's list along that state's partial index (a literal state,
+     * so that the generic plan can use it): unfinished states by id, newest
+     * first; finished states newest finished first, the page after job $4
+     * below it (none when it is no longer in the state). */
+    [S_JOB_LIST_READY] = "SELECT " JOB_COLS " FROM TQ.jobs j WHERE j.state = 'ready'"
+                         " AND ($1::text IS NULL OR j.queue = $1)"
+                         " AND j.id < $3 ORDER BY j.id DESC LIMIT $2",
+    [S_JOB_LIST_RUNNING] = "SELECT " JOB_COLS " FROM TQ.jobs j WHERE j.state = 'running'"
+                           " AND j.lease_until IS NOT NULL"
+                           " AND ($1::text IS NULL OR j.queue = $1)"
+                           " AND j.id < $3 ORDER BY j.id DESC LIMIT $2",
+    [S_JOB_LIST_WAITING] = "SELECT " JOB_COLS " FROM TQ.jobs j WHERE j.state = 'waiting'"
+                           " AND ($1::text IS NULL OR j.queue = $1)"
+                           " AND j.id < $3 ORDER BY j.id DESC LIMIT $2",
+    [S_JOB_LIST_FINISHED] =
+        "SELECT " JOB_COLS " FROM TQ.jobs j WHERE j.state = $4"
+        " AND j.finished_at IS NOT NULL AND ($1::text IS NULL OR j.queue = $1)"
+        " AND ($3::int8 IS NULL OR (j.finished_at, j.id) < (SELECT b.finished_at, b.id"
+        "   FROM TQ.jobs b WHERE b.id = $3 AND b.state = $4))"
+        " ORDER BY j.finished_at DESC, j.id DESC LIMIT $2",
+    [S_JOB_STATE] = "SELECT state FROM TQ.jobs WHERE id = $1",
+    [S_JOB_RESULT] = "SELECT state, result FROM TQ.jobs WHERE id = $1",
+    /* Dependencies (engine.h, DEPENDENCIES; migration 13's triggers). */
+    [S_JOB_PARENTS] = "SELECT parent FROM TQ.deps WHERE child = $1 ORDER BY parent",
+    /* A job retried by hand does not take a scoped key back (migration 7). */
+    [S_RETRY_ONE] = "UPDATE TQ.jobs SET attempts = 0, run_at = now(), cancelled_by = NULL,"
+                    " state = CASE WHEN waiting_for > 0 THEN 'waiting' ELSE 'ready' END,"
+                    " unique_scope = CASE WHEN unique_key IS NOT NULL THEN 'expired' END,"
+                    " finished_at = NULL, lease_until = NULL, unknown_starts = 0,"
+                    " snoozes = 0, progress = NULL, progress_text = NULL"
+                    " WHERE id = $1 AND state IN ('dead', 'cancelled')",
+    [S_RETRY_DEAD] = "UPDATE TQ.jobs SET attempts = 0, run_at = now(), cancelled_by = NULL,"
+                     " state = CASE WHEN waiting_for > 0 THEN 'waiting' ELSE 'ready' END,"
+                     " unique_scope = CASE WHEN unique_key IS NOT NULL THEN 'expired' END,"
+                     " finished_at = NULL, lease_until = NULL, unknown_starts = 0,"
+                     " snoozes = 0, progress = NULL, progress_text = NULL"
+                     " WHERE state = 'dead' AND finished_at IS NOT NULL"
+                     " AND ($1::text IS NULL OR queue = $1)",
+    [S_CANCEL] = "UPDATE TQ.jobs SET state = 'cancelled', finished_at = now(),"
+                 " lease_until = NULL"
+                 " WHERE id = $1 AND state IN ('ready', 'running', 'waiting')",
+    [S_PRUNE] = "DELETE FROM TQ.jobs WHERE id IN (SELECT id FROM TQ.jobs"
+                " WHERE state = $1 AND finished_at IS NOT NULL"
+                " AND finished_at < now() - " DUR("$2") " LIMIT $3)",
+    /* Registration: a new name is inserted, else its row is locked and
+     * read, then taken over (pg_worker_register). */
+    [S_WORKER_NEW] =
+        "INSERT INTO TQ.workers (name, host, pid, started_at, heartbeat_at, stopped_at,"
+        "                        lease_us, host_id, reaper_pid)"
+        " VALUES ($1, $2, $3, now(), now(), NULL, $4, $5, $6)"
+        " ON CONFLICT (name) DO NOTHING"
+        " RETURNING " US("started_at"),
+    [S_WORKER_GET] =
+        "SELECT host, pid,"
+        "  (stopped_at IS NULL AND"
+        "   heartbeat_at > now() - lease_us * interval '1 microsecond'),"
+        "  coalesce(host_id, ''), " US("started_at") ", " US("heartbeat_at") ","
+        "  coalesce(" US("stopped_at") ", 0), lease_us, coalesce(reaper_pid, 0)"
+        " FROM TQ.workers WHERE name = $1"
+        " FOR UPDATE",
+    [S_WORKER_PUT] =
+        "UPDATE TQ.workers SET"
+        "  host = $2, pid = $3, heartbeat_at = now(),"
+        "  started_at = greatest(now(), started_at + interval '1 microsecond'),"
+        "  stopped_at = NULL, lease_us = $4, host_id = $5, reaper_pid = $6"
+        " WHERE name = $1"
+        " RETURNING " US("started_at"),
+    /* Only the registration that is mine (engine.h). */
+    [S_WORKER_BEAT] = "UPDATE TQ.workers SET heartbeat_at = now(), lease_us = $6,"
+                      " reaper_pid = $7"
+                      " WHERE name = $1 AND pid = $2 AND host = $3"
+                      " AND coalesce(host_id, '') = $4 AND started_at = " TS("$5"),
+    [S_WORKER_STOP] = "UPDATE TQ.workers SET stopped_at = now(), heartbeat_at = now()"
+                      " WHERE name = $1 AND pid = $2 AND host = $3"
+                      " AND coalesce(host_id, '') = $4 AND started_at = " TS("$5"),
+    [S_WORKER_LIST] =
+        "SELECT name, host, pid, " US("started_at") ", " US("heartbeat_at") ","
+        "  coalesce(" US("stopped_at") ", 0), lease_us,"
+        "  (stopped_at IS NULL AND"
+        "   heartbeat_at > now() - lease_us * interval '1 microsecond'),"
+        "  coalesce(host_id, ''), coalesce(reaper_pid, 0)"
+        " FROM TQ.workers ORDER BY name",
+    /* Gone since its heartbeat's lease ran out, or since it stopped. */
+    [S_WORKER_PRUNE] =
+        "DELETE FROM TQ.workers"
+        " WHERE coalesce(stopped_at, heartbeat_at + " DUR("lease_us") ")"
+        "   < now() - " DUR("$1"),
+};
+/* clang-format on */
+
+/* ---- queues -------------------------------------------------------------- */
+
+static void read_queue(const PGresult *r, int row, tq_queue_info *q)
+{
+    char name[80], ord[16];
+    tq_order order = TQ_FIFO;
+    g_strbuf(r, row, 0, name, sizeof name);
+    g_strbuf(r, row, 1, ord, sizeof ord);
+    tq__queue_defaults(q, name);
+    tq_order_parse(&order, ord);
+    q->order = order;
+    q->lease_us = g_i64(r, row, 2);
+    q->max_attempts = (int)g_i64(r, row, 3);
+    q->backoff_base_us = g_i64(r, row, 4);
+    q->backoff_cap_us = g_i64(r, row, 5);
+    q->keep_done = (int)g_i64(r, row, 6);
+    q->paused = (int)g_i64(r, row, 7);
+    q->max_running = (int)g_i64(r, row, 8);
+    q->max_running_per_group = (int)g_i64(r, row, 9);
+    q->rate_limit = g_i64(r, row, 10);
+    q->rate_period_us = g_i64(r, row, 11);
+    q->rate_burst = q->rate_limit ? g_i64(r, row, 12) : 0;
+    q->max_snoozes = (int)g_i64(r, row, 13);
+    q->results = (int)g_i64(r, row, 14);
+}
+
+int tq__pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
+{
+    int rc;
+    params p = {0};
+    if ((rc = begin(db)))
+        return rc;
+    p_text(&p, name);
+    if ((rc = tq__pg_run_count(db, S_QUEUE_ENSURE, &p, NULL, "creating the queue")))
+        goto fail;
+    memset(&p, 0, sizeof p);
+    p_text(&p, name);
+    p_text(&p, o->set & TQ_SET_ORDER ? tq_order_name(o->order) : NULL);
+    if (o->set & TQ_SET_LEASE)
+        p_i64(&p, o->lease_us);
+    else
+        p_text(&p, NULL);
+    if (o->set & TQ_SET_MAX_ATTEMPTS)
+        p_i64(&p, o->max_attempts);
+    else
+        p_text(&p, NULL);
+    if (o->set & TQ_SET_BACKOFF) {
+        p_i64(&p, o->backoff_base_us);
+        p_i64(&p, o->backoff_cap_us);
+    } else {
+        p_text(&p, NULL);
+        p_text(&p, NULL);
+    }
+    p_text(&p, o->set & TQ_SET_KEEP_DONE ? (o->keep_done ? "true" : "false") : NULL);
+    p_text(&p, o->set & TQ_SET_PAUSED ? (o->paused ? "true" : "false") : NULL);
+    if (o->set & TQ_SET_MAX_RUNNING)
+        p_i64(&p, o->max_running);
+    else
+        p_text(&p, NULL);
+    if (o->set & TQ_SET_MAX_RUNNING_PER_GROUP)
+        p_i64(&p, o->max_running_per_group);
+    else
+        p_text(&p, NULL);
+    if (o->set & TQ_SET_RATE) { /* the bucket: S_QUEUE_UPDATE says */
+        const int on = o->rate_limit > 0;
+        p_i64(&p, o->rate_limit);
+        p_i64(&p, on ? o->rate_period_us : 0);
+        p_i64(&p, on ? tq__rate_burst(o->rate_limit, o->rate_period_us) : 1);
+    } else {
+        p_text(&p, NULL);
+        p_text(&p, NULL);
+        p_text(&p, NULL);
+    }
+    if (o->set & TQ_SET_MAX_SNOOZES)
+        p_i64(&p, o->max_snoozes);
+    else
+        p_text(&p, NULL);
+    p_text(&p, o->set & TQ_SET_RESULTS ? (o->results ? "true" : "false") : NULL);
+    if ((rc = tq__pg_run_count(db, S_QUEUE_UPDATE, &p, NULL, "changing the queue")))
+        goto fail;
+    return commit(db);
+fail:
+    tq__pg_rollback(db);
+    return rc;
+}
+
+int tq__pg_queue_get(tq *db, const char *name, tq_queue_info *out)
+{
+    int rc;
+    params p = {0};
+    p_text(&p, name);
+    PGresult *r = tq__pg_run(db, S_QUEUE_GET, &p, &rc, "reading the queue");
+    if (!r)
+        return rc;
+    if (PQntuples(r))
+        read_queue(r, 0, out);
+    else
+        rc = tq__seterr(db, TQ_ENOTFOUND, "no queue named '%s'", name);
+    PQclear(r);
+    return rc;
+}
+
+int tq__pg_queue_list(tq *db, tq_queue_info **out, size_t *out_n)
+{
+    int rc;
+    PGresult *r = tq__pg_run(db, S_QUEUE_LIST, NULL, &rc, "listing queues");
+    if (!r)
+        return rc;
+    int n = PQntuples(r);
+    tq_queue_info *v = calloc((size_t)n + 1, sizeof *v);
+    if (!v) {
+        PQclear(r);
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++)
+        read_queue(r, i, &v[i]);
+    PQclear(r);
+    *out = v;
+    *out_n = (size_t)n;
+    return 0;
+}
+
+int tq__pg_job_get(tq *db, int64_t id, tq_job **out)
+{
+    int rc;
+    params p = {0};
+    tq_job *v = NULL;
+    size_t n = 0;
+    p_i64(&p, id);
+    PGresult *r = tq__pg_run(db, S_JOB_GET, &p, &rc, "reading the job");
+    if (!r || (rc = tq__pg_read_jobs(db, r, &tq__all_cols, NULL, NULL, &v, &n)))
+        return rc;
+    if (n == 0) {
+        free(v);
+        return tq__seterr(db, TQ_ENOTFOUND, "no job with id %lld", (long long)id);
+    }
+    *out = v;
+    return 0;
+}
+
+int tq__pg_job_result(tq *db, int64_t id, void **out, size_t *len, int *state)
+{
+    int rc = 0;
+    params p = {0};
+    *out = NULL;
+    *len = 0;
+    *state = -1;
+    p_i64(&p, id);
+    PGresult *r = tq__pg_run(db, S_JOB_RESULT, &p, &rc, "reading the job's result");
+    if (!r)
+        return rc;
+    if (PQntuples(r) == 1) {
+        char st[16];
+        tq_state s = TQ_READY;
+        g_strbuf(r, 0, 0, st, sizeof st);
+        tq_state_parse(&s, st);
+        *state = (int)s;
+        if (s == TQ_DONE && !PQgetisnull(r, 0, 1)) {
+            *len = (size_t)PQgetlength(r, 0, 1);
+            if (!(*out = tq__memdup(PQgetvalue(r, 0, 1), *len, 1)))
+                rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+        }
+    }
+    PQclear(r);
+    return rc;
+}
+
+static int state_of(tq *db, int64_t id, int *state);
+
+/* As SQLite's: the parents first, the job's existence only without any. */
+int tq__pg_job_parents(tq *db, int64_t id, int64_t **out, size_t *out_n)
+{
+    int rc, state = 0;
+    params p = {0};
+    p_i64(&p, id);
+    PGresult *r = tq__pg_run(db, S_JOB_PARENTS, &p, &rc, "reading the parents of a job");
+    if (!r)
+        return rc;
+    size_t n = (size_t)PQntuples(r);
+    if (!n) {
+        PQclear(r);
+        if ((rc = state_of(db, id, &state)))
+            return rc;
+        return state < 0 ? TQ_ENOTFOUND : 0;
+    }
+    if (n && !(*out = malloc(n * sizeof **out))) {
+        PQclear(r);
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        (*out)[i] = g_i64(r, (int)i, 0);
+    *out_n = n;
+    PQclear(r);
+    return 0;
+}
+
+int tq__pg_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n)
+{
+    int rc;
+    params p = {0};
+    const char *state = o->state >= 0 ? tq_state_name((tq_state)o->state) : NULL;
+    enum stmt_id id = o->state < 0             ? S_JOB_LIST
+                      : o->state == TQ_READY   ? S_JOB_LIST_READY
+                      : o->state == TQ_RUNNING ? S_JOB_LIST_RUNNING
+                      : o->state == TQ_WAITING ? S_JOB_LIST_WAITING
+                                               : S_JOB_LIST_FINISHED;
+    p_text(&p, o->queue);
+    if (id == S_JOB_LIST)
+        p_text(&p, state);
+    p_i64(&p, (int64_t)o->limit);
+    if (id == S_JOB_LIST_FINISHED && o->before_id == INT64_MAX)
+        p_text(&p, NULL); /* no page before */
+    else
+        p_i64(&p, o->before_id);
+    if (id == S_JOB_LIST_FINISHED)
+        p_text(&p, state);
+    PGresult *r = tq__pg_run(db, id, &p, &rc, "listing jobs");
+    return r ? tq__pg_read_jobs(db, r, &tq__all_cols, NULL, NULL, out, out_n) : rc;
+}
+
+/* After an update of one job by id changed nothing: the state the job is
+ * in, or -1 when there is none. (Read after the update's own transaction:
+ * what it says is a state the job was in after the update.) */
+static int state_of(tq *db, int64_t id, int *state)
+{
+    int rc;
+    tq_state st;
+    params p = {0};
+    p_i64(&p, id);
+    PGresult *r = tq__pg_run(db, S_JOB_STATE, &p, &rc, "reading the job");
+    if (!r)
+        return rc;
+    *state = PQntuples(r) && tq_state_parse(&st, PQgetvalue(r, 0, 0)) == 0 ? (int)st : -1;
+    PQclear(r);
+    return 0;
+}
+
+/* A management update in its own transaction: with ids, $1 each id (all
+ * or none: see engine.h), else $1 the queue. */
+static int manage(tq *db, enum stmt_id id, const int64_t *ids, size_t n,
+                  const char *queue, int64_t *count, size_t *bad, int *state,
+                  const char *action)
+{
+    int rc;
+    *count = 0;
+    if ((rc = begin(db)))
+        return rc;
+    /* Children before parents, as SQLite's manage says. */
+    for (size_t k = 0; k < (n ? n : 1) && !rc; k++) {
+        const size_t i = n ? n - 1 - k : 0;
+        params p = {0};
+        int64_t changed = 0;
+        if (n)
+            p_i64(&p, ids[i]);
+        else
+            p_text(&p, queue);
+        if ((rc = tq__pg_run_count(db, id, &p, &changed, action)))
+            break;
+        if (n && changed == 0) { /* that one cannot change: none do */
+            *bad = i;
+            *count = 0;
+            rc = state_of(db, ids[i], state);
+            tq__pg_rollback(db);
+            return rc;
+        }
+        *count += changed;
+        /* The rest of engine.h's DEPENDENCIES is the triggers'. */
+        if (n && id == S_RETRY_ONE)
+            rc = tq__pg_run_count(db, S_DEPS_HOLD, &p, NULL, action);
+    }
+    if (rc) {
+        *count = 0;
+        tq__pg_rollback(db);
+        return rc;
+    }
+    return commit(db);
+}
+
+int tq__pg_job_retry(tq *db, const int64_t *ids, size_t n, const char *queue,
+                     int64_t *count, size_t *bad, int *state)
+{
+    return manage(db, n ? S_RETRY_ONE : S_RETRY_DEAD, ids, n, queue, count, bad, state,
+                  "retry");
+}
+
+int tq__pg_job_cancel(tq *db, const int64_t *ids, size_t n, int64_t *count, size_t *bad,
+                      int *state)
+{
+    return manage(db, S_CANCEL, ids, n, NULL, count, bad, state, "cancel");
+}
+
+int tq__pg_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t limit,
+                 int64_t *count)
+{
+    int rc;
+    *count = 0;
+    if ((rc = begin(db)))
+        return rc;
+    for (int st = 0; st < TQ_STATE_COUNT; st++) {
+        if (!(mask & (1u << st)))
+            continue;
+        params p = {0};
+        int64_t n = 0;
+        p_text(&p, tq_state_name((tq_state)st));
+        p_i64(&p, older_than_us);
+        if (limit > 0)
+            p_i64(&p, limit);
+        else
+            p_text(&p, NULL); /* LIMIT NULL: all */
+        if ((rc = tq__pg_run_count(db, S_PRUNE, &p, &n, "pruning")))
+            goto fail;
+        *count += n;
+    }
+    return commit(db);
+fail:
+    tq__pg_rollback(db);
+    return rc;
+}
+
+/* ---- workers ------------------------------------------------------------- */
+
+/*
+ * A name never registered has no row to lock, so two first registrations
+ * at once would both pass a SELECT ... FOR UPDATE: the insert comes first,
+ * and the second of two concurrent inserts waits for the first to commit,
+ * then finds its row (READ COMMITTED: each statement sees what committed
+ * before it) and locks it.
+ */
+int tq__pg_worker_register(tq *db, tq_worker_info *w, const tq_worker_info *expect,
+                           tq_worker_info *holder)
+{
+    int rc;
+    params p = {0};
+    memset(holder, 0, sizeof *holder);
+    p_text(&p, w->name);
+    p_text(&p, w->host);
+    p_i64(&p, w->pid);
+    p_i64(&p, w->lease_us);
+    p_text(&p, w->host_id);
+    p_i64(&p, w->reaper_pid);
+    if ((rc = begin(db)))
+        return rc;
+    PGresult *r = tq__pg_run(db, S_WORKER_NEW, &p, &rc, "registering the worker");
+    if (!r)
+        goto fail;
+    if (PQntuples(r) == 1) { /* a new name */
+        w->started_at = g_i64(r, 0, 0);
+        PQclear(r);
+        return commit(db);
+    }
+    PQclear(r);
+    params g = {0};
+    p_text(&g, w->name);
+    if (!(r = tq__pg_run(db, S_WORKER_GET, &g, &rc, "registering the worker")))
+        goto fail;
+    if (PQntuples(r)) {
+        snprintf(holder->name, sizeof holder->name, "%s", w->name);
+        g_strbuf(r, 0, 0, holder->host, sizeof holder->host);
+        holder->pid = g_i64(r, 0, 1);
+        holder->alive = (int)g_i64(r, 0, 2);
+        g_strbuf(r, 0, 3, holder->host_id, sizeof holder->host_id);
+        holder->started_at = g_i64(r, 0, 4);
+        holder->heartbeat_at = g_i64(r, 0, 5);
+        holder->stopped_at = g_i64(r, 0, 6);
+        holder->lease_us = g_i64(r, 0, 7);
+        holder->reaper_pid = g_i64(r, 0, 8);
+    }
+    PQclear(r);
+    if (holder->name[0] && (expect ? !tq__same_holder(holder, expect) : holder->alive)) {
+        rc = TQ_EINUSE; /* worded by the caller, from *holder */
+        goto fail;
+    }
+    if (!(r = tq__pg_run(db, S_WORKER_PUT, &p, &rc, "registering the worker")))
+        goto fail;
+    w->started_at = PQntuples(r) == 1 ? g_i64(r, 0, 0) : 0;
+    PQclear(r);
+    return commit(db);
+fail:
+    tq__pg_rollback(db);
+    return rc;
+}
+
+static int worker_touch(tq *db, enum stmt_id id, const tq_worker_info *me)
+{
+    params p = {0};
+    int64_t n = 0;
+    p_text(&p, me->name);
+    p_i64(&p, me->pid);
+    p_text(&p, me->host);
+    p_text(&p, me->host_id);
+    p_i64(&p, me->started_at);
+    if (id == S_WORKER_BEAT) {
+        p_i64(&p, me->lease_us);
+        p_i64(&p, me->reaper_pid);
+    }
+    int rc = tq__pg_run_count(db, id, &p, &n, "updating the worker");
+    return !rc && n == 0 ? TQ_EINUSE : rc; /* worded by the caller */
+}
+
+int tq__pg_worker_beat(tq *db, const tq_worker_info *me)
+{
+    return worker_touch(db, S_WORKER_BEAT, me);
+}
+
+int tq__pg_worker_stop(tq *db, const tq_worker_info *me)
+{
+    return worker_touch(db, S_WORKER_STOP, me);
+}
+
+int tq__pg_worker_prune(tq *db, int64_t older_than_us, int64_t *count)
+{
+    params p = {0};
+    p_i64(&p, older_than_us);
+    return tq__pg_run_count(db, S_WORKER_PRUNE, &p, count, "pruning workers");
+}
+
+int tq__pg_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
+{
+    int rc;
+    PGresult *r = tq__pg_run(db, S_WORKER_LIST, NULL, &rc, "listing workers");
+    if (!r)
+        return rc;
+    int n = PQntuples(r);
+    tq_worker_info *v = calloc((size_t)n + 1, sizeof *v);
+    if (!v) {
+        PQclear(r);
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        g_strbuf(r, i, 0, v[i].name, sizeof v[i].name);
+        g_strbuf(r, i, 1, v[i].host, sizeof v[i].host);
+        v[i].pid = g_i64(r, i, 2);
+        v[i].started_at = g_i64(r, i, 3);
+        v[i].heartbeat_at = g_i64(r, i, 4);
+        v[i].stopped_at = g_i64(r, i, 5);
+        v[i].lease_us = g_i64(r, i, 6);
+        v[i].alive = (int)g_i64(r, i, 7);
+        g_strbuf(r, i, 8, v[i].host_id, sizeof v[i].host_id);
+        v[i].reaper_pid = g_i64(r, i, 9);
+    }
+    PQclear(r);
+    *out = v;
+    *out_n = (size_t)n;
+    return 0;
+}

@@ -1,0 +1,356 @@
+/*
+ * postgres/stmt.c - the PostgreSQL engine: statement helpers: errors, preparing and
+ * running statements, reading job rows.
+ */
+#include "pg_int.h"
+
+/* clang-format off */
+
+/* A binary timestamptz is int8 microseconds since 2000-01-01 UTC; the API
+ * counts from 1970 (NULL stays 0). Reading it as it is spares the server a
+ * numeric extract(epoch) per column and row. */
+#define PG_EPOCH_US 946684800000000LL
+
+/* clang-format on */
+
+/* ---- errors ------------------------------------------------------------ */
+
+static int classify(PGconn *pg, const PGresult *r)
+{
+    const char *st = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    /*
+     * Every error the server sends carries a SQLSTATE; one without it is
+     * libpq's own, which after connecting means the connection is gone or out
+     * of step. libpq does not always say so in PQstatus: a backend killed by
+     * an immediate shutdown can leave CONNECTION_OK with "server closed the
+     * connection unexpectedly". Either way the cure is a new connection.
+     */
+    if (PQstatus(pg) != CONNECTION_OK || !st)
+        return TQ_ECONN;
+    if (strcmp(st, "40001") == 0 || strcmp(st, "40P01") == 0 || strcmp(st, "55P03") == 0)
+        return TQ_EBUSY;
+    if (strncmp(st, "08", 2) == 0 || strcmp(st, "57P01") == 0 ||
+        strcmp(st, "57P02") == 0 || strcmp(st, "57P03") == 0)
+        return TQ_ECONN;
+    if (strcmp(st, "42P01") == 0 || strcmp(st, "3F000") == 0 || strcmp(st, "42883") == 0)
+        return TQ_ESCHEMA;
+    if (strncmp(st, "23", 2) == 0 || strncmp(st, "22", 2) == 0)
+        return TQ_EINVAL;
+    if (strcmp(st, "53200") == 0)
+        return TQ_ENOMEM;
+    if (strcmp(st, "53100") == 0)
+        return TQ_EFULL;
+    return TQ_EDB;
+}
+
+/* Sets db's message from a failed result (or the connection) and returns
+ * the code. Messages never contain the URL's password. */
+int tq__pg_fail_res(tq *db, PGresult *r, const char *what)
+{
+    conn *c = C(db);
+    if (c->hung) {
+        PQclear(r);
+        return tq__seterr(
+            db, TQ_ECONN,
+            "%s: no answer from %s within %.1f s; the connection was dropped", what,
+            c->where, (double)c->wait_us / 1e6);
+    }
+    int code = classify(c->pg, r);
+    const char *msg = r ? PQresultErrorMessage(r) : "";
+    if (!msg || !*msg)
+        msg = PQerrorMessage(c->pg);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        n--;
+    if (code == TQ_ESCHEMA)
+        tq__seterr(db, code, "%s: the store has no tq schema '%s' (%.*s): run tq init",
+                   what, c->schema, (int)n, msg);
+    else if (code == TQ_ECONN)
+        tq__seterr(db, code, "%s: lost the connection to %s: %.*s", what, c->where,
+                   (int)n, msg);
+    else if (code == TQ_EFULL)
+        tq__seterr(db, code, "%s: disk full on the server (%.*s)", what, (int)n, msg);
+    else
+        tq__seterr(db, code, "%s: %.*s", what, (int)n, msg);
+    PQclear(r);
+    return code;
+}
+
+/* ---- waiting for the server ---------------------------------------------- */
+
+/*
+ * libpq's blocking calls wait forever on a connection that hangs without
+ * closing (a silent network, a stopped proxy), and TCP keepalives do not
+ * help while the peer's kernel still answers. So every wait for a result
+ * goes through get_result: with a wait limit set, a server silent for
+ * longer is taken as gone. The socket is shut down, so that libpq sees the
+ * connection end and no later call on it blocks, and fail_res reports
+ * TQ_ECONN: the worker reconnects, as after any lost connection.
+ */
+static void await_result(tq *db)
+{
+    conn *c = C(db);
+    if (c->wait_us <= 0 || c->hung)
+        return;
+    /* Silence, not the whole answer, is timed: the deadline moves on with
+     * every arrival. PQconsumeInput before each poll also takes what TLS
+     * has already buffered, which the socket would not show; a result
+     * already read costs no system call. */
+    int64_t deadline = tq__mono_us() + c->wait_us;
+    while (PQisBusy(c->pg) && PQconsumeInput(c->pg) && PQisBusy(c->pg)) {
+        int64_t left = deadline - tq__mono_us();
+        if (left <= 0) {
+            c->hung = 1;
+            shutdown(PQsocket(c->pg), SHUT_RDWR);
+            PQconsumeInput(c->pg);
+            return;
+        }
+        struct pollfd p = {.fd = PQsocket(c->pg), .events = POLLIN};
+        int n = poll(&p, 1, (int)((left + 999) / 1000));
+        if (n < 0 && errno != EINTR)
+            return; /* PQgetResult says what failed */
+        if (n > 0)
+            deadline = tq__mono_us() + c->wait_us;
+    }
+    /* A result is complete, or PQconsumeInput failed (the connection is
+     * gone: PQgetResult says so). */
+}
+
+/* PQgetResult within the wait limit; NULL after a hang, as at the end. */
+PGresult *tq__pg_get_result(tq *db)
+{
+    await_result(db);
+    return C(db)->hung ? NULL : PQgetResult(C(db)->pg);
+}
+
+/* What PQexec and its kind return, for a command sent with PQsend* (sent:
+ * what that returned): the first error, else the last result. NULL when
+ * sending failed or the server did not answer in time. */
+PGresult *tq__pg_exec_result(tq *db, int sent)
+{
+    PGresult *keep = NULL, *r;
+    if (!sent)
+        return NULL;
+    while ((r = tq__pg_get_result(db))) {
+        if (keep && PQresultStatus(keep) == PGRES_FATAL_ERROR) {
+            PQclear(r);
+            continue;
+        }
+        PQclear(keep);
+        keep = r;
+    }
+    if (C(db)->hung) {
+        PQclear(keep);
+        return NULL;
+    }
+    return keep;
+}
+
+/* ---- statements -------------------------------------------------------- */
+
+/* sql with every "TQ." replaced by "<schema>."; malloc'd. */
+char *tq__pg_with_schema(const char *text, const char *schema)
+{
+    size_t sl = strlen(schema), n = 0;
+    for (const char *p = text; (p = strstr(p, "TQ.")); p += 3)
+        n++;
+    char *out = malloc(strlen(text) + n * sl + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *p = text;;) {
+        const char *hit = strstr(p, "TQ.");
+        size_t k = hit ? (size_t)(hit - p) : strlen(p);
+        memcpy(o, p, k);
+        o += k;
+        if (!hit)
+            break;
+        memcpy(o, schema, sl);
+        o += sl;
+        *o++ = '.';
+        p = hit + 3;
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Prepares statement id on this connection, once. */
+int tq__pg_prepare(tq *db, enum stmt_id id, const char *what)
+{
+    conn *c = C(db);
+    char name[16];
+    if (c->prepared[id])
+        return 0;
+    stmt_name(name, id);
+    char *text = tq__pg_with_schema(tq__pg_sql(id), c->schema);
+    if (!text)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    PGresult *r = tq__pg_exec_result(db, PQsendPrepare(c->pg, name, text, 0, NULL));
+    free(text);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        return tq__pg_fail_res(db, r, what);
+    PQclear(r);
+    c->prepared[id] = 1;
+    return 0;
+}
+
+PGresult *tq__pg_run(tq *db, enum stmt_id id, const params *p, int *rc, const char *what)
+{
+    conn *c = C(db);
+    char name[16];
+    if ((*rc = tq__pg_prepare(db, id, what)))
+        return NULL;
+    stmt_name(name, id);
+    PGresult *r = tq__pg_exec_result(
+        db, PQsendQueryPrepared(c->pg, name, p ? p->n : 0, p ? p->v : NULL,
+                                p ? p->len : NULL, p ? p->fmt : NULL, 1));
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        *rc = tq__pg_fail_res(db, r, what);
+        return NULL;
+    }
+    *rc = 0;
+    return r;
+}
+
+/* Runs and discards; *changed gets the affected row count. */
+int tq__pg_run_count(tq *db, enum stmt_id id, const params *p, int64_t *changed,
+                     const char *what)
+{
+    int rc;
+    PGresult *r = tq__pg_run(db, id, p, &rc, what);
+    if (!r)
+        return rc;
+    if (changed)
+        *changed = strtoll(PQcmdTuples(r), NULL, 10);
+    PQclear(r);
+    return 0;
+}
+
+int tq__pg_simple(tq *db, const char *text, const char *what)
+{
+    PGresult *r = tq__pg_exec_result(db, PQsendQuery(C(db)->pg, text));
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+        return tq__pg_fail_res(db, r, what);
+    PQclear(r);
+    return 0;
+}
+
+void tq__pg_rollback(tq *db)
+{
+    if (PQtransactionStatus(C(db)->pg) == PQTRANS_IDLE)
+        return;
+    char keep[sizeof db->errmsg];
+    memcpy(keep, db->errmsg, sizeof keep);
+    PQclear(tq__pg_exec_result(db, PQsendQuery(C(db)->pg, "ROLLBACK")));
+    memcpy(db->errmsg, keep, sizeof keep);
+}
+
+/* ---- binary columns ------------------------------------------------------ */
+
+static int64_t g_time(const PGresult *r, int row, int col)
+{
+    return PQgetisnull(r, row, col) ? 0 : g_i64(r, row, col) + PG_EPOCH_US;
+}
+
+static char *g_str(const PGresult *r, int row, int col)
+{
+    if (PQgetisnull(r, row, col))
+        return NULL;
+    return tq__memdup(PQgetvalue(r, row, col), (size_t)PQgetlength(r, row, col), 1);
+}
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+static char *g_str_or(const PGresult *r, int row, int col, const char *known)
+{
+    return col < 0 ? tq__strdup(known) : g_str(r, row, col);
+}
+
+/* Appends the jobs in the rows of r (JOB_COLS, or CLAIMED_COLS of a claim
+ * on queue by worker) to the array *out of *out_n (NULL and 0 for a new
+ * one); frees r. On failure the array is as it was. */
+int tq__pg_read_jobs(tq *db, PGresult *r, const tq__job_cols *c, const char *queue,
+                     const char *worker, tq_job **out, size_t *out_n)
+{
+    const size_t n = (size_t)PQntuples(r), base = *out_n;
+    if (n == 0) { /* like SQLite: no rows, no new array */
+        PQclear(r);
+        return 0;
+    }
+    tq_job *v = realloc(*out, (base + n + 1) * sizeof *v);
+    if (!v) {
+        PQclear(r);
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    }
+    *out = v;
+    memset(v + base, 0, (n + 1) * sizeof *v);
+    for (int i = 0; i < (int)n; i++) {
+        tq_job *j = &v[base + (size_t)i];
+        j->id = g_i64(r, i, c->id);
+        j->queue = g_str_or(r, i, c->queue, queue);
+        j->payload_len = (size_t)PQgetlength(r, i, c->payload);
+        j->payload = tq__memdup(PQgetvalue(r, i, c->payload), j->payload_len, 1);
+        if (c->state < 0) {
+            j->state = TQ_RUNNING;
+        } else {
+            tq_state st = TQ_READY;
+            char state[16];
+            g_strbuf(r, i, c->state, state, sizeof state);
+            tq_state_parse(&st, state);
+            j->state = st;
+        }
+        j->priority = (int)g_i64(r, i, c->priority);
+        j->attempts = (int)g_i64(r, i, c->attempts);
+        j->max_attempts = (int)g_i64(r, i, c->max_attempts);
+        j->key = g_str(r, i, c->key);
+        j->worker = g_str_or(r, i, c->worker, worker);
+        j->last_error = g_str(r, i, c->last_error);
+        j->created_at = g_time(r, i, c->created_at);
+        j->run_at = g_time(r, i, c->run_at);
+        j->started_at = g_time(r, i, c->started_at);
+        j->finished_at = c->finished_at < 0 ? 0 : g_time(r, i, c->finished_at);
+        j->lease_until = g_time(r, i, c->lease_until);
+        j->claim = g_i64(r, i, c->claim);
+        j->traceparent = g_str(r, i, c->traceparent);
+        j->group = g_str(r, i, c->group);
+        j->snoozes = (int)g_i64(r, i, c->snoozes);
+        j->progress = c->progress < 0 || PQgetisnull(r, i, c->progress)
+                          ? -1
+                          : (int)g_i64(r, i, c->progress);
+        j->progress_text = c->progress_text < 0 ? NULL : g_str(r, i, c->progress_text);
+        j->nparents = g_i64(r, i, c->nparents);
+        j->waiting_for = c->waiting_for < 0 ? 0 : g_i64(r, i, c->waiting_for);
+        j->result_len = c->result_len < 0 || PQgetisnull(r, i, c->result_len)
+                            ? -1
+                            : g_i64(r, i, c->result_len);
+        if (!j->queue || !j->payload || (!PQgetisnull(r, i, c->key) && !j->key) ||
+            (c->progress_text >= 0 && !PQgetisnull(r, i, c->progress_text) &&
+             !j->progress_text) ||
+            (!PQgetisnull(r, i, c->traceparent) && !j->traceparent) ||
+            (!PQgetisnull(r, i, c->group) && !j->group) ||
+            (c->worker >= 0 && !PQgetisnull(r, i, c->worker) && !j->worker) ||
+            (c->worker < 0 && !j->worker) ||
+            (!PQgetisnull(r, i, c->last_error) && !j->last_error)) {
+            PQclear(r);
+            for (size_t k = base; k <= base + (size_t)i; k++)
+                tq__job_clear(&v[k]);
+            return tq__seterr(db, TQ_ENOMEM, "out of memory");
+        }
+    }
+    PQclear(r);
+    *out_n = base + n;
+    return 0;
+}
+
+const char *tq__pg_sql(enum stmt_id id)
+{
+    static const char *const *const tables[] = {
+        tq__pg_sql_ack,  tq__pg_sql_admin,   tq__pg_sql_claim,
+        tq__pg_sql_cron, tq__pg_sql_enqueue, tq__pg_sql_postgres,
+        tq__pg_sql_rate, tq__pg_sql_schema,  tq__pg_sql_stats,
+    };
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
+        if (tables[i][id])
+            return tables[i][id];
+    return NULL;
+}

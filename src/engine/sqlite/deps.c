@@ -1,0 +1,218 @@
+/*
+ * sqlite/deps.c - the SQLite engine: dependencies (engine.h, DEPENDENCIES): released,
+ * cancelled and restored children.
+ */
+#include "sqlite_int.h"
+
+/* clang-format off */
+
+/* What holds a cancelled or waiting child (the row tq_jobs) from running:
+ * a parent that is dead or cancelled, or, when it counts more parents not
+ * done than exist, one that was deleted; no row when nothing does. */
+#define BLOCKER                                                                          \
+    "SELECT x.id, x.why FROM ("                                                          \
+    " SELECT p.id AS id, 'parent job ' || p.id || ' is ' || p.state AS why, 0 AS o"      \
+    "  FROM tq_deps e JOIN tq_jobs p ON p.id = e.parent"                                 \
+    "  WHERE e.child = tq_jobs.id AND p.state IN ('dead', 'cancelled')"                  \
+    " UNION ALL"                                                                         \
+    " SELECT e.parent, 'parent job ' || e.parent || ' no longer exists', 1"              \
+    "  FROM tq_deps e WHERE e.child = tq_jobs.id"                                        \
+    "  AND NOT EXISTS (SELECT 1 FROM tq_jobs p WHERE p.id = e.parent)"                   \
+    "  AND tq_jobs.waiting_for > (SELECT count(*) FROM tq_deps f"                        \
+    "      JOIN tq_jobs q ON q.id = f.parent"                                            \
+    "      WHERE f.child = tq_jobs.id AND q.state <> 'done')"                            \
+    ") AS x ORDER BY x.o, x.id LIMIT 1"
+
+
+const char *const tq__sqlite_sql_deps[S_COUNT] = {
+    /* Dependencies (engine.h, DEPENDENCIES; deps_settle). Whether the
+     * store has any: every rule below is skipped while it has none. */
+    [S_DEPS_ANY] = "SELECT EXISTS (SELECT 1 FROM tq_deps)",
+    /* Its trigger (migration 13) counts the parent in the child. */
+    [S_DEPS_ADD] = "INSERT INTO tq_deps (parent, child) VALUES (?1, ?2)",
+    /* ?1 became done, at ?2: once per parent, as done is final. */
+    [S_DEPS_RELEASE] =
+        "UPDATE tq_jobs SET waiting_for = waiting_for - 1,"
+        " state = CASE WHEN state = 'waiting' AND waiting_for = 1 THEN 'ready'"
+        "         ELSE state END,"
+        " run_at = CASE WHEN state = 'waiting' AND waiting_for = 1 THEN max(run_at, ?2)"
+        "          ELSE run_at END"
+        " WHERE id IN (SELECT child FROM tq_deps WHERE parent = ?1) AND waiting_for > 0",
+    /* ?1, if dead or cancelled, cancels its waiting children at ?2. */
+    [S_DEPS_CANCEL] =
+        "UPDATE tq_jobs SET state = 'cancelled', cancelled_by = ?1, finished_at = ?2,"
+        " last_error = 'parent job ' || ?1 || ' ended ' || p.state"
+        " FROM (SELECT state FROM tq_jobs WHERE id = ?1"
+        "       AND state IN ('dead', 'cancelled')) AS p"
+        " WHERE tq_jobs.id IN (SELECT child FROM tq_deps WHERE parent = ?1)"
+        " AND tq_jobs.state = 'waiting' RETURNING id",
+    /* ?1, retried, brings back the children it cancelled, unless
+     * something else holds one (BLOCKER): they stay cancelled by that. */
+    [S_DEPS_RESTORE] =
+        "UPDATE tq_jobs SET (state, cancelled_by, last_error, finished_at) = (SELECT"
+        "  CASE WHEN b.id IS NOT NULL THEN 'cancelled'"
+        "       WHEN tq_jobs.waiting_for > 0 THEN 'waiting' ELSE 'ready' END,"
+        "  b.id, b.why, CASE WHEN b.id IS NOT NULL THEN tq_jobs.finished_at END"
+        "  FROM (SELECT 1) LEFT JOIN (" BLOCKER ") AS b ON 1)"
+        " WHERE id IN (SELECT child FROM tq_deps WHERE parent = ?1)"
+        " AND state = 'cancelled' AND cancelled_by = ?1 RETURNING id, state",
+    /* A waiting ?1 (retried by hand) that something holds is cancelled
+     * again, at ?2, by that. */
+    [S_DEPS_HOLD] = "UPDATE tq_jobs SET state = 'cancelled', finished_at = ?2,"
+                    " (cancelled_by, last_error) = (" BLOCKER ")"
+                    " WHERE id = ?1 AND state = 'waiting' AND EXISTS (" BLOCKER ")",
+    /* A child deleted (done, in a queue that keeps none): its
+     * dependencies go with it. */
+    [S_DEPS_DROP] = "DELETE FROM tq_deps WHERE child = ?1",
+    /* Parents a rescue at ?1 ended dead. */
+    [S_DEPS_DEAD_SINCE] = "SELECT id FROM tq_jobs WHERE state = 'dead'"
+                          " AND finished_at IS NOT NULL AND finished_at >= ?1"
+                          " AND EXISTS (SELECT 1 FROM tq_deps WHERE parent = tq_jobs.id)",
+    /* Parents S_RETRY_DEAD is about to retry (?1 its queue or NULL). */
+    [S_DEPS_DEAD_PARENTS] =
+        "SELECT id FROM tq_jobs WHERE state = 'dead'"
+        " AND finished_at IS NOT NULL AND (?1 IS NULL OR queue = ?1)"
+        " AND EXISTS (SELECT 1 FROM tq_deps WHERE parent = tq_jobs.id)",
+    /* A dependency goes with its child. */
+    [S_DEPS_GC] = "DELETE FROM tq_deps WHERE child NOT IN (SELECT id FROM tq_jobs)",
+};
+/* clang-format on */
+
+/* ---- dependencies (engine.h, DEPENDENCIES) ----------------------------- */
+
+/* Whether the store has any dependency: the rules below cost nothing
+ * while it has none. */
+int tq__sqlite_deps_any(tq *db, int *any)
+{
+    int64_t v = 0;
+    int rc = tq__sqlite_query_int(db, S_DEPS_ANY, NULL, 0, &v, "reading dependencies");
+    *any = v != 0;
+    return rc;
+}
+
+static int idstack_push(tq *db, idstack *st, int64_t id)
+{
+    if (st->n == st->cap) {
+        size_t cap = st->cap ? 2 * st->cap : 16;
+        int64_t *v = realloc(st->v, cap * sizeof *v);
+        if (!v)
+            return tq__seterr(db, TQ_ENOMEM, "out of memory");
+        st->v = v;
+        st->cap = cap;
+    }
+    st->v[st->n++] = id;
+    return 0;
+}
+
+/* Runs s (?1 bound to a job by the caller's loop) and pushes every id it
+ * returns. */
+int tq__sqlite_push_returned(tq *db, sqlite3_stmt *s, idstack *st, const char *what)
+{
+    int src, rc = 0;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW)
+        if ((rc = idstack_push(db, st, sqlite3_column_int64(s, 0))))
+            break;
+    if (!rc && src != SQLITE_DONE)
+        rc = tq__sqlite_fail_rc(db, src, what);
+    done_with(s);
+    return rc;
+}
+
+/* Parent, done now: its children count it off. */
+static int deps_release(tq *db, int64_t parent, int64_t now)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_DEPS_RELEASE, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_int64(s, 1, parent);
+    sqlite3_bind_int64(s, 2, now);
+    return run(db, s, "releasing the children of a job");
+}
+
+/* Job id, if dead or cancelled, cancels its waiting descendants. */
+int tq__sqlite_deps_cancel(tq *db, int64_t id, int64_t now)
+{
+    idstack st = {0};
+    int rc = idstack_push(db, &st, id);
+    while (!rc && st.n) {
+        sqlite3_stmt *s = stmt(db, S_DEPS_CANCEL, &rc);
+        if (!s)
+            break;
+        sqlite3_bind_int64(s, 1, st.v[--st.n]);
+        sqlite3_bind_int64(s, 2, now);
+        rc = tq__sqlite_push_returned(db, s, &st, "cancelling the children of a job");
+    }
+    free(st.v);
+    return rc;
+}
+
+/* Job id, retried: if it waits and something holds it (BLOCKER), it is
+ * cancelled again; the descendants it cancelled come back unless something
+ * holds them. */
+int tq__sqlite_deps_restore(tq *db, int64_t id, int64_t now)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_DEPS_HOLD, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int64(s, 2, now);
+    if ((rc = run(db, s, "retrying a job")))
+        return rc;
+    idstack st = {0};
+    rc = idstack_push(db, &st, id);
+    while (!rc && st.n) {
+        if (!(s = stmt(db, S_DEPS_RESTORE, &rc)))
+            break;
+        sqlite3_bind_int64(s, 1, st.v[--st.n]);
+        int src = SQLITE_DONE;
+        while (!rc && (src = sqlite3_step(s)) == SQLITE_ROW)
+            if (strcmp((const char *)sqlite3_column_text(s, 1), "cancelled") != 0)
+                rc = idstack_push(db, &st, sqlite3_column_int64(s, 0));
+        if (!rc && src != SQLITE_DONE)
+            rc = tq__sqlite_fail_rc(db, src, "restoring the children of a job");
+        done_with(s);
+    }
+    free(st.v);
+    return rc;
+}
+
+/* After an exchange's acknowledgements: what the applied ones that ended
+ * a job do to its children. */
+int tq__sqlite_deps_settle(tq *db, const tq__ack *acks, size_t nacks, int64_t now)
+{
+    int rc = 0, any = -1;
+    for (size_t i = 0; i < nacks && !rc; i++) {
+        const tq__ack *a = &acks[i];
+        if (a->result || (a->kind != TQ__ACK_DONE && a->kind != TQ__ACK_FAIL &&
+                          a->kind != TQ__ACK_DISCARD))
+            continue;
+        if (any < 0 && (rc = tq__sqlite_deps_any(db, &any)))
+            break;
+        if (!any)
+            break;
+        rc = a->kind == TQ__ACK_DONE ? deps_release(db, a->id, now)
+                                     : tq__sqlite_deps_cancel(db, a->id, now);
+        if (!rc && a->kind == TQ__ACK_DONE && a->delete_done) {
+            sqlite3_stmt *s = stmt(db, S_DEPS_DROP, &rc);
+            if (s) {
+                sqlite3_bind_int64(s, 1, a->id);
+                rc = run(db, s, "dropping the dependencies of a job");
+            }
+        }
+    }
+    return rc;
+}
+
+/* Runs s (its parameters bound) and cancels the descendants of each job it
+ * returns. */
+int tq__sqlite_deps_cancel_each(tq *db, sqlite3_stmt *s, int64_t now)
+{
+    idstack st = {0};
+    int rc = tq__sqlite_push_returned(db, s, &st, "reading dependencies");
+    for (size_t i = 0; i < st.n && !rc; i++)
+        rc = tq__sqlite_deps_cancel(db, st.v[i], now);
+    free(st.v);
+    return rc;
+}

@@ -1,0 +1,234 @@
+/*
+ * sqlite/stmt.c - the SQLite engine: statement helpers: errors, preparing and
+ * running statements, reading job rows.
+ */
+#include "sqlite_int.h"
+
+/* clang-format off */
+const char *const tq__sqlite_sql_stmt[S_COUNT] = {
+    [S_BEGIN] = "BEGIN IMMEDIATE",
+    [S_COMMIT] = "COMMIT",
+    [S_ROLLBACK] = "ROLLBACK",
+};
+/* clang-format on */
+
+/* ---- errors and statements --------------------------------------------- */
+
+/*
+ * Why SQLite found the store read-only, in words an operator can act on:
+ * which of the store's files this process may not write. A -shm or -wal
+ * file left by a process that could not write the store keeps that mode
+ * after the store's own is fixed, and SQLite does not say so.
+ */
+void tq__sqlite_readonly_why(const char *path, char *buf, size_t len)
+{
+    static const char *const suffix[] = {"", "-wal", "-shm"};
+    char f[4200];
+    buf[0] = '\0';
+    for (size_t i = 0; i < 3 && path && *path; i++) {
+        snprintf(f, sizeof f, "%s%s", path, suffix[i]);
+        if (access(f, F_OK) == 0 && access(f, W_OK) != 0) {
+            snprintf(buf, len,
+                     i ? ": '%s' is not writable by this user (left by a process that "
+                         "could not write the store? fix its mode, or remove it while "
+                         "no process has the store open)"
+                       : ": '%s' is not writable by this user",
+                     f);
+            return;
+        }
+    }
+}
+
+int tq__sqlite_fail_rc(tq *db, int src, const char *what)
+{
+    conn *c = C(db);
+    const char *msg = c && c->h ? sqlite3_errmsg(c->h) : sqlite3_errstr(src);
+    int prim = src & 0xff;
+    if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED)
+        return tq__seterr(db, TQ_EBUSY, "%s: the store stayed locked for %d ms (%s)",
+                          what, c ? c->busy_timeout_ms : 0, msg);
+    if (prim == SQLITE_NOMEM)
+        return tq__seterr(db, TQ_ENOMEM, "%s: out of memory", what);
+    if (prim == SQLITE_TOOBIG)
+        return tq__seterr(db, TQ_ETOOBIG, "%s: %s", what, msg);
+    /* SQLite says SQLITE_FULL for a full database or journal file, and an
+     * I/O error for other writes that found no room (the shared memory). */
+    if (prim == SQLITE_FULL ||
+        (prim == SQLITE_IOERR && c && c->h && sqlite3_system_errno(c->h) == ENOSPC))
+        return tq__seterr(db, TQ_EFULL, "%s: disk full (%s)", what, msg);
+    if (strstr(msg, "no such table") || strstr(msg, "no such column"))
+        return tq__seterr(db, TQ_ESCHEMA,
+                          "%s: the store has no tq schema (%s): run tq init", what, msg);
+    if (prim == SQLITE_CONSTRAINT)
+        return tq__seterr(db, TQ_EINVAL, "%s: rejected by the store (%s)", what, msg);
+    if (prim == SQLITE_READONLY && c && c->h) {
+        char why[4600];
+        tq__sqlite_readonly_why(sqlite3_db_filename(c->h, "main"), why, sizeof why);
+        return tq__seterr(db, TQ_EDB, "%s: %s%s", what, msg, why);
+    }
+    return tq__seterr(db, TQ_EDB, "%s: %s", what, msg);
+}
+
+void tq__sqlite_rollback(tq *db)
+{
+    if (!sqlite3_get_autocommit(C(db)->h)) {
+        char keep[sizeof db->errmsg];
+        memcpy(keep, db->errmsg, sizeof keep); /* keep the first error */
+        exec_id(db, S_ROLLBACK, "rolling back");
+        memcpy(db->errmsg, keep, sizeof keep);
+    }
+}
+
+static char *col_strdup(sqlite3_stmt *s, int i)
+{
+    if (sqlite3_column_type(s, i) == SQLITE_NULL)
+        return NULL;
+    const unsigned char *t = sqlite3_column_text(s, i);
+    return t ? tq__strdup((const char *)t) : NULL;
+}
+
+/* v with room for element n (of size bytes; *cap allocated), grown by
+ * doubling from 8: NULL with TQ_ENOMEM in *rc, v left as it was. */
+void *tq__sqlite_grow(tq *db, void *v, size_t n, size_t *cap, size_t size, int *rc)
+{
+    if (n < *cap)
+        return v;
+    size_t want = *cap ? *cap * 2 : 8;
+    void *nv = realloc(v, want * size);
+    if (!nv) {
+        *rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+        return NULL;
+    }
+    *cap = want;
+    return nv;
+}
+
+/* ---- jobs -------------------------------------------------------------- */
+
+static char *col_strdup_or(sqlite3_stmt *s, int i, const char *known)
+{
+    return i < 0 ? tq__strdup(known) : col_strdup(s, i);
+}
+
+/* Reads a job row (where c says; a claimed one on queue by worker) into j
+ * (zeroed by the caller). */
+static int read_job(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const char *queue,
+                    const char *worker, tq_job *j)
+{
+    j->id = sqlite3_column_int64(s, c->id);
+    j->queue = col_strdup_or(s, c->queue, queue);
+    const void *p = sqlite3_column_blob(s, c->payload);
+    j->payload_len = (size_t)sqlite3_column_bytes(s, c->payload);
+    j->payload = tq__memdup(p, j->payload_len, 1);
+    if (c->state < 0) {
+        j->state = TQ_RUNNING;
+    } else {
+        tq_state st = TQ_READY;
+        tq_state_parse(&st, (const char *)sqlite3_column_text(s, c->state));
+        j->state = st;
+    }
+    j->priority = sqlite3_column_int(s, c->priority);
+    j->attempts = sqlite3_column_int(s, c->attempts);
+    j->max_attempts = sqlite3_column_int(s, c->max_attempts);
+    j->key = col_strdup(s, c->key);
+    j->worker = col_strdup_or(s, c->worker, worker);
+    j->last_error = col_strdup(s, c->last_error);
+    j->created_at = sqlite3_column_int64(s, c->created_at);
+    j->run_at = sqlite3_column_int64(s, c->run_at);
+    j->started_at = sqlite3_column_int64(s, c->started_at);
+    j->finished_at = c->finished_at < 0 ? 0 : sqlite3_column_int64(s, c->finished_at);
+    j->lease_until = sqlite3_column_int64(s, c->lease_until);
+    j->claim = sqlite3_column_int64(s, c->claim);
+    j->traceparent = col_strdup(s, c->traceparent);
+    j->group = col_strdup(s, c->group);
+    j->snoozes = sqlite3_column_int(s, c->snoozes);
+    j->progress = c->progress < 0 || sqlite3_column_type(s, c->progress) == SQLITE_NULL
+                      ? -1
+                      : sqlite3_column_int(s, c->progress);
+    j->progress_text = c->progress_text < 0 ? NULL : col_strdup(s, c->progress_text);
+    j->result_len =
+        c->result_len < 0 || sqlite3_column_type(s, c->result_len) == SQLITE_NULL
+            ? -1
+            : sqlite3_column_int64(s, c->result_len);
+    j->nparents = sqlite3_column_int64(s, c->nparents);
+    j->waiting_for = c->waiting_for < 0 ? 0 : sqlite3_column_int64(s, c->waiting_for);
+    if (!j->queue || !j->payload ||
+        (c->progress_text >= 0 &&
+         sqlite3_column_type(s, c->progress_text) != SQLITE_NULL && !j->progress_text) ||
+        (sqlite3_column_type(s, c->traceparent) != SQLITE_NULL && !j->traceparent) ||
+        (sqlite3_column_type(s, c->group) != SQLITE_NULL && !j->group) ||
+        (sqlite3_column_type(s, c->key) != SQLITE_NULL && !j->key) ||
+        (c->worker < 0
+             ? !j->worker
+             : sqlite3_column_type(s, c->worker) != SQLITE_NULL && !j->worker) ||
+        (sqlite3_column_type(s, c->last_error) != SQLITE_NULL && !j->last_error))
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* Steps s to the end, appending every row to the job array *out of *out_n
+ * (NULL and 0 for a new one). On failure the array is as it was. */
+int tq__sqlite_collect_jobs(tq *db, sqlite3_stmt *s, const tq__job_cols *c,
+                            const char *queue, const char *worker, const char *what,
+                            tq_job **out, size_t *out_n)
+{
+    size_t n = *out_n, cap = *out_n;
+    tq_job *v = *out;
+    int src, rc = 0;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        tq_job *nv = tq__sqlite_grow(db, v, n, &cap, sizeof *v, &rc);
+        if (!nv)
+            break;
+        v = *out = nv; /* perhaps moved: the caller's array is this one now */
+        memset(&v[n], 0, sizeof v[n]);
+        rc = read_job(db, s, c, queue, worker, &v[n++]);
+        if (rc)
+            break;
+    }
+    if (!rc && src != SQLITE_DONE)
+        rc = tq__sqlite_fail_rc(db, src, what);
+    done_with(s);
+    if (rc) { /* the rows this call added go; the array and those before stay */
+        for (size_t i = *out_n; i < n; i++)
+            tq__job_clear(&v[i]);
+        return rc;
+    }
+    *out_n = n;
+    return 0;
+}
+
+/* Runs a one-row, one-integer query with ?1 text (or NULL) and ?2 int64. */
+int tq__sqlite_query_int(tq *db, enum stmt_id id, const char *t1, int64_t i2,
+                         int64_t *out, const char *what)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, id, &rc);
+    if (!s)
+        return rc;
+    bind_text(s, 1, t1);
+    if (sqlite3_bind_parameter_count(s) >= 2)
+        sqlite3_bind_int64(s, 2, i2);
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW)
+        *out = sqlite3_column_int64(s, 0);
+    else if (src == SQLITE_DONE)
+        *out = 0;
+    else
+        rc = tq__sqlite_fail_rc(db, src, what);
+    done_with(s);
+    return rc;
+}
+
+const char *tq__sqlite_sql(enum stmt_id id)
+{
+    static const char *const *const tables[] = {
+        tq__sqlite_sql_ack,    tq__sqlite_sql_admin,  tq__sqlite_sql_claim,
+        tq__sqlite_sql_cron,   tq__sqlite_sql_deps,   tq__sqlite_sql_enqueue,
+        tq__sqlite_sql_schema, tq__sqlite_sql_sqlite, tq__sqlite_sql_stats,
+        tq__sqlite_sql_stmt,
+    };
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
+        if (tables[i][id])
+            return tables[i][id];
+    return NULL;
+}
