@@ -200,15 +200,38 @@ static inline void tq__claim_limits(tq__claim *c, const tq_queue_info *q)
     c->capped = q->max_running > 0;
 }
 
-/* Which statement a claim takes: 0 the one without limits, 1 the limited
- * one, 2 a chain's (tq__claim.chain; LIFO queues have none), 3 the limited
- * one of a queue without a group limit. */
-static inline int tq__claim_kind(const tq__claim *c)
+/* Which statement a claim takes (the values are the plan tests' kinds:
+ * never renumber them). */
+enum tq__claim_kind {
+    TQ__CLAIM_PLAIN = 0,  /* without limits: CLAIM, the cheapest */
+    TQ__CLAIM_GROUPS = 1, /* limited, with a group limit: CLAIM_GROUPS (LIFO:
+                             CLAIM_LIMITED) */
+    TQ__CLAIM_CHAIN = 2,  /* a chain's (tq__claim.chain): CLAIM_CHAIN (LIFO
+                             queues have none: CLAIM_LIMITED) */
+    TQ__CLAIM_ROOM = 3,   /* limited, without a group limit: CLAIM_ROOM */
+    TQ__CLAIM_RATE = 4    /* PostgreSQL's own: a hold of a queue whose only
+                             limit is a rate (CLAIM_RATE) */
+};
+
+static inline enum tq__claim_kind tq__claim_kind(const tq__claim *c)
 {
-    return !c->limited                           ? 0
-           : !c->grouped                         ? 3
-           : c->chain > 1 && c->order != TQ_LIFO ? 2
-                                                 : 1;
+    return !c->limited                           ? TQ__CLAIM_PLAIN
+           : !c->grouped                         ? TQ__CLAIM_ROOM
+           : c->chain > 1 && c->order != TQ_LIFO ? TQ__CLAIM_CHAIN
+                                                 : TQ__CLAIM_GROUPS;
+}
+
+/* The claim statements stand at the head of each engine's statement ids,
+ * by kind, then order (FIFO, LIFO, unordered; a chain has no LIFO one):
+ * S_CLAIM_{FIFO,LIFO,ANY}, S_CLAIM_GROUPS_FIFO, S_CLAIM_LIMITED_LIFO,
+ * S_CLAIM_GROUPS_ANY, S_CLAIM_CHAIN_{FIFO,ANY}, S_CLAIM_ROOM_{FIFO,LIFO,ANY},
+ * then PostgreSQL's S_CLAIM_RATE_{FIFO,LIFO,ANY}. The place of the one of
+ * an order and a kind among them: */
+static inline int tq__claim_stmt(tq_order order, enum tq__claim_kind kind)
+{
+    static const unsigned char at[5][3] = {
+        {0, 1, 2}, {3, 4, 5}, {6, 4, 7}, {8, 9, 10}, {11, 12, 13}};
+    return at[kind][order];
 }
 
 /*
@@ -381,7 +404,7 @@ static inline int tq__same_holder(const tq_worker_info *h, const tq_worker_info 
 
 extern const struct tq__engine tq__engine_sqlite;
 /* For the plan tests: the SQLite claim statement of an order and a kind
- * (tq__claim_kind). */
+ * (enum tq__claim_kind; TQ__CLAIM_RATE is PostgreSQL's). */
 const char *tq__sqlite_claim_sql(tq_order order, int kind);
 /* For the plan tests: the acknowledgement of one done job. */
 const char *tq__sqlite_ack_sql(void);
@@ -390,7 +413,7 @@ const char *tq__sqlite_migration(int version);
 #ifdef TQ_WITH_POSTGRES
 extern const struct tq__engine tq__engine_postgres;
 /* For the plan tests: the PostgreSQL claim statement of an order and a
- * kind (tq__claim_kind), with "TQ." standing for the schema. */
+ * kind (enum tq__claim_kind), with "TQ." standing for the schema. */
 const char *tq__postgres_claim_sql(tq_order order, int kind);
 /* For the plan tests: the planner settings each exchange starts with. */
 const char *tq__postgres_plan_sql(void);

@@ -6,6 +6,14 @@
 
 /* clang-format off */
 
+/* The queue orders (DESIGN.md, Orders), each written once, in its ready
+ * index's order so that a claim is a seek: FIFO_BY(t) orders by the
+ * columns of row t (t ending in its dot, or ""), FIFO by the row's own. */
+#define FIFO_BY(t) " ORDER BY " t "priority DESC, " t "run_at, " t "id"
+#define FIFO       FIFO_BY(UNORDERED)
+#define LIFO       " ORDER BY priority DESC, id DESC"
+#define UNORDERED  ""
+
 #define STR_(x)      #x
 
 #define STR(x)       STR_(x)
@@ -117,7 +125,7 @@
     "                    ELSE room END FROM lim), 0)),"                                  \
     " fit AS MATERIALIZED (SELECT f.id, f.priority, f.run_at FROM (SELECT h.id,"         \
     "      h.job_group, h.priority, h.run_at, coalesce(b.n, 0) AS busy, row_number()"   \
-    "      OVER (PARTITION BY h.job_group ORDER BY h.priority DESC, h.run_at, h.id)"    \
+    "      OVER (PARTITION BY h.job_group" FIFO_BY("h.") ")"                              \
     "      AS rn FROM head h LEFT JOIN busy b ON b.job_group = h.job_group) f, lim"      \
     "    WHERE f.job_group IS NULL OR lim.per_group = 0"                                 \
     "       OR f.busy + f.rn <= lim.per_group),"                                         \
@@ -179,7 +187,7 @@
 #define CLAIM_CHAIN(order_by)                                                            \
     "WITH RECURSIVE lim AS MATERIALIZED " LIMITS                                         \
     " head AS MATERIALIZED (SELECT id, job_group, row_number() OVER"                     \
-    "      (ORDER BY priority DESC, run_at, id) AS pos FROM TQ.jobs"                     \
+    "      (" FIFO ") AS pos FROM TQ.jobs"                                               \
     "    WHERE queue = $1 AND state = 'ready' AND run_at <= now() " order_by             \
     "    LIMIT coalesce((SELECT room + 64 FROM lim), 0)),"                               \
     " slots AS MATERIALIZED (SELECT g, id FROM (SELECT NULL::text AS g, id, pos"         \
@@ -194,8 +202,8 @@
     "      AND NOT EXISTS (SELECT 1 FROM slots WHERE slots.g = grp.g)),"                 \
     " cand AS (SELECT c.id FROM slots CROSS JOIN LATERAL (SELECT slots.id AS id"         \
     "      WHERE slots.g IS NULL UNION ALL " FIRST_DUE("id", "slots.g", "$8") ") c"                      \
-    "    UNION ALL SELECT c.id FROM (SELECT g FROM walked ORDER BY priority DESC,"       \
-    "      run_at, id LIMIT (SELECT room FROM lim)) w"                                   \
+    "    UNION ALL SELECT c.id FROM (SELECT g FROM walked" FIFO                         \
+    "      LIMIT (SELECT room FROM lim)) w"                                            \
     "    CROSS JOIN LATERAL " FIRST_DUE("id", "w.g", "$8") " c),"                                        \
     " picked AS MATERIALIZED " PICK("SELECT id FROM cand"                                \
                                     " LIMIT coalesce((SELECT room FROM lim), 0)") ","   \
@@ -208,7 +216,7 @@
 #define FIRST_DUE(cols, g, n)                                                            \
     "(SELECT " cols " FROM TQ.jobs WHERE queue = $1 AND state = 'ready'"                 \
     "  AND job_group = " g " AND run_at <= now()"                                        \
-    "  ORDER BY priority DESC, run_at, id LIMIT " n ")"
+    "  " FIFO " LIMIT " n ")"
 
 /* grp: the distinct groups with ready jobs in name order, a seek each in
  * jobs_ready_group, starting from the row the FROM clause from gives. */
@@ -269,20 +277,20 @@
 
 
 const char *const tq__pg_sql_claim[S_COUNT] = {
-    [S_CLAIM_FIFO] = CLAIM(" ORDER BY priority DESC, run_at, id"),
-    [S_CLAIM_LIFO] = CLAIM(" ORDER BY priority DESC, id DESC"),
-    [S_CLAIM_ANY] = CLAIM(""),
-    [S_CLAIM_LIMITED_FIFO] = CLAIM_GROUPS(" ORDER BY priority DESC, run_at, id"),
-    [S_CLAIM_LIMITED_LIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, id DESC"),
-    [S_CLAIM_LIMITED_ANY] = CLAIM_GROUPS(""),
-    [S_CLAIM_CHAIN_FIFO] = CLAIM_CHAIN(" ORDER BY priority DESC, run_at, id"),
-    [S_CLAIM_CHAIN_ANY] = CLAIM_CHAIN(""),
-    [S_CLAIM_ROOM_FIFO] = CLAIM_ROOM(" ORDER BY priority DESC, run_at, id"),
-    [S_CLAIM_ROOM_LIFO] = CLAIM_ROOM(" ORDER BY priority DESC, id DESC"),
-    [S_CLAIM_ROOM_ANY] = CLAIM_ROOM(""),
-    [S_CLAIM_RATE_FIFO] = CLAIM_RATE(" ORDER BY priority DESC, run_at, id"),
-    [S_CLAIM_RATE_LIFO] = CLAIM_RATE(" ORDER BY priority DESC, id DESC"),
-    [S_CLAIM_RATE_ANY] = CLAIM_RATE(""),
+    [S_CLAIM_FIFO] = CLAIM(FIFO),
+    [S_CLAIM_LIFO] = CLAIM(LIFO),
+    [S_CLAIM_ANY] = CLAIM(UNORDERED),
+    [S_CLAIM_GROUPS_FIFO] = CLAIM_GROUPS(FIFO),
+    [S_CLAIM_LIMITED_LIFO] = CLAIM_LIMITED(LIFO),
+    [S_CLAIM_GROUPS_ANY] = CLAIM_GROUPS(UNORDERED),
+    [S_CLAIM_CHAIN_FIFO] = CLAIM_CHAIN(FIFO),
+    [S_CLAIM_CHAIN_ANY] = CLAIM_CHAIN(UNORDERED),
+    [S_CLAIM_ROOM_FIFO] = CLAIM_ROOM(FIFO),
+    [S_CLAIM_ROOM_LIFO] = CLAIM_ROOM(LIFO),
+    [S_CLAIM_ROOM_ANY] = CLAIM_ROOM(UNORDERED),
+    [S_CLAIM_RATE_FIFO] = CLAIM_RATE(FIFO),
+    [S_CLAIM_RATE_LIFO] = CLAIM_RATE(LIFO),
+    [S_CLAIM_RATE_ANY] = CLAIM_RATE(UNORDERED),
     /* Before a limited claim, $1 the queue: a lock on the queue, held to
      * the end of the transaction (and before S_RATE_TAKE). Always, not only
      * when this statement sees limits: two claims could each miss a limit
@@ -347,22 +355,21 @@ const char *const tq__pg_sql_claim[S_COUNT] = {
 };
 /* clang-format on */
 
-/* The claim statement of a queue order and a kind: tq__claim_kind's, or 4
- * for CLAIM_RATE. */
-enum stmt_id tq__pg_claim_id(tq_order order, int kind)
+/* The claim statements lead the statement ids as engine.h lists them. */
+_Static_assert(S_CLAIM_FIFO == 0 && S_CLAIM_LIMITED_LIFO == 4 && S_CLAIM_CHAIN_ANY == 7 &&
+                   S_CLAIM_ROOM_ANY == 10 && S_CLAIM_RATE_ANY == 13,
+               "the claim statements are in tq__claim_stmt's places");
+
+/* The claim statement of a queue order and a kind. */
+enum stmt_id tq__pg_claim_id(tq_order order, enum tq__claim_kind kind)
 {
-    static const enum stmt_id ids[5][3] = {
-        {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY},
-        {S_CLAIM_LIMITED_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_LIMITED_ANY},
-        {S_CLAIM_CHAIN_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_CHAIN_ANY},
-        {S_CLAIM_ROOM_FIFO, S_CLAIM_ROOM_LIFO, S_CLAIM_ROOM_ANY},
-        {S_CLAIM_RATE_FIFO, S_CLAIM_RATE_LIFO, S_CLAIM_RATE_ANY}};
-    return ids[kind][order];
+    return (enum stmt_id)tq__claim_stmt(order, kind);
 }
 
 static enum stmt_id claim_stmt(const exchange_state *x)
 {
-    return tq__pg_claim_id(x->claim->order, x->rate_after ? 4 : tq__claim_kind(x->claim));
+    return tq__pg_claim_id(x->claim->order,
+                           x->rate_after ? TQ__CLAIM_RATE : tq__claim_kind(x->claim));
 }
 
 /* Whether a claim takes its queue's tokens after its rows (CLAIM_RATE,
@@ -519,7 +526,7 @@ static int exchange_send(pipeline *pl, exchange_state *x)
         p_i64(&p, x->claim->max_attempts);
         p_text(&p, x->claim->start ? "true" : "false");
         p_i64(&p, x->claim->worker_since);
-        if (!x->rate_after && tq__claim_kind(x->claim) == 2) /* CLAIM_CHAIN */
+        if (!x->rate_after && tq__claim_kind(x->claim) == TQ__CLAIM_CHAIN)
             p_i64(&p, (int64_t)x->claim->chain);
         rc = tq__pg_pipe_send(pl, claim_stmt(x), &p, 0);
     }

@@ -51,20 +51,20 @@ enum stmt_id {
     S_CLAIM_FIFO,
     S_CLAIM_LIFO,
     S_CLAIM_ANY,
-    S_CLAIM_LIMITED_FIFO,
+    S_CLAIM_GROUPS_FIFO,
     S_CLAIM_LIMITED_LIFO,
-    S_CLAIM_LIMITED_ANY,
+    S_CLAIM_GROUPS_ANY,
     S_CLAIM_CHAIN_FIFO,
     S_CLAIM_CHAIN_ANY,
     S_CLAIM_ROOM_FIFO,
     S_CLAIM_ROOM_LIFO,
     S_CLAIM_ROOM_ANY,
-    S_LIMIT_LOCK,
-    S_RATE_WAIT,
-    S_RATE_TAKE,
     S_CLAIM_RATE_FIFO,
     S_CLAIM_RATE_LIFO,
     S_CLAIM_RATE_ANY,
+    S_LIMIT_LOCK,
+    S_RATE_WAIT,
+    S_RATE_TAKE,
     S_PLAN,
     S_PLAN_GROUP,
     S_PLAN_CLAIM,
@@ -240,7 +240,7 @@ int tq__pg_pipe_sql(pipeline *pl, const char *text);
 int tq__pg_pipe_group(pipeline *pl, enum stmt_id id, const char *worker,
                       const tq__ack *acks, const size_t *idx, size_t n, char **arrays);
 void tq__pg_mark_applied(const PGresult *r, tq__ack *acks, const size_t *idx, size_t n);
-enum stmt_id tq__pg_claim_id(tq_order order, int kind);
+enum stmt_id tq__pg_claim_id(tq_order order, enum tq__claim_kind kind);
 int tq__pg_rate_after(const tq__claim *c);
 int tq__pg_exchange_read(tq *db, const pipeline *pl, exchange_state *x, int rc);
 int tq__pg_rate_take(tq *db, exchange_state *x);

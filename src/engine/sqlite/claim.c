@@ -6,6 +6,14 @@
 
 /* clang-format off */
 
+/* The queue orders (DESIGN.md, Orders), each written once, in its ready
+ * index's order so that a claim is a seek: FIFO_BY(t) orders by the
+ * columns of row t (t ending in its dot, or ""), FIFO by the row's own. */
+#define FIFO_BY(t) " ORDER BY " t "priority DESC, " t "run_at, " t "id"
+#define FIFO       FIFO_BY(UNORDERED)
+#define LIFO       " ORDER BY priority DESC, id DESC"
+#define UNORDERED  ""
+
 /*
  * A claim: ?1 queue, ?2 now, ?3 how many, ?4 worker, ?5 lease end, ?6 the
  * queue's max attempts as the claimer knows it, ?7 1 to start the jobs or
@@ -123,7 +131,7 @@
     "                    ELSE room END FROM lim), 0)),"                                  \
     " fit AS MATERIALIZED (SELECT id, priority, run_at FROM (SELECT h.id, h.job_group,"  \
     "      h.priority, h.run_at, coalesce(b.n, 0) AS busy, row_number() OVER"           \
-    "      (PARTITION BY h.job_group ORDER BY h.priority DESC, h.run_at, h.id) AS rn"    \
+    "      (PARTITION BY h.job_group" FIFO_BY("h.") ") AS rn"                             \
     "      FROM head h LEFT JOIN busy b ON b.job_group = h.job_group)"                   \
     "    WHERE job_group IS NULL OR (SELECT per_group FROM lim) = 0"                     \
     "       OR busy + rn <= (SELECT per_group FROM lim)),"                               \
@@ -138,7 +146,7 @@
     "      AND j.id IN " FIRST_DUE("r.g", "(SELECT per_group FROM lim)") "),"            \
     " cand AS (SELECT id, priority, run_at FROM fit WHERE NOT (SELECT w FROM walk)"      \
     "    UNION ALL SELECT id, priority, run_at FROM (SELECT id, priority, run_at, k,"    \
-    "      row_number() OVER (PARTITION BY job_group ORDER BY priority DESC, run_at, id)" \
+    "      row_number() OVER (PARTITION BY job_group" FIFO ")"                           \
     "      AS rn FROM heads) WHERE rn <= k"                                              \
     "    UNION ALL SELECT id, priority, run_at FROM head"                                \
     "      WHERE job_group IS NULL AND (SELECT w FROM walk)),"                           \
@@ -184,7 +192,7 @@
     " slots AS MATERIALIZED (SELECT g, id, pos FROM (SELECT job_group AS g,"             \
     "      CASE WHEN job_group IS NULL THEN id END AS id, min(pos) AS pos FROM"          \
     "      (SELECT id, job_group, row_number() OVER"                                     \
-    "        (ORDER BY priority DESC, run_at, id) AS pos FROM head) h"                   \
+    "        (" FIFO ") AS pos FROM head) h"                                             \
     "      WHERE job_group IS NULL OR " ROOMY("h.job_group")                             \
     "      GROUP BY coalesce(job_group, id))"                                            \
     "    ORDER BY pos LIMIT (SELECT room + 64 FROM lim)),"                             \
@@ -197,7 +205,7 @@
     "    WHERE j.id IN (SELECT s.id WHERE s.g IS NULL"                                   \
     "      UNION ALL SELECT * FROM " FIRST_DUE("s.g", "?8") ")"                                    \
     "    UNION ALL SELECT (SELECT room + 64 FROM lim) + w.r, j.id, j.priority, j.run_at" \
-    "    FROM (SELECT g, row_number() OVER (ORDER BY priority DESC, run_at, id) AS r"    \
+    "    FROM (SELECT g, row_number() OVER (" FIFO ") AS r"                              \
     "      FROM walked ORDER BY r LIMIT (SELECT room FROM lim)) w, tq_jobs j"            \
     "    WHERE j.id IN " FIRST_DUE("w.g", "?8") "),"                                               \
     " picked AS (SELECT id FROM (SELECT * FROM cand"                                     \
@@ -210,7 +218,7 @@
  * queue's order: a seek in tq_jobs_ready_group. */
 #define FIRST_DUE(g, n)                                                                  \
     "(SELECT id FROM tq_jobs WHERE queue = ?1 AND state = 'ready' AND job_group = " g    \
-    "  AND run_at <= ?2 ORDER BY priority DESC, run_at, id LIMIT " n ")"
+    "  AND run_at <= ?2" FIFO " LIMIT " n ")"
 
 /* grp: the distinct groups with ready jobs in name order, a seek each in
  * tq_jobs_ready_group, when the condition holds. */
@@ -243,17 +251,17 @@
 
 
 const char *const tq__sqlite_sql_claim[S_COUNT] = {
-    [S_CLAIM_FIFO] = CLAIM(" ORDER BY priority DESC, run_at, id"),
-    [S_CLAIM_LIFO] = CLAIM(" ORDER BY priority DESC, id DESC"),
-    [S_CLAIM_ANY] = CLAIM(""),
-    [S_CLAIM_LIMITED_FIFO] = CLAIM_GROUPS(" ORDER BY priority DESC, run_at, id"),
-    [S_CLAIM_LIMITED_LIFO] = CLAIM_LIMITED(" ORDER BY priority DESC, id DESC"),
-    [S_CLAIM_LIMITED_ANY] = CLAIM_GROUPS(""),
-    [S_CLAIM_CHAIN_FIFO] = CLAIM_CHAIN(" ORDER BY priority DESC, run_at, id"),
-    [S_CLAIM_CHAIN_ANY] = CLAIM_CHAIN(""),
-    [S_CLAIM_ROOM_FIFO] = CLAIM_ROOM(" ORDER BY priority DESC, run_at, id"),
-    [S_CLAIM_ROOM_LIFO] = CLAIM_ROOM(" ORDER BY priority DESC, id DESC"),
-    [S_CLAIM_ROOM_ANY] = CLAIM_ROOM(""),
+    [S_CLAIM_FIFO] = CLAIM(FIFO),
+    [S_CLAIM_LIFO] = CLAIM(LIFO),
+    [S_CLAIM_ANY] = CLAIM(UNORDERED),
+    [S_CLAIM_GROUPS_FIFO] = CLAIM_GROUPS(FIFO),
+    [S_CLAIM_LIMITED_LIFO] = CLAIM_LIMITED(LIFO),
+    [S_CLAIM_GROUPS_ANY] = CLAIM_GROUPS(UNORDERED),
+    [S_CLAIM_CHAIN_FIFO] = CLAIM_CHAIN(FIFO),
+    [S_CLAIM_CHAIN_ANY] = CLAIM_CHAIN(UNORDERED),
+    [S_CLAIM_ROOM_FIFO] = CLAIM_ROOM(FIFO),
+    [S_CLAIM_ROOM_LIFO] = CLAIM_ROOM(LIFO),
+    [S_CLAIM_ROOM_ANY] = CLAIM_ROOM(UNORDERED),
     /* After a limited claim took ?3 jobs (> 0), in its transaction: the
      * rate's tokens less those, as of ?2 now. Not after a claim that took
      * none: a write would wake every idle worker (they watch the store's
@@ -286,15 +294,16 @@ const char *const tq__sqlite_sql_claim[S_COUNT] = {
 };
 /* clang-format on */
 
-/* The claim statement of a queue order and a kind (tq__claim_kind). */
-enum stmt_id tq__sqlite_claim_id(tq_order order, int kind)
+/* The claim statements lead the statement ids as engine.h lists them
+ * (this engine has no TQ__CLAIM_RATE). */
+_Static_assert(S_CLAIM_FIFO == 0 && S_CLAIM_LIMITED_LIFO == 4 && S_CLAIM_CHAIN_ANY == 7 &&
+                   S_CLAIM_ROOM_ANY == 10,
+               "the claim statements are in tq__claim_stmt's places");
+
+/* The claim statement of a queue order and a kind (not TQ__CLAIM_RATE). */
+enum stmt_id tq__sqlite_claim_id(tq_order order, enum tq__claim_kind kind)
 {
-    static const enum stmt_id ids[4][3] = {
-        {S_CLAIM_FIFO, S_CLAIM_LIFO, S_CLAIM_ANY},
-        {S_CLAIM_LIMITED_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_LIMITED_ANY},
-        {S_CLAIM_CHAIN_FIFO, S_CLAIM_LIMITED_LIFO, S_CLAIM_CHAIN_ANY},
-        {S_CLAIM_ROOM_FIFO, S_CLAIM_ROOM_LIFO, S_CLAIM_ROOM_ANY}};
-    return ids[kind][order];
+    return (enum stmt_id)tq__claim_stmt(order, kind);
 }
 
 /* A limited claim's rate: the n jobs it took from the bucket (if the
@@ -338,7 +347,7 @@ static int claim_jobs(tq *db, const char *worker, tq__claim *c, int64_t now,
     sqlite3_bind_int64(s, 5, now + c->lease_us);
     sqlite3_bind_int(s, 6, c->max_attempts);
     sqlite3_bind_int(s, 7, !!c->start);
-    if (tq__claim_kind(c) == 2) /* CLAIM_CHAIN */
+    if (tq__claim_kind(c) == TQ__CLAIM_CHAIN)
         sqlite3_bind_int64(s, 8, (sqlite3_int64)c->chain);
     if (c->worker_since)
         sqlite3_bind_int64(s, 9, c->worker_since);

@@ -40,22 +40,22 @@ _Static_assert(TQ__RATE_MARGIN_US == 10000, "RATE_REFILL spells out the margin")
 
 /* One prepared statement per entry; SQL lives here, one place each. */
 enum stmt_id {
-    S_BEGIN,
-    S_COMMIT,
-    S_ENQUEUED,
-    S_BARRIER,
-    S_ROLLBACK,
     S_CLAIM_FIFO,
     S_CLAIM_LIFO,
     S_CLAIM_ANY,
-    S_CLAIM_LIMITED_FIFO,
+    S_CLAIM_GROUPS_FIFO,
     S_CLAIM_LIMITED_LIFO,
-    S_CLAIM_LIMITED_ANY,
+    S_CLAIM_GROUPS_ANY,
     S_CLAIM_CHAIN_FIFO,
     S_CLAIM_CHAIN_ANY,
     S_CLAIM_ROOM_FIFO,
     S_CLAIM_ROOM_LIFO,
     S_CLAIM_ROOM_ANY,
+    S_BEGIN,
+    S_COMMIT,
+    S_ENQUEUED,
+    S_BARRIER,
+    S_ROLLBACK,
     S_RATE_TAKE,
     S_RATE_WAIT,
     S_DONE,
@@ -205,7 +205,7 @@ int tq__sqlite_deps_settle(tq *db, const tq__ack *acks, size_t nacks, int64_t no
 int tq__sqlite_deps_cancel_each(tq *db, sqlite3_stmt *s, int64_t now);
 int tq__sqlite_apply_ack(tq *db, const char *worker, tq__ack *a, int64_t now,
                          int64_t waited);
-enum stmt_id tq__sqlite_claim_id(tq_order order, int kind);
+enum stmt_id tq__sqlite_claim_id(tq_order order, enum tq__claim_kind kind);
 int tq__sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
                         tq__claim *claim, tq_job **out, size_t *out_n);
 int tq__sqlite_rescue(tq *db, const char *worker, int64_t since, int64_t *count);
