@@ -461,51 +461,6 @@ int tq_job_enqueue_batch(int64_t *out, tq *db, const char *queue, const tq_paylo
 
 /* ---- claims and acknowledgements -------------------------------------- */
 
-/* Claimed jobs whose start the claim recorded come first (engine.h,
- * STARTS), then the queue's order. */
-static int cmp_started(const tq_job *x, const tq_job *y)
-{
-    return (y->started_at != 0) - (x->started_at != 0);
-}
-
-static int cmp_fifo(const void *a, const void *b)
-{
-    const tq_job *x = a, *y = b;
-    int c = cmp_started(x, y);
-    if (c)
-        return c;
-    if (x->priority != y->priority)
-        return x->priority > y->priority ? -1 : 1;
-    if (x->run_at != y->run_at)
-        return x->run_at < y->run_at ? -1 : 1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
-static int cmp_lifo(const void *a, const void *b)
-{
-    const tq_job *x = a, *y = b;
-    int c = cmp_started(x, y);
-    if (c)
-        return c;
-    if (x->priority != y->priority)
-        return x->priority > y->priority ? -1 : 1;
-    return (x->id < y->id) - (x->id > y->id);
-}
-
-static int cmp_unordered(const void *a, const void *b)
-{
-    return cmp_started(a, b);
-}
-
-void tq__jobs_sort(tq_job *jobs, size_t n, tq_order order)
-{
-    if (n > 1)
-        qsort(jobs, n, sizeof *jobs,
-              order == TQ_LIFO   ? cmp_lifo
-              : order == TQ_FIFO ? cmp_fifo
-                                 : cmp_unordered);
-}
-
 int tq__job_out_of_attempts(const tq_job *j)
 {
     return j->started_at == 0 && j->attempts >= j->max_attempts;

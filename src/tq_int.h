@@ -80,7 +80,9 @@ int tq__usable(tq *db);
 
 /* Sorts claimed jobs for starting: those whose start the claim recorded
  * (started_at set) first, each part in the queue's order. Engines return
- * claimed jobs in any order. */
+ * claimed jobs in any order; the layer above sorts them, and an engine that
+ * must know the order itself (PostgreSQL's rate_take) calls this too: it
+ * lives below both, in engine/common.c. */
 void tq__jobs_sort(tq_job *jobs, size_t n, tq_order order);
 
 /* Frees what a job owns and zeroes it (the job itself is not freed). */
