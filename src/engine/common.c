@@ -1,6 +1,7 @@
 /*
  * common.c - what the engines share that is not SQL, below the interface:
- * the order claimed jobs start in (tq__jobs_sort). Called by the engines
+ * the order claimed jobs start in (tq__jobs_sort), the words of an
+ * enqueue whose commit went unanswered. Called by the engines
  * and by the layer above (api.c, worker.c); it calls nothing above it.
  */
 #include "engine.h"
@@ -14,14 +15,21 @@ static int cmp_started(const tq_job *x, const tq_job *y)
     return (y->started_at != 0) - (x->started_at != 0);
 }
 
+/* Started first, then higher priority first: 0 when both tie. */
+static int cmp_head(const tq_job *x, const tq_job *y)
+{
+    int c = cmp_started(x, y);
+    if (c || x->priority == y->priority)
+        return c;
+    return x->priority > y->priority ? -1 : 1;
+}
+
 static int cmp_fifo(const void *a, const void *b)
 {
     const tq_job *x = a, *y = b;
-    int c = cmp_started(x, y);
+    int c = cmp_head(x, y);
     if (c)
         return c;
-    if (x->priority != y->priority)
-        return x->priority > y->priority ? -1 : 1;
     if (x->run_at != y->run_at)
         return x->run_at < y->run_at ? -1 : 1;
     return (x->id > y->id) - (x->id < y->id);
@@ -30,12 +38,8 @@ static int cmp_fifo(const void *a, const void *b)
 static int cmp_lifo(const void *a, const void *b)
 {
     const tq_job *x = a, *y = b;
-    int c = cmp_started(x, y);
-    if (c)
-        return c;
-    if (x->priority != y->priority)
-        return x->priority > y->priority ? -1 : 1;
-    return (x->id < y->id) - (x->id > y->id);
+    int c = cmp_head(x, y);
+    return c ? c : (x->id < y->id) - (x->id > y->id);
 }
 
 static int cmp_unordered(const void *a, const void *b)
@@ -50,4 +54,16 @@ void tq__jobs_sort(tq_job *jobs, size_t n, tq_order order)
               order == TQ_LIFO   ? cmp_lifo
               : order == TQ_FIFO ? cmp_fifo
                                  : cmp_unordered);
+}
+
+int tq__enqueue_unknown(tq *db, const char *first, const int64_t *ids, size_t n)
+{
+    if (!n)
+        return tq__seterr(db, TQ_EUNKNOWN,
+                          "%s; the kept job may or may not have taken the new payload",
+                          first);
+    return tq__seterr(db, TQ_EUNKNOWN,
+                      "%s; the jobs may or may not be stored (ids %lld to %lld): "
+                      "enqueue with a key to retry safely",
+                      first, (long long)ids[0], (long long)ids[n - 1]);
 }

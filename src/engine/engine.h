@@ -395,6 +395,11 @@ struct tq__engine {
                          int64_t *job);
 };
 
+/* An enqueue whose commit (of ids[0..n), or n 0: of a keyed job kept)
+ * went unanswered and could not be settled: TQ_EUNKNOWN, its message
+ * first, then what may or may not have been stored (common.c). */
+int tq__enqueue_unknown(tq *db, const char *first, const int64_t *ids, size_t n);
+
 /* For worker_register: whether the holder found is the one expected. */
 static inline int tq__same_holder(const tq_worker_info *h, const tq_worker_info *expect)
 {

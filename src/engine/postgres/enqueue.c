@@ -282,67 +282,108 @@ static int enqueue_settle(tq *db, int fail, const enqueue_tx *tx, const char *qu
         tq__seterr(db, fail, "%s; nothing was stored", first);
         return fail;
     }
-    if (!n)
-        return tq__seterr(db, TQ_EUNKNOWN,
-                          "%s; the kept job may or may not have taken the new payload",
-                          first);
-    return tq__seterr(db, TQ_EUNKNOWN,
-                      "%s; the jobs may or may not be stored (ids %lld to %lld): "
-                      "enqueue with a key to retry safely",
-                      first, (long long)ids[0], (long long)ids[n - 1]);
+    return tq__enqueue_unknown(db, first, ids, n);
+}
+
+/* The keyed path (engine.h), in the open transaction: inserted, or the
+ * kept job's id with *dup 1, or 2 when the kept job took the new payload. */
+static int enqueue_keyed(tq *db, const char *queue, const tq_payload *item,
+                         const tq_enqueue_opts *o, int64_t *ids, int *dup, enqueue_tx *tx)
+{
+    int rc;
+    params p = {0};
+    const int scoped = o->unique != TQ_UNIQUE_STORED;
+    const int replace = o->on_conflict == TQ_ON_CONFLICT_REPLACE;
+    p_text(&p, queue);
+    p_text(&p, o->key);
+    if ((rc = tq__pg_run_count(db, S_EXPIRE_KEY, &p, NULL, "freeing an expired key")))
+        return rc;
+    memset(&p, 0, sizeof p);
+    p_text(&p, queue);
+    p_bytes(&p, item->data, item->len);
+    enqueue_common(&p, o);
+    p_text(&p, o->key);
+    p_i64(&p, o->unique_for_us);
+    if (scoped)
+        p_text(&p, tq_unique_name(o->unique));
+    static const enum stmt_id insert[2][2] = {{S_ENQUEUE_KEY, S_ENQUEUE_UKEY},
+                                              {S_REPLACE_KEY, S_REPLACE_UKEY}};
+    PGresult *r = tq__pg_run(db, insert[replace][scoped], &p, &rc, "enqueueing");
+    if (!r)
+        return rc;
+    ids[0] = PQntuples(r) ? g_i64(r, 0, 0) : 0;
+    if (ids[0] && replace && !g_i64(r, 0, 1))
+        *dup = 2;
+    if (ids[0]) {
+        tx->began = g_i64(r, 0, replace ? 2 : 1);
+        tx->xid = g_i64(r, 0, replace ? 3 : 2);
+    }
+    PQclear(r);
+    if (ids[0] == 0) {
+        memset(&p, 0, sizeof p);
+        p_text(&p, queue);
+        p_text(&p, o->key);
+        if (!(r = tq__pg_run(db, scoped ? S_FIND_UKEY : S_FIND_KEY, &p, &rc,
+                             "finding the kept job")))
+            return rc;
+        ids[0] = PQntuples(r) ? g_i64(r, 0, 0) : 0;
+        PQclear(r);
+        *dup = 1;
+    }
+    return 0;
+}
+
+/* Jobs items[0..k), k at most 1000, in one statement of the open
+ * transaction; their ids into ids[0..k), ascending. */
+static int enqueue_many(tq *db, const char *queue, const tq_payload *items, size_t k,
+                        const tq_enqueue_opts *o, int64_t *ids, enqueue_tx *tx)
+{
+    int rc;
+    char *arr = tq__pg_bytea_array(items, k);
+    if (!arr)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    params p = {0};
+    p_text(&p, queue);
+    p_text(&p, arr);
+    enqueue_common(&p, o);
+    PGresult *r = tq__pg_run(db, S_ENQUEUE_MANY, &p, &rc, "enqueueing");
+    free(arr);
+    if (!r)
+        return rc;
+    if ((size_t)PQntuples(r) != k) {
+        rc = tq__seterr(db, TQ_EDB, "enqueue returned %d ids for %zu jobs", PQntuples(r),
+                        k);
+        PQclear(r);
+        return rc;
+    }
+    /* Identity values grow in insertion order, which is the array's. */
+    for (size_t i = 0; i < k; i++)
+        ids[i] = g_i64(r, (int)i, 0);
+    if (k) {
+        tx->began = g_i64(r, 0, 1);
+        tx->xid = g_i64(r, 0, 2);
+    }
+    PQclear(r);
+    for (size_t i = 1; i < k; i++)
+        for (size_t j = i; j > 0 && ids[j - 1] > ids[j]; j--) {
+            int64_t t = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = t;
+        }
+    return 0;
 }
 
 int tq__pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t n,
                    const tq_enqueue_opts *o, int64_t *ids, int *dup)
 {
     int rc;
-    params p;
     enqueue_tx tx = {.pid = PQbackendPID(C(db)->pg)};
     *dup = 0;
     if ((rc = begin(db)))
         return rc;
     if (o->key && n == 1) {
-        /* The keyed path (engine.h): inserted, or the kept job's id with
-         * *dup 1, or 2 when the kept job took the new payload. */
-        const int scoped = o->unique != TQ_UNIQUE_STORED;
-        const int replace = o->on_conflict == TQ_ON_CONFLICT_REPLACE;
-        memset(&p, 0, sizeof p);
-        p_text(&p, queue);
-        p_text(&p, o->key);
-        if ((rc = tq__pg_run_count(db, S_EXPIRE_KEY, &p, NULL, "freeing an expired key")))
+        if ((rc = enqueue_keyed(db, queue, items, o, ids, dup, &tx)))
             goto fail;
-        memset(&p, 0, sizeof p);
-        p_text(&p, queue);
-        p_bytes(&p, items[0].data, items[0].len);
-        enqueue_common(&p, o);
-        p_text(&p, o->key);
-        p_i64(&p, o->unique_for_us);
-        if (scoped)
-            p_text(&p, tq_unique_name(o->unique));
-        static const enum stmt_id insert[2][2] = {{S_ENQUEUE_KEY, S_ENQUEUE_UKEY},
-                                                  {S_REPLACE_KEY, S_REPLACE_UKEY}};
-        PGresult *r = tq__pg_run(db, insert[replace][scoped], &p, &rc, "enqueueing");
-        if (!r)
-            goto fail;
-        ids[0] = PQntuples(r) ? g_i64(r, 0, 0) : 0;
-        if (ids[0] && replace && !g_i64(r, 0, 1))
-            *dup = 2;
-        if (ids[0]) {
-            tx.began = g_i64(r, 0, replace ? 2 : 1);
-            tx.xid = g_i64(r, 0, replace ? 3 : 2);
-        }
-        PQclear(r);
-        if (ids[0] == 0) {
-            memset(&p, 0, sizeof p);
-            p_text(&p, queue);
-            p_text(&p, o->key);
-            if (!(r = tq__pg_run(db, scoped ? S_FIND_UKEY : S_FIND_KEY, &p, &rc,
-                                 "finding the kept job")))
-                goto fail;
-            ids[0] = PQntuples(r) ? g_i64(r, 0, 0) : 0;
-            PQclear(r);
-            *dup = 1;
-        }
         /* A duplicate kept wrote nothing; a replace wrote no row of its own. */
         if ((rc = commit(db)) == TQ_ECONN && tx.xid && *dup != 1)
             rc = enqueue_settle(db, rc, &tx, queue, ids, *dup ? 0 : 1);
@@ -351,42 +392,10 @@ int tq__pg_enqueue(tq *db, const char *queue, const tq_payload *items, size_t n,
     if (o->nafter && (rc = add_parents(db, NULL, 0, o)))
         goto fail;
     /* Up to 1000 rows per statement, all in one transaction. */
-    for (size_t at = 0; at < n; at += 1000) {
-        size_t k = n - at < 1000 ? n - at : 1000;
-        char *arr = tq__pg_bytea_array(items + at, k);
-        if (!arr) {
-            rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+    for (size_t at = 0; at < n; at += 1000)
+        if ((rc = enqueue_many(db, queue, items + at, n - at < 1000 ? n - at : 1000, o,
+                               ids + at, &tx)))
             goto fail;
-        }
-        memset(&p, 0, sizeof p);
-        p_text(&p, queue);
-        p_text(&p, arr);
-        enqueue_common(&p, o);
-        PGresult *r = tq__pg_run(db, S_ENQUEUE_MANY, &p, &rc, "enqueueing");
-        free(arr);
-        if (!r)
-            goto fail;
-        if ((size_t)PQntuples(r) != k) {
-            rc = tq__seterr(db, TQ_EDB, "enqueue returned %d ids for %zu jobs",
-                            PQntuples(r), k);
-            PQclear(r);
-            goto fail;
-        }
-        /* Identity values grow in insertion order, which is the array's. */
-        for (size_t i = 0; i < k; i++)
-            ids[at + i] = g_i64(r, (int)i, 0);
-        if (k) {
-            tx.began = g_i64(r, 0, 1);
-            tx.xid = g_i64(r, 0, 2);
-        }
-        PQclear(r);
-        for (size_t i = 1; i < k; i++)
-            for (size_t j = i; j > 0 && ids[at + j - 1] > ids[at + j]; j--) {
-                int64_t t = ids[at + j];
-                ids[at + j] = ids[at + j - 1];
-                ids[at + j - 1] = t;
-            }
-    }
     if (o->nafter && (rc = add_parents(db, ids, n, o)))
         goto fail;
     if ((rc = commit(db)) == TQ_ECONN && tx.xid)

@@ -233,14 +233,7 @@ static int enqueue_settle(tq *db, int fail, const char *queue, const int64_t *id
         tq__seterr(db, fail, "%s", first);
         return fail;
     }
-    if (!n)
-        return tq__seterr(db, TQ_EUNKNOWN,
-                          "%s; the kept job may or may not have taken the new payload",
-                          first);
-    return tq__seterr(db, TQ_EUNKNOWN,
-                      "%s; the jobs may or may not be stored (ids %lld to %lld): "
-                      "enqueue with a key to retry safely",
-                      first, (long long)ids[0], (long long)ids[n - 1]);
+    return tq__enqueue_unknown(db, first, ids, n);
 }
 
 int tq__sqlite_enqueue(tq *db, const char *queue, const tq_payload *items, size_t n,
