@@ -995,9 +995,17 @@ typedef struct tq_worker_opts {
             NULL, 0, 0, 0                                                                \
     }
 
-/* Counters of one run, readable after tq_worker_run returns. */
+/* Counters of one run, readable after tq_worker_run returns. Each ended
+ * run counts once, as the store took its end: done; failed (retried, dead
+ * or discarded: the three below add up to it); released (given back
+ * unspent, snoozed included); or lost (its lease was gone, the result
+ * thrown away). */
 typedef struct tq_worker_counters {
     int64_t claimed, done, failed, lost, released, busy_retries;
+    int64_t retried;   /* failed, to run again after its backoff */
+    int64_t dead;      /* failed with no attempt left */
+    int64_t discarded; /* dead at its handler's word */
+    int64_t snoozed;   /* back to ready later at its handler's word */
 } tq_worker_counters;
 
 /*

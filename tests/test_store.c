@@ -1559,6 +1559,8 @@ static void worker_pool_callbacks(void **state)
         assert_int_equal(atomic_load(&ctx.runs[i]), i % 10 == 0 ? 2 : 1);
     assert_int_equal(k.done, POOL_JOBS);
     assert_int_equal(k.failed, POOL_JOBS / 10);
+    assert_int_equal(k.retried, POOL_JOBS / 10); /* each failed once, then was done */
+    assert_int_equal(k.dead + k.discarded + k.snoozed, 0);
     assert_int_equal(k.lost, 0);
     tq_stats st;
     OK(tq_stats_get(&st, DB, "pool"));
@@ -1567,6 +1569,39 @@ static void worker_pool_callbacks(void **state)
     assert_int_equal(j->attempts, 2);
     assert_string_equal(j->worker, "pool-worker");
     tq_job_free(j);
+}
+
+static int failing_handler(void *ud, const tq_job *job, char *err, size_t errlen)
+{
+    (void)ud;
+    snprintf(err, errlen, "attempt %d fails", job->attempts);
+    return 1;
+}
+
+/* A job that fails for good counts as retried until its last attempt, and
+ * then as dead (tq_worker_counters). */
+static void worker_counts_dead(void **state)
+{
+    set_queue(state, "doomed", TQ_SET_MAX_ATTEMPTS | TQ_SET_BACKOFF, TQ_FIFO, 0, 2, 0, 0);
+    int64_t id;
+    for (int i = 0; i < 3; i++)
+        OK(tq_job_enqueue(&id, DB, "doomed", "p", 1, NULL));
+    const char *queues[] = {"doomed"};
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    o.queues = queues;
+    o.nqueues = 1;
+    o.drain = 1;
+    o.handler = failing_handler;
+    tq_worker *w;
+    OK(tq_worker_new(&w, DB, &o));
+    OK(tq_worker_run(w));
+    tq_worker_counters k;
+    tq_worker_counters_get(&k, w);
+    tq_worker_free(w);
+    assert_int_equal(k.retried, 3);
+    assert_int_equal(k.dead, 3);
+    assert_int_equal(k.failed, 6);
+    assert_int_equal(k.done + k.discarded + k.snoozed, 0);
 }
 
 /* C handlers say the same as a command's control channel (tq_handler_*):
@@ -1628,7 +1663,18 @@ static void worker_pool_handler_words(void **state)
     tq_worker *w;
     OK(tq_worker_new(&w, DB, &o));
     OK(tq_worker_run(w));
+    tq_worker_counters k;
+    tq_worker_counters_get(&k, w);
     tq_worker_free(w);
+    /* Each end counted as what it was: 20 snoozes (i % 3 == 0), 8
+     * discards (i % 5 == 0 but not i % 3 == 0), the rest and the snoozed
+     * ones' second runs done. */
+    assert_int_equal(k.snoozed, 20);
+    assert_int_equal(k.discarded, 8);
+    assert_int_equal(k.failed, 8);
+    assert_int_equal(k.retried + k.dead, 0);
+    assert_int_equal(k.done, WORD_JOBS - 8);
+    assert_int_equal(k.released, 20);
     int runs = 0;
     for (int i = 0; i < WORD_JOBS; i++) {
         tq_job *j = get(state, ids[i]);
@@ -2785,6 +2831,7 @@ int main(void)
         T(open_errors),
         T(init_is_idempotent),
         T(worker_pool_callbacks),
+        T(worker_counts_dead),
         T(worker_all_queues),
         T(limits_with_fast_jobs),
         T(worker_pool_handler_words),

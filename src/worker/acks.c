@@ -57,7 +57,12 @@ int tq__add_held_ack(tq_worker *w, const held_job *h, tq__ack_kind kind,
                      const char *error)
 {
     ack_of j = {h->job.id, h->job.claim, 0, h->job.attempts, h->qi};
-    return add_ack(w, &j, kind, error);
+    int rc = add_ack(w, &j, kind, error);
+    if (!rc) { /* for the counters: a job ended unrun out of attempts is dead */
+        w->acks.v[w->acks.n - 1].attempt = h->job.attempts;
+        w->acks.v[w->acks.n - 1].max_attempts = h->job.max_attempts;
+    }
+    return rc;
 }
 
 /*

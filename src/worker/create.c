@@ -289,6 +289,10 @@ void tq_worker_counters_get(tq_worker_counters *out, const tq_worker *w)
     out->failed = w->counters.failed;
     out->lost = w->counters.lost;
     out->released = w->counters.released;
+    out->retried = w->counters.retried;
+    out->dead = w->counters.dead;
+    out->discarded = w->counters.discarded;
+    out->snoozed = w->counters.snoozed;
     out->busy_retries = w->db->busy_retries;
 }
 

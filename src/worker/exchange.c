@@ -235,11 +235,20 @@ static void acks_taken(tq_worker *w, const tq__ack *acks, size_t nacks)
         } else if (acks[i].kind == TQ__ACK_DONE) {
             w->counters.done++;
         } else if (acks[i].kind == TQ__ACK_FAIL || acks[i].kind == TQ__ACK_DISCARD) {
+            const pending_ack *p = &w->acks.v[i];
             w->counters.failed++;
+            if (acks[i].kind == TQ__ACK_DISCARD)
+                w->counters.discarded++;
+            else if (p->attempt >= p->max_attempts)
+                w->counters.dead++;
+            else
+                w->counters.retried++;
             if (w->log)
-                tq__log_end(w, &w->acks.v[i]);
+                tq__log_end(w, p);
         } else if (acks[i].kind == TQ__ACK_RELEASE || acks[i].kind == TQ__ACK_SNOOZE) {
             w->counters.released++;
+            if (acks[i].kind == TQ__ACK_SNOOZE)
+                w->counters.snoozed++;
         }
         free(w->acks.v[i].error);
         free(w->acks.v[i].output);

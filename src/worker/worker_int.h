@@ -317,6 +317,7 @@ struct tq_worker {
      * from another thread while the loop runs. */
     struct {
         _Atomic int64_t claimed, done, failed, lost, released;
+        _Atomic int64_t retried, dead, discarded, snoozed;
     } counters;
 };
 

@@ -37,4 +37,20 @@ wait_rc "$w"
 expect_eq "$RC" 0 "exit of the worker stopped with no grace"
 grep -q "stopped now, no grace" "$T/gw.log" || fail "no grace line: $(cat "$T/gw.log")"
 ! grep -q "1us" "$T/gw.log" || fail "$(cat "$T/gw.log")"
+
+# The stop line names each way a run ended, as the docs do: two jobs that
+# fail once and then succeed are "failed and retried", not "failed"; a
+# discard, a snooze and a job out of attempts are said as such.
+handler once.sh '
+case "$(cat)" in
+retry) [ "$TQ_ATTEMPT" -ge 2 ] || exit 1 ;;
+dead) exit 1 ;;
+discard) echo discard no >&"$TQ_CONTROL_FD" ;;
+snooze) [ -e "'"$T"'/snoozed" ] || { touch "'"$T"'/snoozed"; echo snooze 0s >&"$TQ_CONTROL_FD"; } ;;
+esac'
+"$TQ" queue so --backoff 0 --max-attempts 2 >/dev/null
+for p in retry retry dead discard snooze ok; do "$TQ" enqueue --queue so "$p" >/dev/null; done
+"$TQ" work --queue so --drain -- "$T/once.sh" 2>"$T/so.log" || fail "worker: $(cat "$T/so.log")"
+grep -q "stopped: 10 claimed, 4 done, 3 failed and retried, 1 dead, 1 discarded, 1 snoozed$" "$T/so.log" ||
+    fail "the stop line: $(grep stopped "$T/so.log")"
 echo ok

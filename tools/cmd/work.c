@@ -374,16 +374,25 @@ static int run_worker(tq *db, tq_worker *w, const char *url, const tq_worker_opt
     return rc;
 }
 
-/* The stop line: what this worker did. */
+/* The stop line: what this worker did, each way a run ended named as the
+ * docs name it (docs/guarantees.md), those that did not happen left out. */
 static void log_stop(const char *name, tq_worker *w)
 {
     tq_worker_counters k;
     tq_worker_counters_get(&k, w);
-    char msg[256];
-    snprintf(msg, sizeof msg,
-             "stopped: %lld claimed, %lld done, %lld failed, %lld released, %lld lost",
-             (long long)k.claimed, (long long)k.done, (long long)k.failed,
-             (long long)k.released, (long long)k.lost);
+    const struct {
+        int64_t n;
+        const char *what;
+    } ends[] = {{k.retried, "failed and retried"},    {k.dead, "dead"},
+                {k.discarded, "discarded"},           {k.snoozed, "snoozed"},
+                {k.released - k.snoozed, "released"}, {k.lost, "lost"}};
+    char msg[320];
+    int n = snprintf(msg, sizeof msg, "stopped: %lld claimed, %lld done",
+                     (long long)k.claimed, (long long)k.done);
+    for (size_t i = 0; i < sizeof ends / sizeof *ends; i++)
+        if (ends[i].n && n > 0 && (size_t)n < sizeof msg)
+            n += snprintf(msg + n, sizeof msg - (size_t)n, ", %lld %s",
+                          (long long)ends[i].n, ends[i].what);
     work_log((void *)name, TQ_LOG_INFO, msg);
 }
 
