@@ -1088,8 +1088,9 @@ int tq_duration_parse(int64_t *out_us, const char *text);
  * '-') into buf, len bytes, cut if short. Returns buf. */
 char *tq_duration_format(char *buf, size_t len, int64_t us);
 /* Parses "YYYY-MM-DDTHH:MM[:SS[.FRACTION]][Z|+HH:MM]" (no zone: local
- * time; the form tq_time_format prints) or "@SECONDS", from 1970 to the end
- * of 9999. Returns 0 and sets *out_us, or TQ_EINVAL (*out_us is then left
+ * time; the form tq_time_format prints), a date alone
+ * "YYYY-MM-DD[Z|+HH:MM]" (its first moment, 00:00) or "@SECONDS", from
+ * 1970 to the end of 9999. Returns 0 and sets *out_us, or TQ_EINVAL (*out_us is then left
  * alone). */
 int tq_time_parse(int64_t *out_us, const char *text);
 /* Formats as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC) into buf, len bytes, cut if

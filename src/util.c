@@ -437,6 +437,13 @@ int tq_time_parse(int64_t *out_us, const char *text)
         *out_us = (int64_t)s * 1000000;
         return 0;
     }
+    /* A date alone, or with a zone: its first moment ("YYYY-MM-DD[Z|+HH:MM]"). */
+    char midnight[40];
+    if (strlen(text) >= 10 && strlen(text) <= 16 && text[4] == '-' && text[7] == '-' &&
+        (text[10] == '\0' || text[10] == 'Z' || text[10] == '+' || text[10] == '-')) {
+        snprintf(midnight, sizeof midnight, "%.10sT00:00%s", text, text + 10);
+        return tq_time_parse(out_us, midnight);
+    }
     memset(&tm, 0, sizeof tm);
     if (sscanf(text, "%4d-%2d-%2d%*1[T ]%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
                &tm.tm_hour, &tm.tm_min, &n) != 5)

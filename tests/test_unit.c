@@ -76,6 +76,10 @@ static void times_parse(void **state)
     assert_int_equal(us, 1767323045LL * 1000000);
     assert_int_equal(tq_time_parse(&us, "2026-01-02 03:04Z"), 0);
     assert_int_equal(us, 1767323040LL * 1000000);
+    assert_int_equal(tq_time_parse(&us, "2026-01-02Z"), 0); /* a date: its midnight */
+    assert_int_equal(us, 1767312000LL * 1000000);
+    assert_int_equal(tq_time_parse(&us, "2026-01-02+01:00"), 0);
+    assert_int_equal(us, (1767312000LL - 3600) * 1000000);
     assert_int_equal(tq_time_parse(&us, "@1700000000"), 0);
     assert_int_equal(us, 1700000000LL * 1000000);
     const char *bad[] = {"",
@@ -87,6 +91,9 @@ static void times_parse(void **state)
                          "@-5",
                          "@12x",
                          "1969-12-31T00:00Z",
+                         "2026-01-32",
+                         "2026-01-0",
+                         "2026-01-02X",
                          NULL};
     for (int i = 0; bad[i]; i++)
         assert_int_equal(tq_time_parse(&us, bad[i]), TQ_EINVAL);

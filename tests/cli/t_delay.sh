@@ -12,4 +12,17 @@ awk -v a="$t0" -v b="$last" 'BEGIN { exit !(b - a >= 2.0) }' || fail "ran after 
 s=$("$TQ" show "$id" --json)
 [[ "$(echo "$s" | jq -r .started_at)" > "$(echo "$s" | jq -r .run_at)" ]] || fail "started before run_at: $s"
 expect_eq "$(job "$past" state)" done "past --at"
+
+# A date alone is its midnight (local time without a zone); a fraction of
+# an hour is a duration.
+d=$("$TQ" enqueue --queue dates --at 2031-05-06Z d)
+expect_eq "$(job "$d" run_at)" 2031-05-06T00:00:00.000Z "--at DATE"
+d=$(TZ=Etc/GMT-2 "$TQ" enqueue --queue dates --at 2031-05-06 d)
+expect_eq "$(job "$d" run_at)" 2031-05-05T22:00:00.000Z "--at DATE, local time"
+before=$(date +%s)
+d=$("$TQ" enqueue --queue dates --delay 1.5h d)
+run_at=$(date -d "$(job "$d" run_at)" +%s)
+[ $((run_at - before)) -ge 5399 ] && [ $((run_at - before)) -le 5405 ] ||
+    fail "--delay 1.5h ran at $(job "$d" run_at), $((run_at - before)) s on"
+expect_exit 2 "$TQ" enqueue --queue dates --at 2031-13-06 d
 echo ok

@@ -17,7 +17,7 @@
 
 /* The forms --at takes (tq_time_parse), said alike in --help and errors. */
 #define TIME_FORMS                                                                       \
-    "YYYY-MM-DDTHH:MM[:SS[.FRACTION]][Z|+HH:MM] (no zone: local time) or @UNIXSECONDS"
+    "YYYY-MM-DD[THH:MM[:SS[.FRACTION]]][Z|+HH:MM] (no zone: local time) or @UNIXSECONDS"
 
 static const struct option opts[] = {CLI_COMMON_OPTS,
                                      {"queue", required_argument, NULL, 'q'},
@@ -66,8 +66,9 @@ static const char help[] =
     "--after-file FILE reads the ids\nfrom FILE (- for stdin), separated by "
     "commas, spaces or lines. The handler\nfinds them in TQ_PARENTS, or in "
     "the file TQ_PARENTS_FILE when there are many.\n"
-    "DUR is a number with a unit:\n250ms, 30s, 5m, 2h, 7d, 1h30m. "
-    "TIME is " TIME_FORMS ".\n";
+    "DUR is a number with a unit (us, ms, s, m, h, d), fractions and sums\nallowed: "
+    "250ms, 30s, 5m, 1.5h, 7d, 1h30m.\nTIME is " TIME_FORMS ";\na date alone is its "
+    "midnight.\n";
 
 typedef struct idlist {
     int64_t *v;
