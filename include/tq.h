@@ -1084,7 +1084,7 @@ void tq_worker_free(tq_worker *w);
  * and sets *out_us, or TQ_EINVAL for anything else (NULL, "", an unknown
  * unit, "1h30", an overflow; *out_us is then left alone). */
 int tq_duration_parse(int64_t *out_us, const char *text);
-/* Formats a duration compactly ("1.5s", "250ms"; a negative one with a
+/* Formats a duration compactly ("1.5s", "250ms", "0s"; a negative one with a
  * '-') into buf, len bytes, cut if short. Returns buf. */
 char *tq_duration_format(char *buf, size_t len, int64_t us);
 /* Parses "YYYY-MM-DDTHH:MM[:SS[.FRACTION]][Z|+HH:MM]" (no zone: local

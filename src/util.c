@@ -401,7 +401,9 @@ char *tq_duration_format(char *buf, size_t len, int64_t us)
 {
     const char *sign = us < 0 ? "-" : "";
     double a = us < 0 ? -(double)us : (double)us;
-    if (a < 1000)
+    if (us == 0)
+        snprintf(buf, len, "0s"); /* nothing, said in the unit people use */
+    else if (a < 1000)
         snprintf(buf, len, "%s%.0fus", sign, a);
     else if (a < 1000000)
         snprintf(buf, len, "%s%.3gms", sign, a / 1e3);

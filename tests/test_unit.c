@@ -61,6 +61,7 @@ static void durations_format(void **state)
     (void)state;
     char b[32];
     assert_string_equal(tq_duration_format(b, sizeof b, 500), "500us");
+    assert_string_equal(tq_duration_format(b, sizeof b, 0), "0s");
     assert_string_equal(tq_duration_format(b, sizeof b, 250000), "250ms");
     assert_string_equal(tq_duration_format(b, sizeof b, 1500000), "1.5s");
     assert_string_equal(tq_duration_format(b, sizeof b, 120000000), "2m");

@@ -25,7 +25,7 @@ grep -q "stderr:\|done in" "$T/err" && fail "not verbose, yet: $(cat "$T/err")"
 "$TQ" queue bad --max-attempts 2 --backoff 0 >/dev/null
 "$TQ" enqueue --queue bad x >/dev/null
 expect_exit 0 "$TQ" work --queue bad --drain -- "$T/say.sh"
-has "$T/err" "attempt 1 of 2 failed: exit status 1: to stderr: x; retry in 0us" "first failure"
+has "$T/err" "attempt 1 of 2 failed: exit status 1: to stderr: x; retry in 0s" "first failure"
 has "$T/err" "attempt 2 of 2 failed: exit status 1: to stderr: x; dead, no attempts left" \
     "last failure"
 
