@@ -67,11 +67,12 @@ static const char usage[] =
     "[--db URL] -- COMMAND [ARG...]";
 static const char help[] =
     "Runs COMMAND (no shell) once per job of the queues Q (default: the "
-    "queue\nnamed 'default'): payload on stdin, TQ_JOB_ID, TQ_QUEUE and "
-    "TQ_ATTEMPT (and\nTRACEPARENT when the job has one) in the environment. "
-    "Exit 0 is done; anything\nelse, a signal or the --timeout (SIGTERM, "
-    "then SIGKILL after --grace) is a\nfailure. The handler's stdout is the "
-    "worker's;\nits stderr's tail "
+    "queue\nnamed 'default'): payload on stdin; TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT, "
+    "TQ_CLAIM, and\nwhen the job has them TQ_GROUP, TQ_PARENTS (or TQ_PARENTS_FILE) "
+    "and TRACEPARENT\nin the environment. "
+    "Exit 0 is done; anything else, a signal or the --timeout\n(SIGTERM, "
+    "then SIGKILL after --grace) is a failure. The handler's stdout is the\n"
+    "worker's, or the job's result in a queue with --results; its stderr's tail\n"
     "becomes the job's last error (--verbose also logs each line).\n"
     "Descriptor 3 (TQ_CONTROL_FD) takes lines: 'progress PCT [TEXT]', "
     "'snooze DUR'\n(back to ready later, attempt not spent), 'discard "
@@ -102,30 +103,37 @@ static void *drain_progress(void *arg)
 {
     drain_watch *d = arg;
     tq *db = NULL;
-    int64_t left = -1, looked = -10;
+    int64_t left = -1, looked = -10, done_then = 0;
     const struct timespec tick = {0, 100000000};
     if (tq_open(&db, d->url, NULL)) {
         tq_close(db);
         db = NULL;
     }
     for (int64_t i = 0; !d->quit; i++) {
-        if (db && i - looked >= 10) {
+        tq_worker_counters k;
+        tq_worker_counters_get(&k, d->w);
+        if (db && i - looked >= 10) { /* the store's count, once a second */
             int64_t n = 0;
             tq_stats st;
-            for (size_t q = 0; q < (d->wo->nqueues ? d->wo->nqueues : 1); q++) {
-                const char *name = d->wo->nqueues ? d->wo->queues[q] : "default";
+            size_t nq = d->wo->all_queues ? 1 : d->wo->nqueues ? d->wo->nqueues : 1;
+            for (size_t q = 0; q < nq; q++) {
+                const char *name = d->wo->all_queues ? NULL
+                                   : d->wo->nqueues  ? d->wo->queues[q]
+                                                     : "default";
                 if (tq_stats_get(&st, db, name) == 0)
                     n += st.count[TQ_READY] + st.count[TQ_RUNNING];
             }
             left = n;
+            done_then = k.done;
             looked = i;
         }
-        tq_worker_counters k;
-        tq_worker_counters_get(&k, d->w);
+        /* What was left then, less what this worker did since: never more
+         * than the total with what it did. */
+        int64_t left_now = left - (k.done - done_then);
         char extra[96];
         if (left >= 0)
             snprintf(extra, sizeof extra, "%lld failed, %lld left", (long long)k.failed,
-                     (long long)left);
+                     (long long)(left_now > 0 ? left_now : 0));
         else
             snprintf(extra, sizeof extra, "%lld failed", (long long)k.failed);
         pthread_mutex_lock(&progress_mu);
