@@ -53,4 +53,11 @@ for p in retry retry dead discard snooze ok; do "$TQ" enqueue --queue so "$p" >/
 "$TQ" work --queue so --drain -- "$T/once.sh" 2>"$T/so.log" || fail "worker: $(cat "$T/so.log")"
 grep -q "stopped: 10 claimed, 4 done, 3 failed and retried, 1 dead, 1 discarded, 1 snoozed$" "$T/so.log" ||
     fail "the stop line: $(grep stopped "$T/so.log")"
+# A job done on its second attempt: tq list shows no error beside it, tq
+# show calls its first attempt's error an earlier one.
+"$TQ" list --queue so --state done >"$T/list"
+! grep -q "error:" "$T/list" || fail "tq list shows an error on a done job: $(cat "$T/list")"
+"$TQ" list --queue so --state dead | grep -q "error: exit status 1" || fail "tq list hides a dead job's error"
+r=$("$TQ" list --queue so --state done --json | jq -r '.[] | select(.attempts == 2) | .id' | head -1)
+"$TQ" show "$r" | grep -q "^earlier error: exit status 1" || fail "tq show of a job done on retry: $("$TQ" show "$r")"
 echo ok

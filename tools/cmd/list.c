@@ -56,7 +56,7 @@ static void print_job_line(const tq_job *j)
             cli_put_text(stdout, j->progress_text);
         }
     }
-    if (j->last_error) {
+    if (j->last_error && j->state != TQ_DONE) { /* a done job's is an earlier run's */
         fputs("  error: ", stdout);
         cli_put_text(stdout, j->last_error);
     }

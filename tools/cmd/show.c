@@ -92,7 +92,8 @@ static void show_job(tq *db, const tq_job *j)
         }
         putchar('\n');
     }
-    show_text("last error:   ", j->last_error);
+    /* A done job's error is an earlier attempt's, not how it ended. */
+    show_text(j->state == TQ_DONE ? "earlier error: " : "last error:   ", j->last_error);
     /* Escaped, line by line, as any text from the store (tq show --json
      * and tq result give the bytes). */
     printf("payload:      %zu bytes\n", j->payload_len);
