@@ -941,7 +941,7 @@ int tq_handler_discard(const tq_job *job, const char *reason);
 /* Log levels passed to tq_worker_opts.log. */
 enum { TQ_LOG_ERROR = 0, TQ_LOG_WARN, TQ_LOG_INFO, TQ_LOG_DEBUG };
 
-#define TQ_WORKER_OPTS_VERSION 4
+#define TQ_WORKER_OPTS_VERSION 5
 #define TQ_PREFETCH_DEFAULT    2048
 #define TQ_PREFETCH_MAX        65536 /* most jobs one worker claims ahead */
 #define TQ_CONCURRENCY_MAX     1024  /* most slots of one worker */
@@ -988,11 +988,17 @@ typedef struct tq_worker_opts {
      * does for named queues; each queue keeps its order, pause, limits and
      * rate. */
     int all_queues;
+    /* Version 5. At its start the worker forgets the registrations of
+     * workers stopped, or silent past their lease, for longer than this
+     * (tq_worker_prune), so that restarts do not pile up in tq_worker_list:
+     * 0: a day; -1: never. (A PostgreSQL role granted TQ_GRANT_WORKER may
+     * not delete them: its workers forget none.) */
+    int64_t forget_stopped_us;
 } tq_worker_opts;
 #define TQ_WORKER_OPTS_INIT                                                              \
     {                                                                                    \
         TQ_WORKER_OPTS_VERSION, NULL, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL,    \
-            NULL, 0, 0, 0                                                                \
+            NULL, 0, 0, 0, 0                                                             \
     }
 
 /* Counters of one run, readable after tq_worker_run returns. Each ended

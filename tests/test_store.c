@@ -1604,6 +1604,53 @@ static void worker_counts_dead(void **state)
     assert_int_equal(k.done + k.discarded + k.snoozed, 0);
 }
 
+static int ok_handler(void *ud, const tq_job *job, char *err, size_t errlen);
+
+/* Whether tq_worker_list has a worker named name. */
+static int listed(void **state, const char *name)
+{
+    tq_worker_info *v;
+    size_t n;
+    int found = 0;
+    OK(tq_worker_list(&v, &n, DB));
+    for (size_t i = 0; i < n; i++)
+        found |= strcmp(v[i].name, name) == 0;
+    tq_free(v);
+    return found;
+}
+
+/* A worker's start forgets workers stopped longer than forget_stopped_us
+ * ago (default a day; -1 never), and no live one. */
+static void worker_forgets_stopped(void **state)
+{
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    o.handler = ok_handler;
+    o.name = "gone";
+    tq_worker *w, *live;
+    OK(tq_worker_new(&w, DB, &o));
+    tq_worker_free(w); /* stopped */
+    o.name = "live";
+    OK(tq_worker_new(&live, DB, &o)); /* the default: a day */
+    sleep_ms(20);
+    assert_true(listed(state, "gone"));
+    o.name = "keeper";
+    o.forget_stopped_us = -1;
+    OK(tq_worker_new(&w, DB, &o));
+    tq_worker_free(w);
+    assert_true(listed(state, "gone"));
+    sleep_ms(20);
+    o.name = "sweeper";
+    o.forget_stopped_us = 10000; /* 10 ms */
+    OK(tq_worker_new(&w, DB, &o));
+    assert_false(listed(state, "gone"));
+    assert_false(listed(state, "keeper"));
+    assert_true(listed(state, "live")); /* alive: never */
+    tq_worker_free(w);
+    tq_worker_free(live);
+    o.forget_stopped_us = -2;
+    assert_int_equal(tq_worker_new(&w, DB, &o), TQ_EINVAL);
+}
+
 /* C handlers say the same as a command's control channel (tq_handler_*):
  * of 60 jobs, every third snoozes once (and then runs again, done), every
  * fifth that does not snooze is discarded although it returns 0, every job
@@ -2832,6 +2879,7 @@ int main(void)
         T(init_is_idempotent),
         T(worker_pool_callbacks),
         T(worker_counts_dead),
+        T(worker_forgets_stopped),
         T(worker_all_queues),
         T(limits_with_fast_jobs),
         T(worker_pool_handler_words),

@@ -17,6 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Stopped workers are forgotten after this by default (forget_stopped),
+ * and at most after this (tq_worker_prune's bound). */
+#define FORGET_STOPPED_US (86400LL * 1000000)
+#define FORGET_MAX_US     (3650LL * 86400 * 1000000)
+
 /* A line for the options' log sink, if there is one. */
 void tq__worker_log(tq_worker *w, int level, const char *fmt, ...)
 {
@@ -87,6 +92,11 @@ static int check_opts(tq *db, const tq_worker_opts *o, char *path)
     if (prefetch < -1 || prefetch > TQ_PREFETCH_MAX)
         return tq__seterr(db, TQ_EINVAL, "prefetch must be between -1 and %d",
                           TQ_PREFETCH_MAX);
+    if (o->version >= 5 &&
+        (o->forget_stopped_us < -1 || o->forget_stopped_us > FORGET_MAX_US))
+        return tq__seterr(
+            db, TQ_EINVAL,
+            "forgetting stopped workers: after 0 to 3650 days, or never (-1)");
     if (o->version >= 4 && o->all_queues && o->nqueues)
         return tq__seterr(db, TQ_EINVAL,
                           "a worker serves named queues or all of them, not both");
@@ -114,6 +124,9 @@ static void take_options(tq_worker *w, tq *db, const tq_worker_opts *o)
     w->drain = o->drain;
     w->log_jobs = o->version >= 3 ? o->log_jobs : 0;
     w->all_queues = o->version >= 4 && o->all_queues;
+    w->forget_stopped_us = o->version < 5 || o->forget_stopped_us == 0
+                               ? FORGET_STOPPED_US
+                               : o->forget_stopped_us;
     w->timeout_us = o->timeout_us;
     w->grace_us = o->grace_us ? o->grace_us : 10000000;
     w->poll_max_us = o->poll_max_us ? o->poll_max_us : 500000;
@@ -170,6 +183,22 @@ static int allocate(tq_worker *w, const tq_worker_opts *o, const char *name,
 /* The worker meets the system and the store: its wake pipe, the queues'
  * settings, the bound on its waits, the runner, its name registered on
  * host, and new jobs listened for. */
+/* Stopped workers' registrations older than forget_stopped_us go, as
+ * tq_worker_prune would delete them: a worker that cannot (a PostgreSQL
+ * worker role may not delete) carries on, saying so only in a debug line. */
+static void forget_stopped(tq_worker *w)
+{
+    int64_t n = 0;
+    if (w->forget_stopped_us < 0)
+        return;
+    if (w->db->engine->worker_prune(w->db, w->forget_stopped_us, &n))
+        tq__worker_log(w, TQ_LOG_DEBUG, "stopped workers not forgotten: %s",
+                       tq_errmsg(w->db));
+    else if (n)
+        tq__worker_log(w, TQ_LOG_DEBUG, "forgot %lld stopped worker(s)", (long long)n);
+    tq__clearerr(w->db);
+}
+
 static int start(tq_worker *w, const char *host)
 {
     tq *db = w->db;
@@ -188,6 +217,7 @@ static int start(tq_worker *w, const char *host)
         return rc;
     if ((rc = tq__register_name(w, host)))
         return rc;
+    forget_stopped(w);
     if ((db->engine->caps & TQ__CAP_NOTIFY) && db->engine->listen(db)) {
         tq__worker_log(w, TQ_LOG_WARN, "cannot listen for new jobs, polling only: %s",
                        tq_errmsg(db));

@@ -291,7 +291,8 @@ struct tq_worker {
     size_t nqueues;
     tq_queue_info *qinfo;
     int all_queues;
-    const tq__runner *run; /* how jobs run: command.c or callback.c */
+    int64_t forget_stopped_us; /* -1: never */
+    const tq__runner *run;     /* how jobs run: command.c or callback.c */
     void (*log)(void *ud, int level, const char *msg);
     void *log_ud;
     int concurrency, drain, log_jobs;
