@@ -276,8 +276,15 @@ browse() { # OUT URL [ARGS...]: the DOM after the page's scripts ran
         --virtual-time-budget=5000 "$@" --dump-dom "$url" >"$out" 2>>"$T/chromium.log" ||
         fail "chromium failed on $url"
 }
+"$TQ" work --queue nothing-here --name aaa-stopped --drain -- true 2>/dev/null # a stopped worker
 browse "$T/dom" "$URL/"
 grep -q 'data-ready="1"' "$T/dom" || fail "the dashboard did not render (no data-ready)"
+# Alive workers first; the stopped one after them, folded behind a button.
+grep -o '<tr data-worker="[^"]*"[^>]*>' "$T/dom" >"$T/wrows"
+expect_eq "$(head -1 "$T/wrows")" '<tr data-worker="serve-w1">' "the first worker row is the live one"
+grep -q '<tr data-worker="aaa-stopped" hidden="">' "$T/wrows" || fail "the stopped worker is not folded: $(cat "$T/wrows")"
+grep -qE 'id="workers-fold">show the [1-9][0-9]* not alive<' "$T/dom" ||
+    fail "no button for the folded workers: $(grep -o '<button[^>]*workers-fold[^<]*<' "$T/dom")"
 cell() { grep -o "data-q=\"$1\" data-s=\"$2\">[^<]*<" "${DOM:-$T/dom}" | sed 's/.*>\(.*\)</\1/'; }
 for st in ready:1 delayed:1 running:1 waiting:1 done:4 dead:3 cancelled:1; do
     expect_eq "$(cell alpha "${st%:*}")" "${st#*:}" "the page's alpha ${st%:*}"

@@ -16,6 +16,7 @@ const ui = {
   overview: null,
   jobsSeq: 0, // the latest job-list request: older answers are dropped
   refreshing: false,
+  showStopped: false, // the workers not alive are folded until asked for
 };
 
 const $ = (id) => document.getElementById(id);
@@ -167,13 +168,27 @@ function renderQueues(o) {
   }
 }
 
+// Alive workers first, by name; the others (stopped, gone) after them,
+// folded behind a button until asked for.
 function renderWorkers(o) {
-  $("workers").tBodies[0].replaceChildren(...o.workers.map((w) => el("tr", { "data-worker": w.name },
+  const rest = (w) => (w.status === "alive" ? 0 : 1);
+  const ws = [...o.workers].sort((a, b) => rest(a) - rest(b) || a.name.localeCompare(b.name));
+  $("workers").tBodies[0].replaceChildren(...ws.map((w) => el("tr", {
+    "data-worker": w.name, hidden: rest(w) === 1 && !ui.showStopped,
+  },
     el("td", {}, w.name), el("td", {}, w.host), el("td", { class: "num" }, w.pid),
     el("td", {}, el("span", { class: "badge " + w.status }, w.status)),
     el("td", {}, ago(w.heartbeat_at)), el("td", { class: "num" }, fmt(w.running)))));
-  const alive = o.workers.filter((w) => w.status === "alive").length;
-  $("worker-count").textContent = "(" + alive + " alive of " + o.workers.length + ")";
+  const alive = ws.length - ws.filter(rest).length, folded = ws.length - alive;
+  $("worker-count").textContent = "(" + alive + " alive of " + ws.length + ")";
+  const b = $("workers-fold");
+  b.hidden = folded === 0;
+  b.textContent = (ui.showStopped ? "hide the " : "show the ") + folded + " not alive";
+}
+
+function toggleStopped() {
+  ui.showStopped = !ui.showStopped;
+  if (ui.overview) renderWorkers(ui.overview);
 }
 
 function inFrom(iso) {
@@ -333,6 +348,7 @@ document.addEventListener("DOMContentLoaded", () => {
     if (next) { ui.pages.push(next); loadJobs().catch(showError); }
   });
   $("newer").addEventListener("click", () => { ui.pages = []; loadJobs().catch(showError); });
+  $("workers-fold").addEventListener("click", toggleStopped);
   $("detail-close").addEventListener("click", () => { history.replaceState(null, "", location.pathname); route(); });
   $("token").value = ui.token;
   $("token-form").addEventListener("submit", (e) => {
