@@ -108,12 +108,31 @@ int cli_exit_code(int rc)
                                                : EXIT_RUNTIME;
 }
 
+/* Where the last URL cli_url gave came from, for cli_open's messages:
+ * NULL for --db, else how the store was chosen. */
+static const char *url_source;
+static const char *global_db; /* tq --db URL COMMAND (cli_global_db) */
+
+void cli_global_db(const char *url)
+{
+    setenv("TQ_DB", url, 1); /* the command's, and its handlers' */
+    global_db = url;
+}
+
 const char *cli_url(const char *given)
 {
+    url_source = NULL;
     if (given)
         return given;
+    if (global_db && strcmp(global_db, getenv("TQ_DB") ? getenv("TQ_DB") : "") == 0)
+        return global_db; /* tq --db URL COMMAND: a --db too */
     const char *env = getenv("TQ_DB");
-    return env && *env ? env : "tq.db";
+    if (env && *env) {
+        url_source = "came from TQ_DB";
+        return env;
+    }
+    url_source = "is the default: neither --db nor TQ_DB is set";
+    return "tq.db";
 }
 
 int cli_is_postgres(const char *url)
@@ -184,6 +203,21 @@ int cli_rate(const char *cmd, const char *text, int64_t *n, int64_t *period_us)
 }
 
 /* Opens the store; prints the failure and returns NULL on error. */
+int cli_open_failed(const char *cmd, tq *db, int rc, const char *url)
+{
+    /* Which store, when the message does not say, and where its name came
+     * from when no --db gave it. */
+    const char *why = cli_reason(db, rc), *name = db ? tq_store_name(db) : url;
+    const int named = name && *name && strstr(why, name);
+    if (named && !url_source)
+        cli_error(cmd, "%s", why);
+    else if (url_source)
+        cli_error(cmd, "%s (%s%s %s)", why, named ? "" : "the store ", name, url_source);
+    else
+        cli_error(cmd, "%s (the store is %s)", why, name);
+    return cli_exit_code(rc);
+}
+
 tq *cli_open(const char *cmd, const char *url, int create, int *exit_code)
 {
     tq *db = NULL;
@@ -191,7 +225,7 @@ tq *cli_open(const char *cmd, const char *url, int create, int *exit_code)
     o.create = create;
     int rc = tq_open(&db, url, &o);
     if (rc) {
-        *exit_code = cli_fail(cmd, db, rc);
+        *exit_code = cli_open_failed(cmd, db, rc, url);
         tq_close(db);
         return NULL;
     }

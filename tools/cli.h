@@ -33,6 +33,12 @@ const char *cli_reason(tq *db, int rc);
 int cli_exit_code(int rc);
 /* The store URL: --db if given, else $TQ_DB, else "tq.db". */
 const char *cli_url(const char *given);
+/* tq --db URL COMMAND: URL is the command's store as if it had --db URL
+ * (and TQ_DB, for what it starts). */
+void cli_global_db(const char *url);
+/* tq_open of url failed with rc: says so, naming the store and where its
+ * name came from (cli_url) when the message does not; the exit code. */
+int cli_open_failed(const char *cmd, tq *db, int rc, const char *url);
 /* Whether url names a PostgreSQL store (else it is SQLite's). */
 int cli_is_postgres(const char *url);
 /* Parses an integer within [min, max]; prints a usage error and returns -1

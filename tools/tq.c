@@ -102,7 +102,7 @@ int main(int argc, char **argv)
     if (i >= argc)
         return usage_main(stderr);
     if (db_before)
-        setenv("TQ_DB", db_before, 1);
+        cli_global_db(db_before);
     const char *name = argv[i];
     static char help_opt[] = "--help";
     char *help_argv[] = {NULL, help_opt, NULL};

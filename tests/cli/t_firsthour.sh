@@ -163,6 +163,15 @@ expect_exit 0 "$TQ" enqueue --json --key k1 x
 expect_eq "$(jq -c .duplicate "$T/out")" true "enqueue --json of a duplicate"
 
 if [ "$ENGINE" = sqlite ]; then
+    # A message names the store, and where its name came from unless --db
+    # gave it.
+    mkdir "$T/here" && touch "$T/here/tq.db" "$T/empty.db"
+    (cd "$T/here" && env -u TQ_DB "$TQ" stats) 2>"$T/err" && fail "stats on an empty file"
+    expect_eq "$(cat "$T/err")" "tq stats: the store has no tq schema: run tq init first (the store tq.db is the default: neither --db nor TQ_DB is set)" "the default store named"
+    (cd "$T/here" && TQ_DB="$T/empty.db" "$TQ" work -- true) 2>"$T/err" && fail "work on an empty file"
+    expect_eq "$(cat "$T/err")" "tq work: the store has no tq schema: run tq init first (the store $T/empty.db came from TQ_DB)" "TQ_DB named"
+    expect_exit 1 "$TQ" stats --db "$T/empty.db"
+    expect_eq "$(cat "$T/err")" "tq stats: the store has no tq schema: run tq init first (the store is $T/empty.db)" "--db named"
     expect_exit 1 "$TQ" --db "$T/no/such/dir/x.db" stats
     expect_eq "$(cat "$T/err")" "tq stats: no store at '$T/no/such/dir/x.db': directory '$T/no/such/dir' does not exist" \
         "a store in a missing directory"

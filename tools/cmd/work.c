@@ -282,7 +282,7 @@ static tq *open_waiting(const char *url, const char *name, int *ex)
             break;
         }
         if (!network || rc != TQ_ECONN) {
-            *ex = cli_fail("work", db, rc);
+            *ex = cli_open_failed("work", db, rc, url);
             tq_close(db);
             return NULL;
         }
