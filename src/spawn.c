@@ -275,6 +275,18 @@ fail_pipes:
     return TQ_ESYS;
 }
 
+/* After a handler that was not found: a name with a space in it is most
+ * likely a command line given as one word, which no shell will split. */
+static void no_shell_hint(char *err, size_t errlen, const char *name)
+{
+    size_t n = strlen(err);
+    if (strchr(name, ' ') && n < errlen)
+        snprintf(
+            err + n, errlen - n,
+            " (no shell runs it: give the program and its arguments as separate "
+            "words, as in -- ./send-mail.sh --fast, not -- './send-mail.sh --fast')");
+}
+
 int tq__command_path(char *out, size_t len, const char *name, char *err, size_t errlen)
 {
     struct stat st;
@@ -303,11 +315,13 @@ int tq__command_path(char *out, size_t len, const char *name, char *err, size_t 
         }
         if (!found) {
             snprintf(err, errlen, "handler '%s' not found in PATH", name);
+            no_shell_hint(err, errlen, name);
             return TQ_EINVAL;
         }
     }
     if (stat(out, &st) != 0) {
         snprintf(err, errlen, "handler '%s': %s", out, strerror(errno));
+        no_shell_hint(err, errlen, name);
         return TQ_EINVAL;
     }
     if (S_ISDIR(st.st_mode)) {

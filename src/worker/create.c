@@ -79,7 +79,7 @@ static int check_opts(tq *db, const tq_worker_opts *o, char *path)
                           "a worker needs exactly one of a handler and a command");
     if (o->argv && !o->argv[0])
         return tq__seterr(db, TQ_EINVAL, "the handler command is empty");
-    char why[256];
+    char why[512];
     if (o->argv && tq__command_path(path, CMD_PATH_MAX, o->argv[0], why, sizeof why))
         return tq__seterr(db, TQ_EINVAL, "%s", why);
     if (o->concurrency < 0 || o->concurrency > TQ_CONCURRENCY_MAX)

@@ -58,6 +58,11 @@ has "$SRC/README.md" "ready (due or delayed)" "the README says due or delayed"
 
 # ---- 5. argument traps -----------------------------------------------------------
 before=$(fingerprint)
+# A command line given as one word: no shell splits it, and the error says so.
+expect_exit 2 "$TQ" work -- "./send-mail.sh --fast"
+has "$T/err" "no shell runs it: give the program and its arguments as separate words" "a handler with a space"
+expect_exit 2 "$TQ" work -- ./no-such-handler
+! grep -q "no shell" "$T/err" || fail "the shell hint without a space: $(cat "$T/err")"
 expect_exit 2 "$TQ" enqueue --delay 5 minutes
 has "$T/err" "invalid duration '5' for --delay: a number needs a unit, as in 5s, 5m" "bare number"
 expect_exit 2 "$TQ" enqueue --delay 5m minutes payload
