@@ -1,8 +1,8 @@
 /*
  * cli.c - what the tool's commands share (tools/cmd/, and tq serve's
- * files): one option-parsing prologue, opening the store, escaping the
- * store's text for a terminal, JSON output, and errors as one line with
- * the exit code that goes with them.
+ * files): opening the store, escaping the store's text for a terminal,
+ * JSON output, and errors as one line with the exit code that goes with
+ * them. Their options are read by options.c.
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -376,90 +376,6 @@ const char *cli_nearest(const char *word, const char *const *choices, size_t n)
         }
     }
     return pick;
-}
-
-/* "unknown option '--dealy' (did you mean '--delay'?)", from the options the
- * command takes. */
-static void unknown_option(const cli_command *cmd, const char *arg,
-                           const struct option *lo)
-{
-    const char *names[64];
-    size_t n = 0;
-    char word[64] = "";
-    if (strncmp(arg, "--", 2) == 0)
-        snprintf(word, sizeof word, "%.*s", (int)strcspn(arg + 2, "="), arg + 2);
-    for (; lo[n].name && n < 64; n++)
-        names[n] = lo[n].name;
-    const char *near = word[0] ? cli_nearest(word, names, n) : NULL;
-    if (near)
-        cli_error(cmd->name, "unknown option '%s' (did you mean '--%s'?)", arg, near);
-    else
-        cli_error(cmd->name, "unknown option '%s' (see tq %s --help)", arg, cmd->name);
-}
-
-int cli_option(const cli_command *cmd, int argc, char **argv, const struct option *lo,
-               const char **url, int *ex)
-{
-    int c = getopt_long(argc, argv, cmd->optstring ? cmd->optstring : ":", lo, NULL);
-    switch (c) {
-    case -1:
-        return CLI_OPTS_END;
-    case 'D':
-        *url = optarg;
-        return cli_option(cmd, argc, argv, lo, url, ex);
-    case 'h':
-        printf("usage: %s\n%s", cmd->usage, cmd->help);
-        *ex = 0;
-        return CLI_OPTS_EXIT;
-    case ':':
-        cli_error(cmd->name, "option '%s' needs a value (see tq %s --help)",
-                  argv[optind - 1], cmd->name);
-        *ex = EXIT_USAGE;
-        return CLI_OPTS_EXIT;
-    case '?':
-        unknown_option(cmd, argv[optind - 1], lo);
-        *ex = EXIT_USAGE;
-        return CLI_OPTS_EXIT;
-    default:
-        return c;
-    }
-}
-
-/* An option the table knows that this command does not take. */
-static int bad_option(const cli_command *cmd, char **argv)
-{
-    cli_error(cmd->name, "unknown option '%s' (see tq %s --help)", argv[optind - 1],
-              cmd->name);
-    return EXIT_USAGE;
-}
-
-int cli_options(const cli_command *cmd, int argc, char **argv, const struct option *lo,
-                const char **url, cli_option_fn *fn, void *args)
-{
-    int c, ex = 0;
-    while ((c = cli_option(cmd, argc, argv, lo, url, &ex)) > 0) {
-        if ((ex = fn ? fn(args, c) : -1) < 0)
-            return bad_option(cmd, argv);
-        if (ex)
-            return ex;
-    }
-    return c == CLI_OPTS_EXIT ? (ex ? ex : -1) : 0;
-}
-
-int cli_options_no_args(const cli_command *cmd, int argc, char **argv,
-                        const struct option *lo, const char **url, cli_option_fn *fn,
-                        void *args)
-{
-    int ex = cli_options(cmd, argc, argv, lo, url, fn, args);
-    return ex ? ex : cli_no_args(cmd, argc, argv, optind);
-}
-
-int cli_no_args(const cli_command *cmd, int argc, char **argv, int from)
-{
-    if (from >= argc)
-        return 0;
-    cli_error(cmd->name, "unexpected argument '%s'", argv[from]);
-    return EXIT_USAGE;
 }
 
 int cli_job_id(const char *cmd, const char *text, int64_t *out)

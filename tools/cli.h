@@ -12,6 +12,7 @@
 
 #include <getopt.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -64,13 +65,12 @@ int cli_rate(const char *cmd, const char *text, int64_t *n, int64_t *period_us);
  */
 enum { CLI_OPEN_NONE, CLI_OPEN, CLI_OPEN_CREATE };
 typedef struct cli_command {
-    const char *name;      /* "stats" */
-    const char *what;      /* its line in tq --help */
-    const char *usage;     /* the line after "usage: " */
-    const char *help;      /* what --help prints after it */
-    const char *optstring; /* getopt's; NULL: ":" ("+:" stops at the first argument) */
-    size_t size;           /* of its arguments' struct */
-    int open;              /* CLI_OPEN_*: whether main() opens the store for run */
+    const char *name;  /* "stats" */
+    const char *what;  /* its line in tq --help */
+    const char *usage; /* the line after "usage: " */
+    const char *help;  /* what --help prints after it */
+    size_t size;       /* of its arguments' struct */
+    int open;          /* CLI_OPEN_*: whether main() opens the store for run */
     int (*parse)(void *args, const char **url, int argc, char **argv);
     int (*run)(void *args, tq *db); /* db NULL with CLI_OPEN_NONE */
     void (*done)(void *args);
@@ -90,38 +90,113 @@ typedef struct cli_command {
                                     .run = NAME##_run,                                   \
                                     .done = DONE}
 
-/* Options every command takes: first in its struct option table. */
-#define CLI_COMMON_OPTS                                                                  \
-    {"db", required_argument, NULL, 'D'},                                                \
+/*
+ * A command's options, declared (git's parse-options): a table of
+ * cli_opt, one an option, ended by CLI_OPT_END, which cli_parse reads the
+ * command line by into the command's arguments struct. Each names its
+ * long option, its short letter or 0, its kind, and the field it fills
+ * (offsetof): a string, a flag (an int set to a value), an integer within
+ * a range, a duration, a queue name (checked at once), or a callback for
+ * the odd ones. An option may also mark that it was given: its bits ORed
+ * into an unsigned (or int) field (tq_queue_opts.set, a "given" flag).
+ * --db (-d) and --help come first in every command's, added by cli_parse.
+ */
+typedef enum cli_opt_kind {
+    CLI_OPT_NONE, /* the end of the table */
+    CLI_STRING,   /* const char *: the value */
+    CLI_FLAG,     /* int: value, no argument */
+    CLI_INT,      /* int, long long, int64_t or size_t: min to max (cli_int) */
+    CLI_DURATION, /* int64_t microseconds (cli_duration) */
+    CLI_QUEUE,    /* const char *: a valid queue name (cli_queue_name) */
+    CLI_CALLBACK  /* fn; a NULL fn: known to getopt but refused */
+} cli_opt_kind;
+
+struct cli_opt;
+/* A callback option's value (NULL for one without) into args: 0, -1 for
+ * an option the command does not take here (said: "unknown option"), or
+ * the exit code after one line. */
+typedef int cli_opt_fn(void *args, const struct cli_opt *opt, const char *arg);
+
+typedef struct cli_opt {
+    const char *name;   /* the long option, without "--" */
+    int letter;         /* the short one, or 0 */
+    cli_opt_kind kind;  /* CLI_* */
+    size_t off, size;   /* the field in the arguments struct */
+    long long min, max; /* CLI_INT's range */
+    long long value;    /* CLI_FLAG's value; a CLI_CALLBACK's to read */
+    int arg;            /* CLI_CALLBACK: whether it takes a value */
+    cli_opt_fn *fn;     /* CLI_CALLBACK's */
+    size_t mark_off;    /* when given: mark ORed into the field here */
+    unsigned mark;
+} cli_opt;
+
+#define CLI_OPT_(S, L, K) .name = L, .letter = S, .kind = K
+#define CLI_FIELD(T, F)   .off = offsetof(T, F), .size = sizeof(((T *)0)->F)
+#define CLI_MARK(T, F, M) .mark_off = offsetof(T, F), .mark = M
+#define CLI_OPT_STRING(S, L, T, F)                                                       \
     {                                                                                    \
-        "help", no_argument, NULL, 'h'                                                   \
+        CLI_OPT_(S, L, CLI_STRING), CLI_FIELD(T, F)                                      \
+    }
+#define CLI_OPT_QUEUE(S, L, T, F)                                                        \
+    {                                                                                    \
+        CLI_OPT_(S, L, CLI_QUEUE), CLI_FIELD(T, F)                                       \
+    }
+#define CLI_OPT_FLAG(S, L, T, F, V)                                                      \
+    {                                                                                    \
+        CLI_OPT_(S, L, CLI_FLAG), CLI_FIELD(T, F), .value = V                            \
+    }
+#define CLI_OPT_INT(S, L, T, F, MIN, MAX)                                                \
+    {                                                                                    \
+        CLI_OPT_(S, L, CLI_INT), CLI_FIELD(T, F), .min = MIN, .max = MAX                 \
+    }
+#define CLI_OPT_DURATION(S, L, T, F)                                                     \
+    {                                                                                    \
+        CLI_OPT_(S, L, CLI_DURATION), CLI_FIELD(T, F)                                    \
+    }
+/* ARG: whether it takes a value; V: for FN to read (opt->value). */
+#define CLI_OPT_CALLBACK(S, L, ARG, FN, V)                                               \
+    {                                                                                    \
+        CLI_OPT_(S, L, CLI_CALLBACK), .arg = ARG, .fn = FN, .value = V                   \
+    }
+/* An option getopt must know (to read the command line as another
+ * command's, "--d" ambiguous, "--queue" needing a value) that this one
+ * refuses. */
+#define CLI_OPT_REFUSED(L, ARG) CLI_OPT_CALLBACK(0, L, ARG, NULL, 0)
+/* The kinds above, marking in MF that they were given. */
+#define CLI_OPT_FLAG_MARK(S, L, T, F, V, MF, M)                                          \
+    {                                                                                    \
+        CLI_OPT_(S, L, CLI_FLAG), CLI_FIELD(T, F), .value = V, CLI_MARK(T, MF, M)        \
+    }
+#define CLI_OPT_INT_MARK(S, L, T, F, MIN, MAX, MF, M)                                    \
+    {                                                                                    \
+        CLI_OPT_(S, L, CLI_INT), CLI_FIELD(T, F), .min = MIN, .max = MAX,                \
+                                                  CLI_MARK(T, MF, M)                     \
+    }
+#define CLI_OPT_DURATION_MARK(S, L, T, F, MF, M)                                         \
+    {                                                                                    \
+        CLI_OPT_(S, L, CLI_DURATION), CLI_FIELD(T, F), CLI_MARK(T, MF, M)                \
+    }
+#define CLI_OPT_END                                                                      \
+    {                                                                                    \
+        .name = NULL                                                                     \
     }
 
-enum { CLI_OPTS_END = -1, CLI_OPTS_EXIT = -2 };
 /*
- * The option-parsing prologue of every command: the next option of its
- * own (getopt_long over lo), after taking --db into *url. CLI_OPTS_END when
- * all are read; CLI_OPTS_EXIT with *ex set when the command is over: 0
- * after printing --help, EXIT_USAGE after one line on a bad option.
+ * Every option of a command (its parse function's first step), with
+ * getopt_long over the table and --db and --help: the options in any
+ * order among the arguments (until "--"), long ones also by an
+ * unambiguous prefix (--queu), short ones grouped or with their value
+ * attached (-jq mail, -qmail). --db's value goes into *url. Returns 0
+ * when all are read (optind at the first argument), -1 after printing
+ * --help (the command exits 0), or the exit code after one line: an
+ * unknown or ambiguous option, a missing value, a bad one.
  */
-int cli_option(const cli_command *cmd, int argc, char **argv, const struct option *lo,
-               const char **url, int *ex);
-/*
- * Every option of a command (its parse function's first step): the
- * prologue above, then each of the command's own given to fn(args, c),
- * with optarg set. fn returns 0, -1 for an option the command does not
- * take (said here: "unknown option"), or the exit code after saying what
- * is wrong; a NULL fn takes none. Returns 0 when all are read, -1 after
- * printing --help (the command exits 0), or the exit code.
- */
-typedef int cli_option_fn(void *args, int c);
-int cli_options(const cli_command *cmd, int argc, char **argv, const struct option *lo,
-                const char **url, cli_option_fn *fn, void *args);
-/* cli_options, for a command that takes no arguments: then says one
- * that is given is not expected (cli_no_args). */
-int cli_options_no_args(const cli_command *cmd, int argc, char **argv,
-                        const struct option *lo, const char **url, cli_option_fn *fn,
-                        void *args);
+int cli_parse(const cli_command *cmd, int argc, char **argv, const cli_opt *opts,
+              const char **url, void *args);
+/* cli_parse, for a command that takes no arguments: then says one that is
+ * given is not expected (cli_no_args). */
+int cli_parse_no_args(const cli_command *cmd, int argc, char **argv, const cli_opt *opts,
+                      const char **url, void *args);
 /* Of n choices, the one word is most likely a typo of (a small edit
  * distance), or NULL. */
 const char *cli_nearest(const char *word, const char *const *choices, size_t n);
@@ -210,6 +285,6 @@ void cli_progress_end(cli_progress *p);
 /* The commands, each in tools/cmd/NAME.c, in tq.c's table. */
 extern const cli_command cmd_init, cmd_queue, cmd_enqueue, cmd_work, cmd_stats, cmd_list,
     cmd_show, cmd_result, cmd_retry, cmd_cancel, cmd_prune, cmd_workers, cmd_cron,
-    cmd_serve, cmd_bench;
+    cmd_serve, cmd_bench, cmd_version;
 
 #endif

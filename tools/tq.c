@@ -22,16 +22,17 @@
 
 /* The commands, in the order the global help lists them. */
 static const cli_command *const commands[] = {
-    &cmd_init,  &cmd_queue,   &cmd_enqueue, &cmd_work,  &cmd_stats,
-    &cmd_list,  &cmd_show,    &cmd_result,  &cmd_retry, &cmd_cancel,
-    &cmd_prune, &cmd_workers, &cmd_cron,    &cmd_serve, &cmd_bench,
+    &cmd_init, &cmd_queue,  &cmd_enqueue, &cmd_work,    &cmd_stats, &cmd_list,
+    &cmd_show, &cmd_result, &cmd_retry,   &cmd_cancel,  &cmd_prune, &cmd_workers,
+    &cmd_cron, &cmd_serve,  &cmd_bench,   &cmd_version,
 };
 enum { NCOMMANDS = sizeof commands / sizeof commands[0] };
 
 static int usage_main(FILE *f)
 {
     fprintf(f,
-            "usage: tq [--db URL] COMMAND [OPTIONS]\n\n"
+            "usage: tq [-d|--db URL] COMMAND [OPTIONS]\n"
+            "       tq -v|--version\n\n"
             "A job queue that lives in a SQL table. The store is --db URL, else $TQ_DB,\n"
             "else ./tq.db: a SQLite file path, sqlite:PATH, or postgres://...\n\n"
             "commands:\n");
@@ -83,7 +84,8 @@ int main(int argc, char **argv)
     std_fds_open();
     /* tq --db URL COMMAND ...: a --db before the command applies to it. */
     while (i < argc && argv[i][0] == '-') {
-        if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) {
+        if ((strcmp(argv[i], "--db") == 0 || strcmp(argv[i], "-d") == 0) &&
+            i + 1 < argc) {
             db_before = argv[i + 1];
             i += 2;
         } else if (strncmp(argv[i], "--db=", 5) == 0) {
@@ -91,9 +93,8 @@ int main(int argc, char **argv)
             i++;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             return usage_main(stdout);
-        } else if (strcmp(argv[i], "--version") == 0) {
-            printf("tq %s\n", TQ_VERSION);
-            return 0;
+        } else if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "-v") == 0) {
+            return cmd_version.run(NULL, NULL);
         } else {
             cli_error(NULL, "unknown option '%s' (see tq --help)", argv[i]);
             return EXIT_USAGE;

@@ -36,11 +36,11 @@
 enum { ROUNDS_MAX = 1000 };
 
 static const char usage[] =
-    "tq bench [--jobs N] [--workers W] [--concurrency C] "
+    "tq bench [--jobs N] [--workers W] [-c|--concurrency C] "
     "[--prefetch N] [--enqueue-batch N] [--payload BYTES] "
     "[--latency-jobs N] [--lease DUR] [--delete-done] [--rounds R] "
     "[--groups G] [--max-running N] [--max-running-per-group N] [--rate N/DUR] "
-    "[--result BYTES] [--json] [--db URL]";
+    "[--result BYTES] [-j|--json] [-d|--db URL]";
 static const char help[] =
     "Enqueues N jobs (default 20000) into a fresh queue, runs W worker\n"
     "processes (default 8) with a no-op handler until drained, checks\n"
@@ -477,76 +477,32 @@ typedef struct bench_args {
     double enq_rate, proc_rate, round_rate[ROUNDS_MAX];
 } bench_args;
 
-static const struct option opts[] = {
-    CLI_COMMON_OPTS,
-    {"jobs", required_argument, NULL, 'n'},
-    {"workers", required_argument, NULL, 'w'},
-    {"concurrency", required_argument, NULL, 'c'},
-    {"prefetch", required_argument, NULL, 'f'},
-    {"enqueue-batch", required_argument, NULL, 'b'},
-    {"payload", required_argument, NULL, 'p'},
-    {"json", no_argument, NULL, 'j'},
-    {"latency-jobs", required_argument, NULL, 'l'},
-    {"lease", required_argument, NULL, 'L'},
-    {"delete-done", no_argument, NULL, 'd'},
-    {"rounds", required_argument, NULL, 'r'},
-    {"groups", required_argument, NULL, 'g'},
-    {"max-running", required_argument, NULL, 'M'},
-    {"max-running-per-group", required_argument, NULL, 'G'},
-    {"rate", required_argument, NULL, 'R'},
-    {"result", required_argument, NULL, 'S'},
-    {0}};
-
-/* An integer option of min to max into *v: 0, or EXIT_USAGE after one
- * line. */
-static int opt_int(const char *opt, long long min, long long max, long long *v)
+static int opt_rate(void *args, const cli_opt *opt, const char *arg)
 {
-    return cli_int("bench", opt, optarg, min, max, v) ? EXIT_USAGE : 0;
+    (void)opt;
+    bench_cfg *c = &((bench_args *)args)->c;
+    return cli_rate("bench", arg, &c->rate, &c->rate_period_us) ? EXIT_USAGE : 0;
 }
 
-/* One option into args (cli_options). */
-static int bench_option(void *args, int o)
-{
-    bench_cfg *c = args;
-    switch (o) {
-    case 'n':
-        return opt_int("--jobs", 1, 100000000, &c->njobs);
-    case 'w':
-        return opt_int("--workers", 1, 256, &c->nworkers);
-    case 'c':
-        return opt_int("--concurrency", 1, TQ_CONCURRENCY_MAX, &c->conc);
-    case 'f':
-        return opt_int("--prefetch", 0, TQ_PREFETCH_MAX, &c->prefetch);
-    case 'b':
-        return opt_int("--enqueue-batch", 1, BATCH_MAX, &c->ebatch);
-    case 'p':
-        return opt_int("--payload", 0, TQ_PAYLOAD_MAX_DEFAULT, &c->psize);
-    case 'j':
-        c->json = 1;
-        return 0;
-    case 'd':
-        c->delete_done = 1;
-        return 0;
-    case 'r':
-        return opt_int("--rounds", 1, ROUNDS_MAX, &c->rounds);
-    case 'l':
-        return opt_int("--latency-jobs", 0, 100000, &c->nlat);
-    case 'L':
-        return cli_duration("bench", "--lease", optarg, &c->lease_us) ? EXIT_USAGE : 0;
-    case 'g':
-        return opt_int("--groups", 0, 1000000, &c->groups);
-    case 'M':
-        return opt_int("--max-running", 0, 1000000, &c->max_running);
-    case 'G':
-        return opt_int("--max-running-per-group", 0, 1000000, &c->max_per_group);
-    case 'R':
-        return cli_rate("bench", optarg, &c->rate, &c->rate_period_us) ? EXIT_USAGE : 0;
-    case 'S':
-        return opt_int("--result", 0, TQ_RESULT_MAX, &c->result_bytes);
-    default:
-        return -1;
-    }
-}
+#define INT_OPT(S, L, F, MIN, MAX) CLI_OPT_INT(S, L, bench_args, c.F, MIN, MAX)
+static const cli_opt opts[] = {
+    INT_OPT(0, "jobs", njobs, 1, 100000000),
+    INT_OPT(0, "workers", nworkers, 1, 256),
+    INT_OPT('c', "concurrency", conc, 1, TQ_CONCURRENCY_MAX),
+    INT_OPT(0, "prefetch", prefetch, 0, TQ_PREFETCH_MAX),
+    INT_OPT(0, "enqueue-batch", ebatch, 1, BATCH_MAX),
+    INT_OPT(0, "payload", psize, 0, TQ_PAYLOAD_MAX_DEFAULT),
+    CLI_OPT_FLAG('j', "json", bench_args, c.json, 1),
+    INT_OPT(0, "latency-jobs", nlat, 0, 100000),
+    CLI_OPT_DURATION(0, "lease", bench_args, c.lease_us),
+    CLI_OPT_FLAG(0, "delete-done", bench_args, c.delete_done, 1),
+    INT_OPT(0, "rounds", rounds, 1, ROUNDS_MAX),
+    INT_OPT(0, "groups", groups, 0, 1000000),
+    INT_OPT(0, "max-running", max_running, 0, 1000000),
+    INT_OPT(0, "max-running-per-group", max_per_group, 0, 1000000),
+    CLI_OPT_CALLBACK(0, "rate", 1, opt_rate, 0),
+    INT_OPT(0, "result", result_bytes, 0, TQ_RESULT_MAX),
+    CLI_OPT_END};
 
 /* The options: 0, -1 after --help, or the exit code of a bad command
  * line. */
@@ -562,7 +518,7 @@ static int bench_parse(void *args, const char **url, int argc, char **argv)
                      .ebatch = BATCH_MAX,
                      .rounds = 1,
                      .lease_us = 30000000};
-    int ex = cli_options_no_args(&cmd_bench, argc, argv, opts, url, bench_option, c);
+    int ex = cli_parse_no_args(&cmd_bench, argc, argv, opts, url, args);
     if (ex)
         return ex;
     c->url = *url; /* none: $TQ_DB, else a throwaway file (bench_setup) */

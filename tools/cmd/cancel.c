@@ -5,19 +5,16 @@
  */
 #include "cli.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 /* tq retry's options, which tq cancel refuses one by one: in the table so
  * that getopt reads a command line as it always has ("--d" is ambiguous,
  * "--queue" without a value needs one, before either is refused). */
-static const struct option opts[] = {CLI_COMMON_OPTS,
-                                     {"dead", no_argument, NULL, 'd'},
-                                     {"queue", required_argument, NULL, 'q'},
-                                     {0}};
+static const cli_opt opts[] = {CLI_OPT_REFUSED("dead", 0), CLI_OPT_REFUSED("queue", 1),
+                               CLI_OPT_END};
 
-static const char usage[] = "tq cancel ID... [--db URL]";
+static const char usage[] = "tq cancel ID... [-d|--db URL]";
 static const char help[] = "Cancels ready, running or waiting jobs, and the "
                            "waiting jobs enqueued\nafter them: all of them, or "
                            "none when one is unknown or finished.\n";
@@ -31,7 +28,7 @@ typedef struct cancel_args {
 static int cancel_parse(void *args, const char **url, int argc, char **argv)
 {
     cancel_args *a = args;
-    int ex = cli_options(&cmd_cancel, argc, argv, opts, url, NULL, NULL);
+    int ex = cli_parse(&cmd_cancel, argc, argv, opts, url, a);
     if (ex)
         return ex;
     if (optind >= argc) {

@@ -5,16 +5,15 @@
  */
 #include "cli.h"
 
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
-    "tq cron set NAME --queue Q --schedule SPEC [--payload P] [--tz ZONE] "
-    "[--overlap skip|allow] [--priority N] | tq cron list [--json] | tq cron rm NAME "
-    "[--db URL]";
+    "tq cron set NAME -q|--queue Q --schedule SPEC [--payload P] [--tz ZONE] "
+    "[--overlap skip|allow] [--priority N] | tq cron list [-j|--json] | tq cron rm NAME "
+    "[-d|--db URL]";
 static const char help[] =
     "Periodic jobs. Each slot of a schedule enqueues one job into its queue,\n"
     "once however many workers run: running workers (tq work, any host)\n"
@@ -26,18 +25,6 @@ static const char help[] =
     "local time skipped by a clock change is no slot, a repeated one fires once.\n"
     "--overlap skip: no job for a slot while the previous slot's job is still\n"
     "ready or running (default allow). Setting an existing NAME replaces it.\n";
-
-static const struct option set_opts[] = {CLI_COMMON_OPTS,
-                                         {"queue", required_argument, NULL, 'q'},
-                                         {"schedule", required_argument, NULL, 's'},
-                                         {"payload", required_argument, NULL, 'p'},
-                                         {"tz", required_argument, NULL, 'z'},
-                                         {"overlap", required_argument, NULL, 'o'},
-                                         {"priority", required_argument, NULL, 'P'},
-                                         {"json", no_argument, NULL, 'j'},
-                                         {0}};
-static const struct option other_opts[] = {
-    CLI_COMMON_OPTS, {"json", no_argument, NULL, 'j'}, {0}};
 
 typedef enum cron_sub { CRON_SET, CRON_LIST, CRON_RM } cron_sub;
 
@@ -84,45 +71,36 @@ static int cron_list(tq *db, int json)
     return 0;
 }
 
-/* One option of tq cron set into args (cli_options). */
-static int set_option(void *args, int c)
+/* tq cron set's --payload P, and --overlap skip|allow. */
+static int opt_payload(void *args, const cli_opt *opt, const char *arg)
 {
-    cron_args *a = args;
-    tq_schedule_opts *so = &a->so;
-    long long n;
-    switch (c) {
-    case 'q':
-        so->queue = optarg;
-        return 0;
-    case 's':
-        so->spec = optarg;
-        return 0;
-    case 'p':
-        so->payload = optarg;
-        so->payload_len = strlen(optarg);
-        return 0;
-    case 'z':
-        so->tz = optarg;
-        return 0;
-    case 'o':
-        if (strcmp(optarg, "skip") != 0 && strcmp(optarg, "allow") != 0) {
-            cli_error("cron", "unknown --overlap '%s': use skip or allow", optarg);
-            return EXIT_USAGE;
-        }
-        so->overlap_skip = strcmp(optarg, "skip") == 0;
-        return 0;
-    case 'P':
-        if (cli_int("cron", "--priority", optarg, -2147483647 - 1LL, 2147483647, &n))
-            return EXIT_USAGE;
-        so->priority = (int)n;
-        return 0;
-    case 'j':
-        a->json = 1;
-        return 0;
-    default:
-        return -1;
-    }
+    (void)opt;
+    tq_schedule_opts *so = &((cron_args *)args)->so;
+    so->payload = arg;
+    so->payload_len = strlen(arg);
+    return 0;
 }
+
+static int opt_overlap(void *args, const cli_opt *opt, const char *arg)
+{
+    (void)opt;
+    if (strcmp(arg, "skip") != 0 && strcmp(arg, "allow") != 0) {
+        cli_error("cron", "unknown --overlap '%s': use skip or allow", arg);
+        return EXIT_USAGE;
+    }
+    ((cron_args *)args)->so.overlap_skip = strcmp(arg, "skip") == 0;
+    return 0;
+}
+
+static const cli_opt set_opts[] = {
+    CLI_OPT_STRING('q', "queue", cron_args, so.queue),
+    CLI_OPT_STRING(0, "schedule", cron_args, so.spec),
+    CLI_OPT_CALLBACK(0, "payload", 1, opt_payload, 0),
+    CLI_OPT_STRING(0, "tz", cron_args, so.tz),
+    CLI_OPT_CALLBACK(0, "overlap", 1, opt_overlap, 0),
+    CLI_OPT_INT(0, "priority", cron_args, so.priority, -2147483647 - 1LL, 2147483647),
+    CLI_OPT_FLAG('j', "json", cron_args, json, 1),
+    CLI_OPT_END};
 
 /* What tq cron set was given, checked before the store is opened: a bad
  * spec or zone is a usage error (exit 2), and opening a SQLite store that
@@ -159,7 +137,7 @@ static int set_check(const cron_args *a)
  * command line. */
 static int set_parse(cron_args *a, const char **url, int argc, char **argv)
 {
-    int ex = cli_options(&cmd_cron, argc, argv, set_opts, url, set_option, a);
+    int ex = cli_parse(&cmd_cron, argc, argv, set_opts, url, a);
     if (ex)
         return ex;
     if (optind >= argc) {
@@ -172,21 +150,25 @@ static int set_parse(cron_args *a, const char **url, int argc, char **argv)
     return set_check(a);
 }
 
-/* One option of tq cron list (rm takes none) into args (cli_options). */
-static int other_option(void *args, int c)
+/* tq cron list's --json (rm takes none). */
+static int opt_list_json(void *args, const cli_opt *opt, const char *arg)
 {
+    (void)opt, (void)arg;
     cron_args *a = args;
-    if (c != 'j' || a->sub != CRON_LIST)
+    if (a->sub != CRON_LIST)
         return -1;
     a->json = 1;
     return 0;
 }
 
+static const cli_opt other_opts[] = {CLI_OPT_CALLBACK('j', "json", 0, opt_list_json, 0),
+                                     CLI_OPT_END};
+
 /* tq cron list, and tq cron rm NAME: 0, -1 after --help, or the exit code
  * of a bad command line. */
 static int other_parse(cron_args *a, const char **url, int argc, char **argv)
 {
-    int ex = cli_options(&cmd_cron, argc, argv, other_opts, url, other_option, a);
+    int ex = cli_parse(&cmd_cron, argc, argv, other_opts, url, a);
     if (ex)
         return ex;
     if (a->sub == CRON_RM) {

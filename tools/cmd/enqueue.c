@@ -8,7 +8,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,32 +18,12 @@
 #define TIME_FORMS                                                                       \
     "YYYY-MM-DD[THH:MM[:SS[.FRACTION]]][Z|+HH:MM] (no zone: local time) or @UNIXSECONDS"
 
-static const struct option opts[] = {CLI_COMMON_OPTS,
-                                     {"queue", required_argument, NULL, 'q'},
-                                     {"key", required_argument, NULL, 'k'},
-                                     {"delay", required_argument, NULL, 'd'},
-                                     {"at", required_argument, NULL, 'a'},
-                                     {"priority", required_argument, NULL, 'p'},
-                                     {"max-attempts", required_argument, NULL, 'm'},
-                                     {"lines", no_argument, NULL, 'L'},
-                                     {"json", no_argument, NULL, 'j'},
-                                     {"unique", required_argument, NULL, 'u'},
-                                     {"unique-for", required_argument, NULL, 'U'},
-                                     {"on-conflict", required_argument, NULL, 'c'},
-                                     {"traceparent", required_argument, NULL, 't'},
-                                     {"group", required_argument, NULL, 'g'},
-                                     {"after", required_argument, NULL, 'A'},
-                                     {"after-file", required_argument, NULL, 'F'},
-                                     {0}};
-
-/* The ids of --after (commas between) or --after-file (commas or white
- * space between), appended to *v: 0, or EXIT_USAGE after one line. */
 static const char usage[] =
-    "tq enqueue [--queue Q] [--key K [--unique queued|active|stored] "
+    "tq enqueue [-q|--queue Q] [--key K [--unique queued|active|stored] "
     "[--unique-for DUR] [--on-conflict ignore|replace]] "
     "[--delay DUR | --at TIME] [--priority N] [--max-attempts N] [--group G] "
-    "[--traceparent TP] [--after ID,... | --after-file FILE] [--json] "
-    "(PAYLOAD | - | --lines) [--db URL]";
+    "[--traceparent TP] [--after ID,... | --after-file FILE] [-j|--json] "
+    "(PAYLOAD | - | --lines) [-d|--db URL]";
 static const char help[] =
     "Adds a job to queue Q (default: the queue named 'default') and prints "
     "its id.\nPAYLOAD '-' reads the payload from stdin; --lines reads one "
@@ -324,6 +303,8 @@ static int enqueue_one(tq *db, const char *queue, const void *data, size_t len,
 
 /* ---- the parents: --after and --after-file ------------------------------- */
 
+/* The ids of --after (commas between) or --after-file (commas or white
+ * space between), appended to *v: 0, or EXIT_USAGE after one line. */
 static int add_ids(idlist *l, const char *text, const char *from)
 {
     const char *p = text;
@@ -408,8 +389,10 @@ static int add_ids_file(idlist *l, const char *path)
 }
 
 /* --after ID,...: 0, or the exit code after one line. */
-static int opt_after(enqueue_args *a, const char *arg)
+static int opt_after(void *args, const cli_opt *opt, const char *arg)
 {
+    (void)opt;
+    enqueue_args *a = args;
     int ex = add_ids(&a->after, arg, "--after");
     if (ex)
         return ex;
@@ -421,8 +404,10 @@ static int opt_after(enqueue_args *a, const char *arg)
 }
 
 /* --after-file FILE: 0, or the exit code after one line. */
-static int opt_after_file(enqueue_args *a, const char *path)
+static int opt_after_file(void *args, const cli_opt *opt, const char *path)
 {
+    (void)opt;
+    enqueue_args *a = args;
     const size_t had = a->after.n;
     a->after_stdin |= strcmp(path, "-") == 0;
     int ex = add_ids_file(&a->after, path);
@@ -437,9 +422,10 @@ static int opt_after_file(enqueue_args *a, const char *path)
 
 /* ---- the options --------------------------------------------------------- */
 
-static int opt_at(enqueue_args *a, const char *arg)
+static int opt_at(void *args, const cli_opt *opt, const char *arg)
 {
-    if (tq_time_parse(&a->eo.run_at, arg)) {
+    (void)opt;
+    if (tq_time_parse(&((enqueue_args *)args)->eo.run_at, arg)) {
         cli_error("enqueue",
                   "invalid time '%s' for --at: use " TIME_FORMS ", from 1970 to 9999",
                   arg);
@@ -448,10 +434,12 @@ static int opt_at(enqueue_args *a, const char *arg)
     return 0;
 }
 
-static int opt_unique(enqueue_args *a, const char *arg)
+/* --unique, --unique-for and --on-conflict: marked as the key's options
+ * (key_opts). */
+static int opt_unique(void *args, const cli_opt *opt, const char *arg)
 {
-    a->key_opts = 1;
-    if (tq_unique_parse(&a->eo.unique, arg)) {
+    (void)opt;
+    if (tq_unique_parse(&((enqueue_args *)args)->eo.unique, arg)) {
         cli_error("enqueue", "unknown uniqueness '%s': use queued, active or stored",
                   arg);
         return EXIT_USAGE;
@@ -459,89 +447,55 @@ static int opt_unique(enqueue_args *a, const char *arg)
     return 0;
 }
 
-static int opt_unique_for(enqueue_args *a, const char *arg)
+static int opt_unique_for(void *args, const cli_opt *opt, const char *arg)
 {
-    a->key_opts = 1;
-    if (cli_duration("enqueue", "--unique-for", arg, &a->eo.unique_for_us))
+    (void)opt;
+    tq_enqueue_opts *eo = &((enqueue_args *)args)->eo;
+    if (cli_duration("enqueue", "--unique-for", arg, &eo->unique_for_us))
         return EXIT_USAGE;
-    if (!a->eo.unique_for_us) {
+    if (!eo->unique_for_us) {
         cli_error("enqueue", "--unique-for needs a duration above 0");
         return EXIT_USAGE;
     }
     return 0;
 }
 
-static int opt_on_conflict(enqueue_args *a, const char *arg)
+static int opt_on_conflict(void *args, const cli_opt *opt, const char *arg)
 {
-    a->key_opts = 1;
+    (void)opt;
     if (strcmp(arg, "ignore") && strcmp(arg, "replace")) {
         cli_error("enqueue", "unknown on-conflict action '%s': use ignore or replace",
                   arg);
         return EXIT_USAGE;
     }
-    a->eo.on_conflict =
+    ((enqueue_args *)args)->eo.on_conflict =
         strcmp(arg, "replace") ? TQ_ON_CONFLICT_IGNORE : TQ_ON_CONFLICT_REPLACE;
     return 0;
 }
 
-/* An integer option into *field: 0, or EXIT_USAGE after one line. */
-static int opt_int(const char *opt, const char *arg, long long min, long long max,
-                   int *field)
-{
-    long long n;
-    if (cli_int("enqueue", opt, arg, min, max, &n))
-        return EXIT_USAGE;
-    *field = (int)n;
-    return 0;
-}
-
-/* One option into args (cli_options). */
-static int enqueue_option(void *args, int c)
-{
-    enqueue_args *a = args;
-    const char *arg = optarg;
-    switch (c) {
-    case 'q':
-        a->queue = arg;
-        return 0;
-    case 'k':
-        a->eo.key = arg;
-        return 0;
-    case 'd':
-        a->has_delay = 1;
-        return cli_duration("enqueue", "--delay", arg, &a->eo.delay_us) ? EXIT_USAGE : 0;
-    case 'a':
-        return opt_at(a, arg);
-    case 'p':
-        return opt_int("--priority", arg, -1000000, 1000000, &a->eo.priority);
-    case 'm':
-        return opt_int("--max-attempts", arg, 1, 1000, &a->eo.max_attempts);
-    case 'L':
-        a->lines = 1;
-        return 0;
-    case 'j':
-        a->json = 1;
-        return 0;
-    case 'u':
-        return opt_unique(a, arg);
-    case 'U':
-        return opt_unique_for(a, arg);
-    case 't':
-        a->eo.traceparent = arg;
-        return 0;
-    case 'g':
-        a->eo.group = arg;
-        return 0;
-    case 'A':
-        return opt_after(a, arg);
-    case 'F':
-        return opt_after_file(a, arg);
-    case 'c':
-        return opt_on_conflict(a, arg);
-    default:
-        return -1;
+#define KEY_OPTION(L, FN)                                                                \
+    {                                                                                    \
+        CLI_OPT_(0, L, CLI_CALLBACK), .arg = 1, .fn = FN,                                \
+                                      CLI_MARK(enqueue_args, key_opts, 1)                \
     }
-}
+
+static const cli_opt opts[] = {
+    CLI_OPT_STRING('q', "queue", enqueue_args, queue),
+    CLI_OPT_STRING(0, "key", enqueue_args, eo.key),
+    CLI_OPT_DURATION_MARK(0, "delay", enqueue_args, eo.delay_us, has_delay, 1),
+    CLI_OPT_CALLBACK(0, "at", 1, opt_at, 0),
+    CLI_OPT_INT(0, "priority", enqueue_args, eo.priority, -1000000, 1000000),
+    CLI_OPT_INT(0, "max-attempts", enqueue_args, eo.max_attempts, 1, 1000),
+    CLI_OPT_FLAG(0, "lines", enqueue_args, lines, 1),
+    CLI_OPT_FLAG('j', "json", enqueue_args, json, 1),
+    KEY_OPTION("unique", opt_unique),
+    KEY_OPTION("unique-for", opt_unique_for),
+    KEY_OPTION("on-conflict", opt_on_conflict),
+    CLI_OPT_STRING(0, "traceparent", enqueue_args, eo.traceparent),
+    CLI_OPT_STRING(0, "group", enqueue_args, eo.group),
+    CLI_OPT_CALLBACK(0, "after", 1, opt_after, 0),
+    CLI_OPT_CALLBACK(0, "after-file", 1, opt_after_file, 0),
+    CLI_OPT_END};
 
 /* A producer running inside a trace passes it on without a word: the
  * trace context, from --traceparent or $TRACEPARENT, checked. */
@@ -645,7 +599,7 @@ static int enqueue_parse(void *args, const char **url, int argc, char **argv)
 {
     enqueue_args *a = args;
     *a = (enqueue_args){.queue = "default", .eo = TQ_ENQUEUE_OPTS_INIT};
-    int ex = cli_options(&cmd_enqueue, argc, argv, opts, url, enqueue_option, a);
+    int ex = cli_parse(&cmd_enqueue, argc, argv, opts, url, a);
     if (ex)
         return ex;
     a->eo.after = a->after.v;

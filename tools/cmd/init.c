@@ -10,13 +10,8 @@
 
 #define MAX_GRANTS 32
 
-static const struct option opts[] = {{"grant-producer", required_argument, NULL, 'P'},
-                                     {"grant-worker", required_argument, NULL, 'W'},
-                                     CLI_COMMON_OPTS,
-                                     {0}};
-
 static const char usage[] =
-    "tq init [--grant-producer ROLE]... [--grant-worker ROLE]... [--db URL]";
+    "tq init [--grant-producer ROLE]... [--grant-worker ROLE]... [-d|--db URL]";
 static const char help[] =
     "Creates the tq schema in the store, or upgrades it. Safe to run again.\n"
     "PostgreSQL: --grant-producer ROLE lets ROLE enqueue and nothing else;\n"
@@ -29,26 +24,27 @@ typedef struct init_args {
     size_t ngrants;
 } init_args;
 
-/* One option into args (cli_options). */
-static int init_option(void *args, int c)
+/* --grant-producer ROLE, --grant-worker ROLE (the kind in opt->value). */
+static int opt_grant(void *args, const cli_opt *opt, const char *role)
 {
     init_args *a = args;
-    if (c != 'P' && c != 'W')
-        return -1;
     if (a->ngrants == MAX_GRANTS) {
         cli_error("init", "at most %d grants at once", MAX_GRANTS);
         return EXIT_USAGE;
     }
-    a->grants[a->ngrants++] =
-        (tq_grant){optarg, c == 'W' ? TQ_GRANT_WORKER : TQ_GRANT_PRODUCER};
+    a->grants[a->ngrants++] = (tq_grant){role, (tq_grant_kind)opt->value};
     return 0;
 }
+
+static const cli_opt opts[] = {
+    CLI_OPT_CALLBACK(0, "grant-producer", 1, opt_grant, TQ_GRANT_PRODUCER),
+    CLI_OPT_CALLBACK(0, "grant-worker", 1, opt_grant, TQ_GRANT_WORKER), CLI_OPT_END};
 
 /* 0, -1 after --help, or the exit code of a bad command line. */
 static int init_parse(void *args, const char **url, int argc, char **argv)
 {
     init_args *a = args;
-    int ex = cli_options_no_args(&cmd_init, argc, argv, opts, url, init_option, a);
+    int ex = cli_parse_no_args(&cmd_init, argc, argv, opts, url, a);
     if (ex)
         return ex;
     if (a->ngrants && !cli_is_postgres(cli_url(*url))) {

@@ -5,20 +5,12 @@
  */
 #include "cli.h"
 
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
-static const struct option opts[] = {CLI_COMMON_OPTS,
-                                     {"state", required_argument, NULL, 's'},
-                                     {"queue", required_argument, NULL, 'q'},
-                                     {"limit", required_argument, NULL, 'n'},
-                                     {"json", no_argument, NULL, 'j'},
-                                     {0}};
-
 static const char usage[] =
-    "tq list [--state S] [--queue Q] [--limit N] [--json] [--db URL]";
+    "tq list [--state S] [-q|--queue Q] [--limit N] [-j|--json] [-d|--db URL]";
 static const char help[] = "Lists jobs, newest first (by id; with --state done, dead or\n"
                            "cancelled, the latest finished first; default\n"
                            "limit 100).\n";
@@ -63,47 +55,34 @@ static void print_job_line(const tq_job *j)
     putchar('\n');
 }
 
-/* One option into args (cli_options). */
-static int list_option(void *args, int c)
+/* --state S. */
+static int opt_state(void *args, const cli_opt *opt, const char *arg)
 {
-    list_args *a = args;
-    long long n;
+    (void)opt;
     tq_state st;
-    switch (c) {
-    case 's':
-        if (tq_state_parse(&st, optarg)) {
-            cli_error("list",
-                      "unknown state '%s': use ready, running, done, dead, "
-                      "cancelled or waiting",
-                      optarg);
-            return EXIT_USAGE;
-        }
-        a->lo.state = (int)st;
-        return 0;
-    case 'q':
-        if (cli_queue_name("list", optarg))
-            return EXIT_USAGE;
-        a->lo.queue = optarg;
-        return 0;
-    case 'n':
-        if (cli_int("list", "--limit", optarg, 1, 1000000, &n))
-            return EXIT_USAGE;
-        a->lo.limit = (size_t)n;
-        return 0;
-    case 'j':
-        a->json = 1;
-        return 0;
-    default:
-        return -1;
+    if (tq_state_parse(&st, arg)) {
+        cli_error("list",
+                  "unknown state '%s': use ready, running, done, dead, cancelled or "
+                  "waiting",
+                  arg);
+        return EXIT_USAGE;
     }
+    ((list_args *)args)->lo.state = (int)st;
+    return 0;
 }
+
+static const cli_opt opts[] = {CLI_OPT_CALLBACK(0, "state", 1, opt_state, 0),
+                               CLI_OPT_QUEUE('q', "queue", list_args, lo.queue),
+                               CLI_OPT_INT(0, "limit", list_args, lo.limit, 1, 1000000),
+                               CLI_OPT_FLAG('j', "json", list_args, json, 1),
+                               CLI_OPT_END};
 
 /* 0, -1 after --help, or the exit code of a bad command line. */
 static int list_parse(void *args, const char **url, int argc, char **argv)
 {
     list_args *a = args;
     *a = (list_args){.lo = TQ_LIST_OPTS_INIT};
-    return cli_options_no_args(&cmd_list, argc, argv, opts, url, list_option, a);
+    return cli_parse_no_args(&cmd_list, argc, argv, opts, url, a);
 }
 
 static int list_run(void *args, tq *db)

@@ -5,16 +5,10 @@
  */
 #include "cli.h"
 
-#include <getopt.h>
 #include <stdio.h>
 
-static const struct option opts[] = {CLI_COMMON_OPTS,
-                                     {"older-than", required_argument, NULL, 'o'},
-                                     {"state", required_argument, NULL, 's'},
-                                     {0}};
-
 static const char usage[] =
-    "tq prune --older-than DUR [--state done|dead|cancelled]... [--db URL]";
+    "tq prune --older-than DUR [--state done|dead|cancelled]... [-d|--db URL]";
 static const char help[] = "Deletes finished jobs (default: done, dead and "
                            "cancelled) that finished before now - DUR.\n";
 
@@ -24,35 +18,29 @@ typedef struct prune_args {
     unsigned mask; /* 1 << state, for each state pruned */
 } prune_args;
 
-/* One option into args (cli_options). */
-static int prune_option(void *args, int c)
+/* --state S, one of the finished ones: into the mask. */
+static int opt_state(void *args, const cli_opt *opt, const char *arg)
 {
-    prune_args *a = args;
+    (void)opt;
     tq_state st;
-    switch (c) {
-    case 'o':
-        if (cli_duration("prune", "--older-than", optarg, &a->age))
-            return EXIT_USAGE;
-        a->have_age = 1;
-        return 0;
-    case 's':
-        if (tq_state_parse(&st, optarg) ||
-            (st != TQ_DONE && st != TQ_DEAD && st != TQ_CANCELLED)) {
-            cli_error("prune", "invalid state '%s': use done, dead or cancelled", optarg);
-            return EXIT_USAGE;
-        }
-        a->mask |= 1u << st;
-        return 0;
-    default:
-        return -1;
+    if (tq_state_parse(&st, arg) ||
+        (st != TQ_DONE && st != TQ_DEAD && st != TQ_CANCELLED)) {
+        cli_error("prune", "invalid state '%s': use done, dead or cancelled", arg);
+        return EXIT_USAGE;
     }
+    ((prune_args *)args)->mask |= 1u << st;
+    return 0;
 }
+
+static const cli_opt opts[] = {
+    CLI_OPT_DURATION_MARK(0, "older-than", prune_args, age, have_age, 1),
+    CLI_OPT_CALLBACK(0, "state", 1, opt_state, 0), CLI_OPT_END};
 
 /* 0, -1 after --help, or the exit code of a bad command line. */
 static int prune_parse(void *args, const char **url, int argc, char **argv)
 {
     prune_args *a = args;
-    int ex = cli_options(&cmd_prune, argc, argv, opts, url, prune_option, a);
+    int ex = cli_parse(&cmd_prune, argc, argv, opts, url, a);
     if (ex)
         return ex;
     if (!a->have_age) {

@@ -5,36 +5,16 @@
  */
 #include "cli.h"
 
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
-
-static const struct option opts[] = {
-    CLI_COMMON_OPTS,
-    {"max-running", required_argument, NULL, 'M'},
-    {"max-running-per-group", required_argument, NULL, 'G'},
-    {"rate", required_argument, NULL, 'R'},
-    {"max-snoozes", required_argument, NULL, 'S'},
-    {"results", no_argument, NULL, 'T'},
-    {"no-results", no_argument, NULL, 'U'},
-    {"order", required_argument, NULL, 'o'},
-    {"lease", required_argument, NULL, 'l'},
-    {"max-attempts", required_argument, NULL, 'm'},
-    {"backoff", required_argument, NULL, 'b'},
-    {"keep-done", no_argument, NULL, 'k'},
-    {"delete-done", no_argument, NULL, 'K'},
-    {"pause", no_argument, NULL, 'p'},
-    {"resume", no_argument, NULL, 'r'},
-    {"json", no_argument, NULL, 'j'},
-    {0}};
 
 static const char usage[] =
     "tq queue [NAME [--order fifo|lifo|unordered] [--lease DUR] "
     "[--max-attempts N] [--backoff BASE[:CAP]] [--keep-done|--delete-done] "
     "[--pause|--resume] [--max-running N] [--max-running-per-group N] "
-    "[--rate N/DUR] [--max-snoozes N] [--results|--no-results]] [--json] "
-    "[--db URL]";
+    "[--rate N/DUR] [--max-snoozes N] [--results|--no-results]] [-j|--json] "
+    "[-d|--db URL]";
 static const char help[] =
     "Without NAME, lists the queues. With NAME, creates the queue "
     "(defaults: fifo,\nlease 30s, 3 attempts, backoff 1s:1h, keep "
@@ -102,110 +82,84 @@ static void print_queue(const tq_queue_info *q)
            q->keep_done ? "kept" : "deleted", limits, rate, status);
 }
 
-/* --backoff BASE[:CAP] into qo (a cap of 1h, or BASE if that is more, when
- * none is given); -1 after saying what is wrong. */
-static int parse_backoff(const char *arg, tq_queue_opts *qo)
+/* --backoff BASE[:CAP] (a cap of 1h, or BASE if that is more, when none
+ * is given). */
+static int opt_backoff(void *args, const cli_opt *opt, const char *arg)
 {
+    (void)opt;
+    tq_queue_opts *qo = &((queue_args *)args)->qo;
     char base[64];
     const char *colon = strchr(arg, ':');
     size_t bl = colon ? (size_t)(colon - arg) : strlen(arg);
     if (bl >= sizeof base) {
         cli_error("queue", "invalid backoff '%s'", arg);
-        return -1;
+        return EXIT_USAGE;
     }
     memcpy(base, arg, bl);
     base[bl] = '\0';
     if (cli_duration("queue", "--backoff", base, &qo->backoff_base_us))
-        return -1;
+        return EXIT_USAGE;
     qo->backoff_cap_us = 3600 * 1000000LL;
     if (colon && cli_duration("queue", "--backoff cap", colon + 1, &qo->backoff_cap_us))
-        return -1;
+        return EXIT_USAGE;
     if (!colon && qo->backoff_base_us > qo->backoff_cap_us)
         qo->backoff_cap_us = qo->backoff_base_us;
-    qo->set |= TQ_SET_BACKOFF;
     return 0;
 }
 
-/* A limit of 0 to 1000000 (opt's value) into *field, marking it set;
- * EXIT_USAGE after saying what is wrong. */
-static int limit_setting(tq_queue_opts *qo, const char *opt, int *field, unsigned set)
+static int opt_order(void *args, const cli_opt *opt, const char *arg)
 {
-    long long n;
-    if (cli_int("queue", opt, optarg, 0, 1000000, &n))
+    (void)opt;
+    if (tq_order_parse(&((queue_args *)args)->qo.order, arg)) {
+        cli_error("queue", "unknown order '%s': use fifo, lifo or unordered", arg);
         return EXIT_USAGE;
-    *field = (int)n;
-    qo->set |= set;
+    }
     return 0;
 }
 
-/* One option into args (cli_options). */
-static int queue_option(void *args, int c)
+static int opt_rate(void *args, const cli_opt *opt, const char *arg)
 {
-    queue_args *a = args;
-    tq_queue_opts *qo = &a->qo;
-    long long n;
-    switch (c) {
-    case 'o':
-        if (tq_order_parse(&qo->order, optarg)) {
-            cli_error("queue", "unknown order '%s': use fifo, lifo or unordered", optarg);
-            return EXIT_USAGE;
-        }
-        qo->set |= TQ_SET_ORDER;
-        return 0;
-    case 'l':
-        if (cli_duration("queue", "--lease", optarg, &qo->lease_us))
-            return EXIT_USAGE;
-        qo->set |= TQ_SET_LEASE;
-        return 0;
-    case 'm':
-        if (cli_int("queue", "--max-attempts", optarg, 1, 1000, &n))
-            return EXIT_USAGE;
-        qo->max_attempts = (int)n;
-        qo->set |= TQ_SET_MAX_ATTEMPTS;
-        return 0;
-    case 'b':
-        return parse_backoff(optarg, qo) ? EXIT_USAGE : 0;
-    case 'k':
-    case 'K':
-        qo->keep_done = c == 'k';
-        qo->set |= TQ_SET_KEEP_DONE;
-        return 0;
-    case 'p':
-    case 'r':
-        qo->paused = c == 'p';
-        qo->set |= TQ_SET_PAUSED;
-        return 0;
-    case 'M':
-        return limit_setting(qo, "--max-running", &qo->max_running, TQ_SET_MAX_RUNNING);
-    case 'G':
-        return limit_setting(qo, "--max-running-per-group", &qo->max_running_per_group,
-                             TQ_SET_MAX_RUNNING_PER_GROUP);
-    case 'R':
-        if (cli_rate("queue", optarg, &qo->rate_limit, &qo->rate_period_us))
-            return EXIT_USAGE;
-        qo->set |= TQ_SET_RATE;
-        return 0;
-    case 'S':
-        return limit_setting(qo, "--max-snoozes", &qo->max_snoozes, TQ_SET_MAX_SNOOZES);
-    case 'T':
-    case 'U':
-        qo->results = c == 'T';
-        qo->set |= TQ_SET_RESULTS;
-        return 0;
-    case 'j':
-        a->json = 1;
-        return 0;
-    default:
-        return -1;
-    }
+    (void)opt;
+    tq_queue_opts *qo = &((queue_args *)args)->qo;
+    return cli_rate("queue", arg, &qo->rate_limit, &qo->rate_period_us) ? EXIT_USAGE : 0;
 }
+
+/* A setting: the option, marking its bit in qo.set. */
+#define SET_FLAG(L, F, V, BIT) CLI_OPT_FLAG_MARK(0, L, queue_args, qo.F, V, qo.set, BIT)
+#define SET_LIMIT(L, F, BIT)                                                             \
+    CLI_OPT_INT_MARK(0, L, queue_args, qo.F, 0, 1000000, qo.set, BIT)
+#define SET_CALLBACK(L, FN, BIT)                                                         \
+    {                                                                                    \
+        CLI_OPT_(0, L, CLI_CALLBACK), .arg = 1, .fn = FN,                                \
+                                      CLI_MARK(queue_args, qo.set, BIT)                  \
+    }
+
+static const cli_opt opts[] = {
+    SET_LIMIT("max-running", max_running, TQ_SET_MAX_RUNNING),
+    SET_LIMIT("max-running-per-group", max_running_per_group,
+              TQ_SET_MAX_RUNNING_PER_GROUP),
+    SET_CALLBACK("rate", opt_rate, TQ_SET_RATE),
+    SET_LIMIT("max-snoozes", max_snoozes, TQ_SET_MAX_SNOOZES),
+    SET_FLAG("results", results, 1, TQ_SET_RESULTS),
+    SET_FLAG("no-results", results, 0, TQ_SET_RESULTS),
+    SET_CALLBACK("order", opt_order, TQ_SET_ORDER),
+    CLI_OPT_DURATION_MARK(0, "lease", queue_args, qo.lease_us, qo.set, TQ_SET_LEASE),
+    CLI_OPT_INT_MARK(0, "max-attempts", queue_args, qo.max_attempts, 1, 1000, qo.set,
+                     TQ_SET_MAX_ATTEMPTS),
+    SET_CALLBACK("backoff", opt_backoff, TQ_SET_BACKOFF),
+    SET_FLAG("keep-done", keep_done, 1, TQ_SET_KEEP_DONE),
+    SET_FLAG("delete-done", keep_done, 0, TQ_SET_KEEP_DONE),
+    SET_FLAG("pause", paused, 1, TQ_SET_PAUSED),
+    SET_FLAG("resume", paused, 0, TQ_SET_PAUSED),
+    CLI_OPT_FLAG('j', "json", queue_args, json, 1),
+    CLI_OPT_END};
 
 /* 0, -1 after --help, or the exit code of a bad command line. */
 static int queue_parse(void *args, const char **url, int argc, char **argv)
 {
     queue_args *a = args;
     *a = (queue_args){.qo = TQ_QUEUE_OPTS_INIT};
-    int ex = cli_options(&cmd_queue, argc, argv, opts, url, queue_option, a);
+    int ex = cli_parse(&cmd_queue, argc, argv, opts, url, a);
     if (ex)
         return ex;
     if (argc - optind > 1) {

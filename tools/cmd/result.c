@@ -5,13 +5,12 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
-static const struct option opts[] = {CLI_COMMON_OPTS, {0}};
+static const cli_opt opts[] = {CLI_OPT_END};
 
-static const char usage[] = "tq result ID [--db URL]";
+static const char usage[] = "tq result ID [-d|--db URL]";
 static const char help[] =
     "Writes the result of a done job to stdout, byte for byte: what its "
     "handler\nwrote to stdout, in a queue with --results (or what a C "
@@ -25,7 +24,7 @@ typedef struct result_args {
 static int result_parse(void *args, const char **url, int argc, char **argv)
 {
     result_args *a = args;
-    int ex = cli_options(&cmd_result, argc, argv, opts, url, NULL, NULL);
+    int ex = cli_parse(&cmd_result, argc, argv, opts, url, a);
     return ex ? ex : cli_one_job_id(&cmd_result, argc, argv, &a->id);
 }
 

@@ -5,16 +5,10 @@
  */
 #include "cli.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static const struct option opts[] = {CLI_COMMON_OPTS,
-                                     {"dead", no_argument, NULL, 'd'},
-                                     {"queue", required_argument, NULL, 'q'},
-                                     {0}};
-
-static const char usage[] = "tq retry (ID... | --dead [--queue Q]) [--db URL]";
+static const char usage[] = "tq retry (ID... | --dead [-q|--queue Q]) [-d|--db URL]";
 static const char help[] = "Puts dead or cancelled jobs back to ready with "
                            "their attempts reset:\nall of them, or none when "
                            "one is unknown or in another state.\n";
@@ -26,24 +20,15 @@ typedef struct retry_args {
     size_t nids;
 } retry_args;
 
-/* One option into args (cli_options). */
-static int retry_option(void *args, int c)
-{
-    retry_args *a = args;
-    if (c == 'd')
-        a->dead = 1;
-    else if (c == 'q')
-        a->queue = optarg;
-    else
-        return -1;
-    return 0;
-}
+static const cli_opt opts[] = {CLI_OPT_FLAG(0, "dead", retry_args, dead, 1),
+                               CLI_OPT_STRING('q', "queue", retry_args, queue),
+                               CLI_OPT_END};
 
 /* 0, -1 after --help, or the exit code of a bad command line. */
 static int retry_parse(void *args, const char **url, int argc, char **argv)
 {
     retry_args *a = args;
-    int ex = cli_options(&cmd_retry, argc, argv, opts, url, retry_option, a);
+    int ex = cli_parse(&cmd_retry, argc, argv, opts, url, a);
     if (ex)
         return ex;
     if (a->queue && !a->dead) {

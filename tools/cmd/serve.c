@@ -27,13 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct option opts[] = {CLI_COMMON_OPTS,
-                                     {"listen", required_argument, NULL, 'l'},
-                                     {"token-file", required_argument, NULL, 't'},
-                                     {0}};
-
 static const char usage[] =
-    "tq serve [--listen ADDR:PORT] [--token-file FILE] [--db URL]";
+    "tq serve [--listen ADDR:PORT] [--token-file FILE] [-d|--db URL]";
 static const char help[] =
     "Serves the store over HTTP until SIGINT or SIGTERM:\n"
     "  /             a dashboard: queues, workers, dead jobs, one job's detail\n"
@@ -155,25 +150,16 @@ static int parse_listen(const char *text, struct sockaddr_storage *out, socklen_
     return 0;
 }
 
-/* One option into args (cli_options). */
-static int serve_option(void *args, int c)
-{
-    serve_args *a = args;
-    if (c == 'l')
-        a->listen = optarg;
-    else if (c == 't')
-        a->token_file = optarg;
-    else
-        return -1;
-    return 0;
-}
+static const cli_opt opts[] = {CLI_OPT_STRING(0, "listen", serve_args, listen),
+                               CLI_OPT_STRING(0, "token-file", serve_args, token_file),
+                               CLI_OPT_END};
 
 /* 0, -1 after --help, or the exit code of a bad command line. */
 static int serve_parse(void *args, const char **url, int argc, char **argv)
 {
     serve_args *a = args;
     a->listen = "127.0.0.1:8080";
-    int ex = cli_options_no_args(&cmd_serve, argc, argv, opts, url, serve_option, a);
+    int ex = cli_parse_no_args(&cmd_serve, argc, argv, opts, url, a);
     if (ex)
         return ex;
     a->url = cli_url(*url);

@@ -5,13 +5,9 @@
  */
 #include "cli.h"
 
-#include <getopt.h>
 #include <stdio.h>
 
-static const struct option opts[] = {
-    CLI_COMMON_OPTS, {"json", no_argument, NULL, 'j'}, {0}};
-
-static const char usage[] = "tq show ID [--json] [--db URL]";
+static const char usage[] = "tq show ID [-j|--json] [-d|--db URL]";
 static const char help[] = "Shows one job with its payload.\n";
 
 typedef struct show_args {
@@ -100,20 +96,14 @@ static void show_job(tq *db, const tq_job *j)
     cli_put_lines(stdout, j->payload, j->payload_len);
 }
 
-/* One option into args (cli_options). */
-static int show_option(void *args, int c)
-{
-    if (c != 'j')
-        return -1;
-    ((show_args *)args)->json = 1;
-    return 0;
-}
+static const cli_opt opts[] = {CLI_OPT_FLAG('j', "json", show_args, json, 1),
+                               CLI_OPT_END};
 
 /* 0, -1 after --help, or the exit code of a bad command line. */
 static int show_parse(void *args, const char **url, int argc, char **argv)
 {
     show_args *a = args;
-    int ex = cli_options(&cmd_show, argc, argv, opts, url, show_option, a);
+    int ex = cli_parse(&cmd_show, argc, argv, opts, url, a);
     return ex ? ex : cli_one_job_id(&cmd_show, argc, argv, &a->id);
 }
 

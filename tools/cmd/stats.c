@@ -5,16 +5,10 @@
  */
 #include "cli.h"
 
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 
-static const struct option opts[] = {CLI_COMMON_OPTS,
-                                     {"queue", required_argument, NULL, 'q'},
-                                     {"json", no_argument, NULL, 'j'},
-                                     {0}};
-
-static const char usage[] = "tq stats [--queue Q] [--json] [--db URL]";
+static const char usage[] = "tq stats [-q|--queue Q] [-j|--json] [-d|--db URL]";
 static const char help[] = "Counts by state, age of the oldest ready job, jobs "
                            "done in the last minute,\ndurations of the last "
                            "1000 done jobs, and the longest-running jobs.\n";
@@ -85,24 +79,15 @@ static json_t *stats_json(const tq_stats *st, const char *queue)
     return o;
 }
 
-/* One option into args (cli_options). */
-static int stats_option(void *args, int c)
-{
-    stats_args *a = args;
-    if (c == 'q')
-        a->queue = optarg;
-    else if (c == 'j')
-        a->json = 1;
-    else
-        return -1;
-    return 0;
-}
+static const cli_opt opts[] = {CLI_OPT_STRING('q', "queue", stats_args, queue),
+                               CLI_OPT_FLAG('j', "json", stats_args, json, 1),
+                               CLI_OPT_END};
 
 /* 0, -1 after --help, or the exit code of a bad command line. */
 static int stats_parse(void *args, const char **url, int argc, char **argv)
 {
     stats_args *a = args;
-    int ex = cli_options_no_args(&cmd_stats, argc, argv, opts, url, stats_option, a);
+    int ex = cli_parse_no_args(&cmd_stats, argc, argv, opts, url, a);
     if (ex)
         return ex;
     if (a->queue && (ex = cli_queue_name("stats", a->queue)))

@@ -62,9 +62,9 @@ static void work_log(void *ud, int level, const char *msg)
 }
 
 static const char usage[] =
-    "tq work [--queue Q]... [--concurrency N] [--prefetch N] [--name WORKER] "
-    "[--drain] [--timeout DUR] [--grace DUR] [--poll DUR] [--verbose|--quiet] "
-    "[--db URL] -- COMMAND [ARG...]";
+    "tq work [-q|--queue Q]... [--all-queues] [-c|--concurrency N] [--prefetch N] "
+    "[-n|--name WORKER] [--drain] [--timeout DUR] [--grace DUR] [--poll DUR] "
+    "[--verbose|--quiet] [-d|--db URL] -- COMMAND [ARG...]";
 static const char help[] =
     "Runs COMMAND (no shell) once per job of the queues Q (default: the "
     "queue\nnamed 'default'): payload on stdin; TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT, "
@@ -77,6 +77,8 @@ static const char help[] =
     "Descriptor 3 (TQ_CONTROL_FD) takes lines: 'progress PCT [TEXT]', "
     "'snooze DUR'\n(back to ready later, attempt not spent), 'discard "
     "TEXT' (dead at once).\n"
+    "--all-queues: every queue of the store instead, those created while it "
+    "runs\ntoo, each keeping its order, pause, limits and rate.\n"
     "--drain exits once nothing in the queues is ready (due or delayed), "
     "running or\nwaiting for its parents.\nSIGTERM/SIGINT: stop claiming, "
     "let running jobs finish "
@@ -145,19 +147,6 @@ static void *drain_progress(void *arg)
     return NULL;
 }
 
-static const struct option opts[] = {CLI_COMMON_OPTS,
-                                     {"queue", required_argument, NULL, 'q'},
-                                     {"concurrency", required_argument, NULL, 'c'},
-                                     {"prefetch", required_argument, NULL, 'p'},
-                                     {"name", required_argument, NULL, 'n'},
-                                     {"drain", no_argument, NULL, 'd'},
-                                     {"timeout", required_argument, NULL, 't'},
-                                     {"grace", required_argument, NULL, 'g'},
-                                     {"poll", required_argument, NULL, 'P'},
-                                     {"verbose", no_argument, NULL, 'v'},
-                                     {"quiet", no_argument, NULL, 'Q'},
-                                     {0}};
-
 enum { QUEUES_MAX = 64 };
 
 /* What tq work was asked for: the pool's options (its queues in queues)
@@ -169,71 +158,71 @@ typedef struct work_args {
     int log_level;
 } work_args;
 
-/* A duration option into *us: 0, or EXIT_USAGE after one line. */
-static int opt_duration(const char *opt, int64_t *us)
+/* --queue Q, again for each queue. */
+static int opt_queue(void *args, const cli_opt *opt, const char *arg)
 {
-    return cli_duration("work", opt, optarg, us) ? EXIT_USAGE : 0;
+    (void)opt;
+    work_args *a = args;
+    if (a->wo.nqueues == QUEUES_MAX) {
+        cli_error("work", "at most 64 queues");
+        return EXIT_USAGE;
+    }
+    if (cli_queue_name("work", arg))
+        return EXIT_USAGE;
+    a->queues[a->wo.nqueues++] = arg;
+    return 0;
 }
 
-/* One option into args (cli_options). */
-static int work_option(void *args, int c)
+/* --prefetch N: 0 is none (the library's -1; its 0 is the default). */
+static int opt_prefetch(void *args, const cli_opt *opt, const char *arg)
 {
-    work_args *a = args;
-    tq_worker_opts *wo = &a->wo;
+    (void)opt;
     long long n;
-    switch (c) {
-    case 'q':
-        if (wo->nqueues == QUEUES_MAX) {
-            cli_error("work", "at most 64 queues");
-            return EXIT_USAGE;
-        }
-        if (cli_queue_name("work", optarg))
-            return EXIT_USAGE;
-        a->queues[wo->nqueues++] = optarg;
-        return 0;
-    case 'c':
-        if (cli_int("work", "--concurrency", optarg, 1, TQ_CONCURRENCY_MAX, &n))
-            return EXIT_USAGE;
-        wo->concurrency = (int)n;
-        return 0;
-    case 'p':
-        if (cli_int("work", "--prefetch", optarg, 0, TQ_PREFETCH_MAX, &n))
-            return EXIT_USAGE;
-        wo->prefetch = n ? (int)n : -1;
-        return 0;
-    case 'n':
-        wo->name = optarg;
-        return 0;
-    case 'd':
-        wo->drain = 1;
-        return 0;
-    case 't':
-        return opt_duration("--timeout", &wo->timeout_us);
-    case 'g':
-        if (opt_duration("--grace", &wo->grace_us))
-            return EXIT_USAGE;
-        if (wo->grace_us == 0) /* none, as said: the library's 0 is its default */
-            wo->grace_us = 1;
-        return 0;
-    case 'P':
-        if (opt_duration("--poll", &wo->poll_max_us))
-            return EXIT_USAGE;
-        if (wo->poll_max_us == 0) {
-            cli_error("work", "--poll 0 would poll without a pause: give at least 1ms");
-            return EXIT_USAGE;
-        }
-        return 0;
-    case 'v':
-        a->log_level = TQ_LOG_DEBUG;
-        wo->log_jobs = 1;
-        return 0;
-    case 'Q':
-        a->log_level = TQ_LOG_WARN;
-        return 0;
-    default:
-        return -1;
-    }
+    if (cli_int("work", "--prefetch", arg, 0, TQ_PREFETCH_MAX, &n))
+        return EXIT_USAGE;
+    ((work_args *)args)->wo.prefetch = n ? (int)n : -1;
+    return 0;
 }
+
+/* --grace DUR: 0 is none, as said (the library's 0 is its default). */
+static int opt_grace(void *args, const cli_opt *opt, const char *arg)
+{
+    (void)opt;
+    tq_worker_opts *wo = &((work_args *)args)->wo;
+    if (cli_duration("work", "--grace", arg, &wo->grace_us))
+        return EXIT_USAGE;
+    if (wo->grace_us == 0)
+        wo->grace_us = 1;
+    return 0;
+}
+
+static int opt_poll(void *args, const cli_opt *opt, const char *arg)
+{
+    (void)opt;
+    tq_worker_opts *wo = &((work_args *)args)->wo;
+    if (cli_duration("work", "--poll", arg, &wo->poll_max_us))
+        return EXIT_USAGE;
+    if (wo->poll_max_us == 0) {
+        cli_error("work", "--poll 0 would poll without a pause: give at least 1ms");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+static const cli_opt opts[] = {
+    CLI_OPT_CALLBACK('q', "queue", 1, opt_queue, 0),
+    CLI_OPT_INT('c', "concurrency", work_args, wo.concurrency, 1, TQ_CONCURRENCY_MAX),
+    CLI_OPT_CALLBACK(0, "prefetch", 1, opt_prefetch, 0),
+    CLI_OPT_STRING('n', "name", work_args, wo.name),
+    CLI_OPT_FLAG(0, "drain", work_args, wo.drain, 1),
+    CLI_OPT_DURATION(0, "timeout", work_args, wo.timeout_us),
+    CLI_OPT_CALLBACK(0, "grace", 1, opt_grace, 0),
+    CLI_OPT_CALLBACK(0, "poll", 1, opt_poll, 0),
+    /* --verbose also logs each job's end (wo.log_jobs, which --quiet
+     * after it leaves on) */
+    CLI_OPT_FLAG_MARK(0, "verbose", work_args, log_level, TQ_LOG_DEBUG, wo.log_jobs, 1),
+    CLI_OPT_FLAG(0, "quiet", work_args, log_level, TQ_LOG_WARN),
+    CLI_OPT_FLAG(0, "all-queues", work_args, wo.all_queues, 1), CLI_OPT_END};
 
 /* 0, -1 after --help, or the exit code of a bad command line. */
 static int work_parse(void *args, const char **url, int argc, char **argv)
@@ -242,9 +231,13 @@ static int work_parse(void *args, const char **url, int argc, char **argv)
     *a = (work_args){.wo = TQ_WORKER_OPTS_INIT, .log_level = TQ_LOG_INFO};
     tq_worker_opts *wo = &a->wo;
     wo->concurrency = 1;
-    int ex = cli_options(&cmd_work, argc, argv, opts, url, work_option, a);
+    int ex = cli_parse(&cmd_work, argc, argv, opts, url, a);
     if (ex)
         return ex;
+    if (wo->all_queues && wo->nqueues) {
+        cli_error("work", "--all-queues and --queue cannot be used together");
+        return EXIT_USAGE;
+    }
     if (optind >= argc) {
         cli_error("work", "no COMMAND given: tq work [options] -- COMMAND [ARG...]");
         return EXIT_USAGE;
@@ -314,10 +307,13 @@ static void log_start(const char *name, tq *db, const tq_worker_opts *wo)
     for (size_t i = 0; i < (wo->nqueues ? wo->nqueues : 1) && k < sizeof queues; i++)
         k += (size_t)snprintf(queues + k, sizeof queues - k, "%s%s", i ? ", " : "",
                               wo->nqueues ? wo->queues[i] : "default");
+    if (wo->all_queues)
+        snprintf(queues, sizeof queues, "all");
     snprintf(msg, sizeof msg,
              "started: queue%s %s; concurrency %d; store %s (%s); command %s%s",
-             wo->nqueues > 1 ? "s" : "", queues, wo->concurrency, tq_store_name(db),
-             tq_engine_name(db), wo->argv[0], wo->drain ? "; draining" : "");
+             wo->nqueues > 1 || wo->all_queues ? "s" : "", queues, wo->concurrency,
+             tq_store_name(db), tq_engine_name(db), wo->argv[0],
+             wo->drain ? "; draining" : "");
     work_log((void *)name, TQ_LOG_INFO, msg);
 }
 
@@ -354,6 +350,16 @@ static void catch_stop_signals(void)
 static int progress_quiet(tq *db, const tq_worker_opts *wo)
 {
     int quiet = !wo->drain;
+    tq_queue_info *v;
+    size_t n;
+    if (!quiet && isatty(1) && wo->all_queues) { /* those there now */
+        if (tq_queue_list(&v, &n, db))
+            return 1;
+        for (size_t i = 0; i < n; i++)
+            quiet |= !v[i].results;
+        tq_free(v);
+        return quiet;
+    }
     for (size_t i = 0; !quiet && isatty(1) && i < (wo->nqueues ? wo->nqueues : 1); i++) {
         tq_queue_info q;
         quiet = tq_queue_get(&q, db, wo->nqueues ? wo->queues[i] : "default") != 0 ||

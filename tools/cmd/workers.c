@@ -5,16 +5,10 @@
  */
 #include "cli.h"
 
-#include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
 
-static const struct option opts[] = {CLI_COMMON_OPTS,
-                                     {"json", no_argument, NULL, 'j'},
-                                     {"prune", required_argument, NULL, 'p'},
-                                     {0}};
-
-static const char usage[] = "tq workers [--prune DUR] [--json] [--db URL]";
+static const char usage[] = "tq workers [--prune DUR] [-j|--json] [-d|--db URL]";
 static const char help[] =
     "Lists registered workers: alive, stopped or gone (silent past their "
     "lease).\n--prune DUR first removes those stopped or gone for longer "
@@ -58,27 +52,15 @@ static int print_workers(tq *db, int json)
     return 0;
 }
 
-/* One option into args (cli_options). */
-static int workers_option(void *args, int c)
-{
-    workers_args *a = args;
-    if (c == 'j') {
-        a->json = 1;
-    } else if (c == 'p') {
-        if (cli_duration("workers", "--prune", optarg, &a->age))
-            return EXIT_USAGE;
-        a->prune = 1;
-    } else {
-        return -1;
-    }
-    return 0;
-}
+static const cli_opt opts[] = {
+    CLI_OPT_FLAG('j', "json", workers_args, json, 1),
+    CLI_OPT_DURATION_MARK(0, "prune", workers_args, age, prune, 1), CLI_OPT_END};
 
 /* 0, -1 after --help, or the exit code of a bad command line. */
 static int workers_parse(void *args, const char **url, int argc, char **argv)
 {
     workers_args *a = args;
-    return cli_options_no_args(&cmd_workers, argc, argv, opts, url, workers_option, a);
+    return cli_parse_no_args(&cmd_workers, argc, argv, opts, url, a);
 }
 
 static int workers_run(void *args, tq *db)

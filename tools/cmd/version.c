@@ -1,0 +1,32 @@
+/*
+ * version.c - `tq version`: what `tq --version` (or -v) prints, for those
+ * who ask it as a command. Called by tq.c's command table, which prints
+ * the same for the options.
+ */
+#include "cli.h"
+
+#include <stdio.h>
+
+static const char usage[] = "tq version";
+static const char help[] = "Prints tq's version, as tq --version (or tq -v) does.\n";
+
+typedef struct version_args {
+    int unused;
+} version_args;
+
+static const cli_opt opts[] = {CLI_OPT_END};
+
+/* 0, -1 after --help, or the exit code of a bad command line. */
+static int version_parse(void *args, const char **url, int argc, char **argv)
+{
+    return cli_parse_no_args(&cmd_version, argc, argv, opts, url, args);
+}
+
+static int version_run(void *args, tq *db)
+{
+    (void)args, (void)db;
+    printf("tq %s\n", TQ_VERSION);
+    return 0;
+}
+
+CLI_COMMAND(version, "print tq's version", CLI_OPEN_NONE, usage, help, NULL);
