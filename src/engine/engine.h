@@ -221,18 +221,64 @@ static inline enum tq__claim_kind tq__claim_kind(const tq__claim *c)
                                                  : TQ__CLAIM_GROUPS;
 }
 
-/* The claim statements stand at the head of each engine's statement ids,
- * by kind, then order (FIFO, LIFO, unordered; a chain has no LIFO one):
- * S_CLAIM_{FIFO,LIFO,ANY}, S_CLAIM_GROUPS_FIFO, S_CLAIM_LIMITED_LIFO,
- * S_CLAIM_GROUPS_ANY, S_CLAIM_CHAIN_{FIFO,ANY}, S_CLAIM_ROOM_{FIFO,LIFO,ANY},
- * then PostgreSQL's S_CLAIM_RATE_{FIFO,LIFO,ANY}. The place of the one of
- * an order and a kind among them: */
+/* The claim statements stand at the head of each engine's statement ids
+ * (enum stmt_id), by kind, then order (FIFO, LIFO, unordered; a chain has
+ * no LIFO one), then PostgreSQL's S_CLAIM_RATE_{FIFO,LIFO,ANY}: X(id,
+ * TEXT, ORDER), where each engine's claim.c defines TEXT(ORDER), the
+ * statement of that kind for that queue order. */
+/* clang-format off */
+#define TQ__CLAIM_STMTS(X)                                                               \
+    X(S_CLAIM_FIFO, CLAIM, FIFO)                                                         \
+    X(S_CLAIM_LIFO, CLAIM, LIFO)                                                         \
+    X(S_CLAIM_ANY, CLAIM, UNORDERED)                                                     \
+    X(S_CLAIM_GROUPS_FIFO, CLAIM_GROUPS, FIFO)                                           \
+    X(S_CLAIM_LIMITED_LIFO, CLAIM_LIMITED, LIFO)                                         \
+    X(S_CLAIM_GROUPS_ANY, CLAIM_GROUPS, UNORDERED)                                       \
+    X(S_CLAIM_CHAIN_FIFO, CLAIM_CHAIN, FIFO)                                             \
+    X(S_CLAIM_CHAIN_ANY, CLAIM_CHAIN, UNORDERED)                                         \
+    X(S_CLAIM_ROOM_FIFO, CLAIM_ROOM, FIFO)                                               \
+    X(S_CLAIM_ROOM_LIFO, CLAIM_ROOM, LIFO)                                               \
+    X(S_CLAIM_ROOM_ANY, CLAIM_ROOM, UNORDERED)
+/* clang-format on */
+
+/* The place of the claim statement of an order and a kind among them. */
 static inline int tq__claim_stmt(tq_order order, enum tq__claim_kind kind)
 {
     static const unsigned char at[5][3] = {
         {0, 1, 2}, {3, 4, 5}, {6, 4, 7}, {8, 9, 10}, {11, 12, 13}};
     return at[kind][order];
 }
+
+/* The other statements both engines have, each with its own text in the
+ * file of its concern: they follow the claim statements in each engine's
+ * enum stmt_id, then that engine's own. (The acknowledgements that go one
+ * job at a time come first: PostgreSQL keeps their ids as bits of a
+ * 64-bit mask.) */
+/* clang-format off */
+#define TQ__SHARED_STMTS(X)                                                              \
+    X(S_FAIL) X(S_SNOOZE) X(S_DISCARD) X(S_PROGRESS)                                     \
+    X(S_RATE_TAKE) X(S_RATE_WAIT)                                                        \
+    X(S_RESCUE_EXPIRED) X(S_RESCUE_WORKER)                                               \
+    X(S_ENQUEUE_KEY) X(S_FIND_KEY) X(S_ENQUEUE_UKEY) X(S_FIND_UKEY) X(S_EXPIRE_KEY)      \
+    X(S_QUEUE_ENSURE) X(S_QUEUE_UPDATE) X(S_QUEUE_GET) X(S_QUEUE_LIST)                   \
+    X(S_PENDING)                                                                         \
+    X(S_JOB_GET) X(S_JOB_LIST) X(S_JOB_LIST_READY) X(S_JOB_LIST_RUNNING)                 \
+    X(S_JOB_LIST_WAITING) X(S_JOB_LIST_FINISHED) X(S_JOB_STATE) X(S_JOB_RESULT)          \
+    X(S_JOB_PARENTS) X(S_DEPS_ADD) X(S_DEPS_HOLD)                                        \
+    X(S_RETRY_ONE) X(S_RETRY_DEAD) X(S_CANCEL) X(S_PRUNE)                                \
+    X(S_COUNTS) X(S_OLDEST_READY) X(S_DELAYED) X(S_ACTIVE) X(S_DONE_SINCE)               \
+    X(S_LONGEST) X(S_DURATIONS)                                                          \
+    X(S_COUNT_READY) X(S_COUNT_RUNNING) X(S_COUNT_RUNNING_BY_WORKER)                     \
+    X(S_COUNT_WAITING) X(S_COUNT_FINISHED) X(S_FINISHED_SINCE)                           \
+    X(S_WORKER_GET) X(S_WORKER_PUT) X(S_WORKER_BEAT) X(S_WORKER_STOP)                    \
+    X(S_WORKER_LIST) X(S_WORKER_PRUNE)                                                   \
+    X(S_SCHEMA_VERSION)                                                                  \
+    X(S_SCHEDULE_PUT) X(S_SCHEDULE_REMOVE) X(S_SCHEDULE_LIST)
+
+/* For the engines' enum stmt_id: the ids of those lists. */
+#define TQ__CLAIM_STMT_ID(id, text, order) id,
+#define TQ__STMT_ID(id)                    id,
+/* clang-format on */
 
 /*
  * What an engine can do beyond the required entries, said one way: a bit

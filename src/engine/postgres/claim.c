@@ -276,18 +276,10 @@
     "  lease_until = NULL, progress = NULL, progress_text = NULL"
 
 
+/* The claim statements, one per kind and queue order (engine.h). */
+#define CLAIM_SQL(id, text, order) [id] = text(order),
 const char *const tq__pg_sql_claim[S_COUNT] = {
-    [S_CLAIM_FIFO] = CLAIM(FIFO),
-    [S_CLAIM_LIFO] = CLAIM(LIFO),
-    [S_CLAIM_ANY] = CLAIM(UNORDERED),
-    [S_CLAIM_GROUPS_FIFO] = CLAIM_GROUPS(FIFO),
-    [S_CLAIM_LIMITED_LIFO] = CLAIM_LIMITED(LIFO),
-    [S_CLAIM_GROUPS_ANY] = CLAIM_GROUPS(UNORDERED),
-    [S_CLAIM_CHAIN_FIFO] = CLAIM_CHAIN(FIFO),
-    [S_CLAIM_CHAIN_ANY] = CLAIM_CHAIN(UNORDERED),
-    [S_CLAIM_ROOM_FIFO] = CLAIM_ROOM(FIFO),
-    [S_CLAIM_ROOM_LIFO] = CLAIM_ROOM(LIFO),
-    [S_CLAIM_ROOM_ANY] = CLAIM_ROOM(UNORDERED),
+    TQ__CLAIM_STMTS(CLAIM_SQL)
     [S_CLAIM_RATE_FIFO] = CLAIM_RATE(FIFO),
     [S_CLAIM_RATE_LIFO] = CLAIM_RATE(LIFO),
     [S_CLAIM_RATE_ANY] = CLAIM_RATE(UNORDERED),

@@ -250,18 +250,10 @@
     "  lease_until = NULL, progress = NULL, progress_text = NULL"
 
 
+/* The claim statements, one per kind and queue order (engine.h). */
+#define CLAIM_SQL(id, text, order) [id] = text(order),
 const char *const tq__sqlite_sql_claim[S_COUNT] = {
-    [S_CLAIM_FIFO] = CLAIM(FIFO),
-    [S_CLAIM_LIFO] = CLAIM(LIFO),
-    [S_CLAIM_ANY] = CLAIM(UNORDERED),
-    [S_CLAIM_GROUPS_FIFO] = CLAIM_GROUPS(FIFO),
-    [S_CLAIM_LIMITED_LIFO] = CLAIM_LIMITED(LIFO),
-    [S_CLAIM_GROUPS_ANY] = CLAIM_GROUPS(UNORDERED),
-    [S_CLAIM_CHAIN_FIFO] = CLAIM_CHAIN(FIFO),
-    [S_CLAIM_CHAIN_ANY] = CLAIM_CHAIN(UNORDERED),
-    [S_CLAIM_ROOM_FIFO] = CLAIM_ROOM(FIFO),
-    [S_CLAIM_ROOM_LIFO] = CLAIM_ROOM(LIFO),
-    [S_CLAIM_ROOM_ANY] = CLAIM_ROOM(UNORDERED),
+    TQ__CLAIM_STMTS(CLAIM_SQL)
     /* After a limited claim took ?3 jobs (> 0), in its transaction: the
      * rate's tokens less those, as of ?2 now. Not after a claim that took
      * none: a write would wake every idle worker (they watch the store's
