@@ -145,8 +145,10 @@ const char *const tq__pg_sql_admin[S_COUNT] = {
 
 /* ---- queues -------------------------------------------------------------- */
 
-static void read_queue(const PGresult *r, int row, tq_queue_info *q)
+static int read_queue(tq *db, const PGresult *r, int row, void *out, void *arg)
 {
+    (void)db, (void)arg;
+    tq_queue_info *q = out;
     char name[80], ord[16];
     tq_order order = TQ_FIFO;
     g_strbuf(r, row, 0, name, sizeof name);
@@ -167,6 +169,7 @@ static void read_queue(const PGresult *r, int row, tq_queue_info *q)
     q->rate_burst = q->rate_limit ? g_i64(r, row, 12) : 0;
     q->max_snoozes = (int)g_i64(r, row, 13);
     q->results = (int)g_i64(r, row, 14);
+    return 0;
 }
 
 int tq__pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
@@ -238,7 +241,7 @@ int tq__pg_queue_get(tq *db, const char *name, tq_queue_info *out)
     if (!r)
         return rc;
     if (PQntuples(r))
-        read_queue(r, 0, out);
+        read_queue(db, r, 0, out, NULL);
     else
         rc = tq__seterr(db, TQ_ENOTFOUND, "no queue named '%s'", name);
     PQclear(r);
@@ -247,22 +250,12 @@ int tq__pg_queue_get(tq *db, const char *name, tq_queue_info *out)
 
 int tq__pg_queue_list(tq *db, tq_queue_info **out, size_t *out_n)
 {
-    int rc;
-    PGresult *r = tq__pg_run(db, S_QUEUE_LIST, NULL, &rc, "listing queues");
-    if (!r)
-        return rc;
-    int n = PQntuples(r);
-    tq_queue_info *v = calloc((size_t)n + 1, sizeof *v);
-    if (!v) {
-        PQclear(r);
-        return tq__seterr(db, TQ_ENOMEM, "out of memory");
-    }
-    for (int i = 0; i < n; i++)
-        read_queue(r, i, &v[i]);
-    PQclear(r);
-    *out = v;
-    *out_n = (size_t)n;
-    return 0;
+    void *v;
+    int rc = tq__pg_rows(db, S_QUEUE_LIST, NULL, "listing queues", sizeof **out,
+                         read_queue, NULL, NULL, &v, out_n);
+    if (!rc)
+        *out = v;
+    return rc;
 }
 
 int tq__pg_job_get(tq *db, int64_t id, tq_job **out)
@@ -559,32 +552,29 @@ int tq__pg_worker_prune(tq *db, int64_t older_than_us, int64_t *count)
     return tq__pg_run_count(db, S_WORKER_PRUNE, &p, count, "pruning workers");
 }
 
+static int read_worker(tq *db, const PGresult *r, int i, void *out, void *arg)
+{
+    (void)db, (void)arg;
+    tq_worker_info *w = out;
+    g_strbuf(r, i, 0, w->name, sizeof w->name);
+    g_strbuf(r, i, 1, w->host, sizeof w->host);
+    w->pid = g_i64(r, i, 2);
+    w->started_at = g_i64(r, i, 3);
+    w->heartbeat_at = g_i64(r, i, 4);
+    w->stopped_at = g_i64(r, i, 5);
+    w->lease_us = g_i64(r, i, 6);
+    w->alive = (int)g_i64(r, i, 7);
+    g_strbuf(r, i, 8, w->host_id, sizeof w->host_id);
+    w->reaper_pid = g_i64(r, i, 9);
+    return 0;
+}
+
 int tq__pg_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
 {
-    int rc;
-    PGresult *r = tq__pg_run(db, S_WORKER_LIST, NULL, &rc, "listing workers");
-    if (!r)
-        return rc;
-    int n = PQntuples(r);
-    tq_worker_info *v = calloc((size_t)n + 1, sizeof *v);
-    if (!v) {
-        PQclear(r);
-        return tq__seterr(db, TQ_ENOMEM, "out of memory");
-    }
-    for (int i = 0; i < n; i++) {
-        g_strbuf(r, i, 0, v[i].name, sizeof v[i].name);
-        g_strbuf(r, i, 1, v[i].host, sizeof v[i].host);
-        v[i].pid = g_i64(r, i, 2);
-        v[i].started_at = g_i64(r, i, 3);
-        v[i].heartbeat_at = g_i64(r, i, 4);
-        v[i].stopped_at = g_i64(r, i, 5);
-        v[i].lease_us = g_i64(r, i, 6);
-        v[i].alive = (int)g_i64(r, i, 7);
-        g_strbuf(r, i, 8, v[i].host_id, sizeof v[i].host_id);
-        v[i].reaper_pid = g_i64(r, i, 9);
-    }
-    PQclear(r);
-    *out = v;
-    *out_n = (size_t)n;
-    return 0;
+    void *v;
+    int rc = tq__pg_rows(db, S_WORKER_LIST, NULL, "listing workers", sizeof **out,
+                         read_worker, NULL, NULL, &v, out_n);
+    if (!rc)
+        *out = v;
+    return rc;
 }

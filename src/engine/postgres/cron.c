@@ -47,36 +47,33 @@ int tq__pg_schedule_remove(tq *db, const char *name)
     return rc;
 }
 
+static int read_schedule(tq *db, const PGresult *r, int row, void *out, void *arg)
+{
+    char name[80], queue[80], spec[160], tz[80];
+    (void)arg;
+    g_strbuf(r, row, 0, name, sizeof name);
+    g_strbuf(r, row, 1, queue, sizeof queue);
+    g_strbuf(r, row, 2, spec, sizeof spec);
+    g_strbuf(r, row, 3, tz, sizeof tz);
+    return tq__schedule_fill(db, out, name, queue, spec, tz, PQgetvalue(r, row, 4),
+                             (size_t)PQgetlength(r, row, 4), (int)g_i64(r, row, 5),
+                             (int)g_i64(r, row, 6), g_i64(r, row, 7), g_i64(r, row, 8),
+                             g_i64(r, row, 9));
+}
+
+static void free_schedules(void *v, size_t n)
+{
+    tq_schedule_array_free(v, n);
+}
+
 int tq__pg_schedule_list(tq *db, tq_schedule **out, size_t *out_n)
 {
-    int rc;
-    PGresult *r = tq__pg_run(db, S_SCHEDULE_LIST, NULL, &rc, "listing schedules");
-    if (!r)
-        return rc;
-    size_t n = (size_t)PQntuples(r);
-    tq_schedule *v = calloc(n ? n : 1, sizeof *v);
-    if (!v)
-        rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
-    for (size_t i = 0; i < n && !rc; i++) {
-        char name[80], queue[80], spec[160], tz[80];
-        const int row = (int)i;
-        g_strbuf(r, row, 0, name, sizeof name);
-        g_strbuf(r, row, 1, queue, sizeof queue);
-        g_strbuf(r, row, 2, spec, sizeof spec);
-        g_strbuf(r, row, 3, tz, sizeof tz);
-        rc = tq__schedule_fill(db, &v[i], name, queue, spec, tz, PQgetvalue(r, row, 4),
-                               (size_t)PQgetlength(r, row, 4), (int)g_i64(r, row, 5),
-                               (int)g_i64(r, row, 6), g_i64(r, row, 7), g_i64(r, row, 8),
-                               g_i64(r, row, 9));
-    }
-    PQclear(r);
-    if (rc) {
-        tq_schedule_array_free(v, n);
-        return rc;
-    }
-    *out = v;
-    *out_n = n;
-    return 0;
+    void *v;
+    int rc = tq__pg_rows(db, S_SCHEDULE_LIST, NULL, "listing schedules", sizeof **out,
+                         read_schedule, NULL, free_schedules, &v, out_n);
+    if (!rc)
+        *out = v;
+    return rc;
 }
 
 int tq__pg_schedule_fire(tq *db, const tq_schedule *s, int64_t slot_us, int64_t next_us,

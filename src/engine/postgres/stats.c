@@ -120,59 +120,64 @@ done:
     return rc;
 }
 
+static int read_active(tq *db, const PGresult *r, int i, void *out, void *arg)
+{
+    (void)db, (void)arg;
+    tq__active *a = out;
+    g_strbuf(r, i, 0, a->queue, sizeof a->queue);
+    a->due = g_i64(r, i, 1);
+    a->delayed = g_i64(r, i, 2);
+    a->running = g_i64(r, i, 3);
+    a->next_due_in_us = g_i64(r, i, 4);
+    return 0;
+}
+
 int tq__pg_active(tq *db, tq__active **out, size_t *out_n)
 {
-    int rc;
-    PGresult *r = tq__pg_run(db, S_ACTIVE, NULL, &rc, "counting active jobs");
-    if (!r)
-        return rc;
-    int n = PQntuples(r);
-    tq__active *v = calloc((size_t)n + 1, sizeof *v);
-    if (!v) {
-        PQclear(r);
-        return tq__seterr(db, TQ_ENOMEM, "out of memory");
-    }
-    for (int i = 0; i < n; i++) {
-        g_strbuf(r, i, 0, v[i].queue, sizeof v[i].queue);
-        v[i].due = g_i64(r, i, 1);
-        v[i].delayed = g_i64(r, i, 2);
-        v[i].running = g_i64(r, i, 3);
-        v[i].next_due_in_us = g_i64(r, i, 4);
-    }
-    PQclear(r);
-    *out = v;
-    *out_n = (size_t)n;
+    void *v;
+    int rc = tq__pg_rows(db, S_ACTIVE, NULL, "counting active jobs", sizeof **out,
+                         read_active, NULL, NULL, &v, out_n);
+    if (!rc)
+        *out = v;
+    return rc;
+}
+
+static int read_duration(tq *db, const PGresult *r, int i, void *out, void *arg)
+{
+    (void)db, (void)arg;
+    *(int64_t *)out = g_i64(r, i, 0);
     return 0;
 }
 
 int tq__pg_durations(tq *db, const char *queue, size_t limit, int64_t **out,
                      size_t *out_n)
 {
-    int rc;
     params p = {0};
+    void *v;
     p_text(&p, queue);
     p_i64(&p, (int64_t)limit);
-    PGresult *r = tq__pg_run(db, S_DURATIONS, &p, &rc, "reading durations");
-    if (!r)
-        return rc;
-    int n = PQntuples(r);
-    int64_t *v = malloc(((size_t)n + 1) * sizeof *v);
-    if (!v) {
-        PQclear(r);
-        return tq__seterr(db, TQ_ENOMEM, "out of memory");
-    }
-    for (int i = 0; i < n; i++)
-        v[i] = g_i64(r, i, 0);
-    PQclear(r);
-    *out = v;
-    *out_n = (size_t)n;
+    int rc = tq__pg_rows(db, S_DURATIONS, &p, "reading durations", sizeof **out,
+                         read_duration, NULL, NULL, &v, out_n);
+    if (!rc)
+        *out = v;
+    return rc;
+}
+
+static int read_count(tq *db, const PGresult *r, int i, void *out, void *arg)
+{
+    (void)db, (void)arg;
+    tq_count *c = out;
+    g_strbuf(r, i, 0, c->name, sizeof c->name);
+    c->n = g_i64(r, i, 1);
+    c->delayed = g_i64(r, i, 2);
+    c->oldest_due_us = g_i64(r, i, 3);
     return 0;
 }
 
 int tq__pg_count_jobs(tq *db, tq_state st, int by_worker, tq_count **out, size_t *out_n)
 {
-    int rc;
     params p = {0};
+    void *v;
     enum stmt_id id = st == TQ_READY     ? S_COUNT_READY
                       : st == TQ_WAITING ? S_COUNT_WAITING
                       : st != TQ_RUNNING ? S_COUNT_FINISHED
@@ -180,25 +185,11 @@ int tq__pg_count_jobs(tq *db, tq_state st, int by_worker, tq_count **out, size_t
                                          : S_COUNT_RUNNING;
     if (id == S_COUNT_FINISHED)
         p_text(&p, tq_state_name(st));
-    PGresult *r = tq__pg_run(db, id, &p, &rc, "counting jobs");
-    if (!r)
-        return rc;
-    int n = PQntuples(r);
-    tq_count *v = calloc((size_t)n + 1, sizeof *v);
-    if (!v) {
-        PQclear(r);
-        return tq__seterr(db, TQ_ENOMEM, "out of memory");
-    }
-    for (int i = 0; i < n; i++) {
-        g_strbuf(r, i, 0, v[i].name, sizeof v[i].name);
-        v[i].n = g_i64(r, i, 1);
-        v[i].delayed = g_i64(r, i, 2);
-        v[i].oldest_due_us = g_i64(r, i, 3);
-    }
-    PQclear(r);
-    *out = v;
-    *out_n = (size_t)n;
-    return 0;
+    int rc = tq__pg_rows(db, id, &p, "counting jobs", sizeof **out, read_count, NULL,
+                         NULL, &v, out_n);
+    if (!rc)
+        *out = v;
+    return rc;
 }
 
 int tq__pg_finished_since(tq *db, tq_state st, int64_t at, int64_t after_id, int64_t upto,

@@ -136,8 +136,10 @@ const char *const tq__sqlite_sql_admin[S_COUNT] = {
 
 /* ---- queues ------------------------------------------------------------ */
 
-static void read_queue(sqlite3_stmt *s, tq_queue_info *q)
+static int read_queue(tq *db, sqlite3_stmt *s, void *row, void *arg)
 {
+    (void)db, (void)arg;
+    tq_queue_info *q = row;
     tq_order order = TQ_FIFO;
     tq__queue_defaults(q, (const char *)sqlite3_column_text(s, 0));
     tq_order_parse(&order, (const char *)sqlite3_column_text(s, 1));
@@ -155,6 +157,7 @@ static void read_queue(sqlite3_stmt *s, tq_queue_info *q)
     q->rate_burst = q->rate_limit ? sqlite3_column_int64(s, 12) : 0;
     q->max_snoozes = sqlite3_column_int(s, 13);
     q->results = sqlite3_column_int(s, 14);
+    return 0;
 }
 
 int tq__sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
@@ -220,7 +223,7 @@ int tq__sqlite_queue_get(tq *db, const char *name, tq_queue_info *out)
     sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
     int src = sqlite3_step(s);
     if (src == SQLITE_ROW)
-        read_queue(s, out);
+        read_queue(db, s, out, NULL);
     else if (src == SQLITE_DONE)
         rc = tq__seterr(db, TQ_ENOTFOUND, "no queue named '%s'", name);
     else
@@ -231,31 +234,14 @@ int tq__sqlite_queue_get(tq *db, const char *name, tq_queue_info *out)
 
 int tq__sqlite_queue_list(tq *db, tq_queue_info **out, size_t *out_n)
 {
-    int rc, src;
-    size_t n = 0, cap = 0;
-    tq_queue_info *v = NULL;
+    int rc;
+    void *v;
     sqlite3_stmt *s = stmt(db, S_QUEUE_LIST, &rc);
-    if (!s)
+    if (!s || (rc = tq__sqlite_rows(db, s, sizeof **out, read_queue, NULL, NULL,
+                                    "listing queues", &v, out_n)))
         return rc;
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        tq_queue_info *nv = tq__sqlite_grow(db, v, n, &cap, sizeof *v, &rc);
-        if (!nv)
-            goto fail;
-        v = nv;
-        read_queue(s, &v[n++]);
-    }
-    if (src != SQLITE_DONE) {
-        rc = tq__sqlite_fail_rc(db, src, "listing queues");
-        goto fail;
-    }
-    done_with(s);
     *out = v;
-    *out_n = n;
     return 0;
-fail:
-    done_with(s);
-    free(v);
-    return rc;
 }
 
 int tq__sqlite_job_get(tq *db, int64_t id, tq_job **out)
@@ -593,43 +579,35 @@ int tq__sqlite_worker_stop(tq *db, const tq_worker_info *me)
     return worker_touch(db, S_WORKER_STOP, me);
 }
 
+/* A worker's row of S_WORKER_LIST; *now_us the time of the list. */
+static int read_worker(tq *db, sqlite3_stmt *s, void *row, void *now_us)
+{
+    (void)db;
+    tq_worker_info *w = row;
+    const int64_t now = *(const int64_t *)now_us;
+    snprintf(w->name, sizeof w->name, "%s", sqlite3_column_text(s, 0));
+    snprintf(w->host, sizeof w->host, "%s", sqlite3_column_text(s, 1));
+    snprintf(w->host_id, sizeof w->host_id, "%s", sqlite3_column_text(s, 7));
+    w->pid = sqlite3_column_int64(s, 2);
+    w->started_at = sqlite3_column_int64(s, 3);
+    w->heartbeat_at = sqlite3_column_int64(s, 4);
+    w->stopped_at = sqlite3_column_int64(s, 5);
+    w->lease_us = sqlite3_column_int64(s, 6);
+    w->reaper_pid = sqlite3_column_int64(s, 8);
+    w->alive = !w->stopped_at && now - w->heartbeat_at < w->lease_us;
+    return 0;
+}
+
 int tq__sqlite_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
 {
-    int rc, src;
-    size_t n = 0, cap = 0;
-    tq_worker_info *v = NULL;
-    const int64_t now = tq__now_us();
+    int rc;
+    void *v;
+    int64_t now = tq__now_us();
     sqlite3_stmt *s = stmt(db, S_WORKER_LIST, &rc);
-    if (!s)
+    if (!s || (rc = tq__sqlite_rows(db, s, sizeof **out, read_worker, &now, NULL,
+                                    "listing workers", &v, out_n)))
         return rc;
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        tq_worker_info *nv = tq__sqlite_grow(db, v, n, &cap, sizeof *v, &rc);
-        if (!nv) {
-            done_with(s);
-            free(v);
-            return rc;
-        }
-        v = nv;
-        tq_worker_info *w = &v[n++];
-        memset(w, 0, sizeof *w);
-        snprintf(w->name, sizeof w->name, "%s", sqlite3_column_text(s, 0));
-        snprintf(w->host, sizeof w->host, "%s", sqlite3_column_text(s, 1));
-        snprintf(w->host_id, sizeof w->host_id, "%s", sqlite3_column_text(s, 7));
-        w->pid = sqlite3_column_int64(s, 2);
-        w->started_at = sqlite3_column_int64(s, 3);
-        w->heartbeat_at = sqlite3_column_int64(s, 4);
-        w->stopped_at = sqlite3_column_int64(s, 5);
-        w->lease_us = sqlite3_column_int64(s, 6);
-        w->reaper_pid = sqlite3_column_int64(s, 8);
-        w->alive = !w->stopped_at && now - w->heartbeat_at < w->lease_us;
-    }
-    done_with(s);
-    if (src != SQLITE_DONE) {
-        free(v);
-        return tq__sqlite_fail_rc(db, src, "listing workers");
-    }
     *out = v;
-    *out_n = n;
     return 0;
 }
 

@@ -68,42 +68,33 @@ int tq__sqlite_schedule_remove(tq *db, const char *name)
                : tq__seterr(db, TQ_ENOTFOUND, "no schedule named '%s'", name);
 }
 
+static int read_schedule(tq *db, sqlite3_stmt *s, void *row, void *arg)
+{
+    (void)arg;
+    return tq__schedule_fill(
+        db, row, (const char *)sqlite3_column_text(s, 0),
+        (const char *)sqlite3_column_text(s, 1), (const char *)sqlite3_column_text(s, 2),
+        (const char *)sqlite3_column_text(s, 3), sqlite3_column_blob(s, 4),
+        (size_t)sqlite3_column_bytes(s, 4), sqlite3_column_int(s, 5),
+        sqlite3_column_int(s, 6), sqlite3_column_int64(s, 7), sqlite3_column_int64(s, 8),
+        sqlite3_column_int64(s, 9));
+}
+
+static void free_schedules(void *v, size_t n)
+{
+    tq_schedule_array_free(v, n);
+}
+
 int tq__sqlite_schedule_list(tq *db, tq_schedule **out, size_t *out_n)
 {
-    int rc, src;
-    size_t n = 0, cap = 0;
-    tq_schedule *v = NULL;
+    int rc;
+    void *v;
     sqlite3_stmt *s = stmt(db, S_SCHEDULE_LIST, &rc);
-    if (!s)
+    if (!s || (rc = tq__sqlite_rows(db, s, sizeof **out, read_schedule, NULL,
+                                    free_schedules, "listing schedules", &v, out_n)))
         return rc;
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        tq_schedule *nv = tq__sqlite_grow(db, v, n, &cap, sizeof *v, &rc);
-        if (!nv)
-            goto fail;
-        v = nv;
-        rc = tq__schedule_fill(
-            db, &v[n++], (const char *)sqlite3_column_text(s, 0),
-            (const char *)sqlite3_column_text(s, 1),
-            (const char *)sqlite3_column_text(s, 2),
-            (const char *)sqlite3_column_text(s, 3), sqlite3_column_blob(s, 4),
-            (size_t)sqlite3_column_bytes(s, 4), sqlite3_column_int(s, 5),
-            sqlite3_column_int(s, 6), sqlite3_column_int64(s, 7),
-            sqlite3_column_int64(s, 8), sqlite3_column_int64(s, 9));
-        if (rc)
-            goto fail;
-    }
-    if (src != SQLITE_DONE) {
-        rc = tq__sqlite_fail_rc(db, src, "listing schedules");
-        goto fail;
-    }
-    done_with(s);
     *out = v;
-    *out_n = n;
     return 0;
-fail:
-    done_with(s);
-    tq_schedule_array_free(v, n);
-    return rc;
 }
 
 int tq__sqlite_schedule_fire(tq *db, const tq_schedule *sc, int64_t slot_us,

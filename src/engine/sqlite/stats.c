@@ -112,10 +112,26 @@ done:
     return rc;
 }
 
+/* A row of a count (*id the statement's: only S_COUNT_READY has more
+ * than the name and how many). */
+static int read_count(tq *db, sqlite3_stmt *s, void *row, void *id)
+{
+    (void)db;
+    tq_count *c = row;
+    snprintf(c->name, sizeof c->name, "%s", (const char *)sqlite3_column_text(s, 0));
+    c->n = sqlite3_column_int64(s, 1);
+    if (*(const enum stmt_id *)id == S_COUNT_READY) {
+        c->delayed = sqlite3_column_int64(s, 2);
+        c->oldest_due_us = sqlite3_column_int64(s, 3);
+    }
+    return 0;
+}
+
 int tq__sqlite_count_jobs(tq *db, tq_state st, int by_worker, tq_count **out,
                           size_t *out_n)
 {
-    int rc, src;
+    int rc;
+    void *v;
     enum stmt_id id = st == TQ_READY     ? S_COUNT_READY
                       : st == TQ_WAITING ? S_COUNT_WAITING
                       : st != TQ_RUNNING ? S_COUNT_FINISHED
@@ -128,34 +144,10 @@ int tq__sqlite_count_jobs(tq *db, tq_state st, int by_worker, tq_count **out,
         sqlite3_bind_int64(s, 1, tq__now_us());
     else if (id == S_COUNT_FINISHED)
         sqlite3_bind_text(s, 1, tq_state_name(st), -1, SQLITE_STATIC);
-    size_t n = 0, cap = 0;
-    tq_count *v = NULL;
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            tq_count *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                src = SQLITE_NOMEM;
-                break;
-            }
-            v = nv;
-        }
-        tq_count *c = &v[n++];
-        memset(c, 0, sizeof *c);
-        snprintf(c->name, sizeof c->name, "%s", (const char *)sqlite3_column_text(s, 0));
-        c->n = sqlite3_column_int64(s, 1);
-        if (id == S_COUNT_READY) {
-            c->delayed = sqlite3_column_int64(s, 2);
-            c->oldest_due_us = sqlite3_column_int64(s, 3);
-        }
-    }
-    done_with(s);
-    if (src != SQLITE_DONE) {
-        free(v);
-        return tq__sqlite_fail_rc(db, src, "counting jobs");
-    }
+    if ((rc = tq__sqlite_rows(db, s, sizeof **out, read_count, &id, NULL, "counting jobs",
+                              &v, out_n)))
+        return rc;
     *out = v;
-    *out_n = n;
     return 0;
 }
 
@@ -190,73 +182,56 @@ int tq__sqlite_finished_since(tq *db, tq_state st, int64_t at, int64_t after_id,
     return 0;
 }
 
+/* A queue's row of S_ACTIVE; *now_us the time of the count. */
+static int read_active(tq *db, sqlite3_stmt *s, void *row, void *now_us)
+{
+    (void)db;
+    tq__active *a = row;
+    snprintf(a->queue, sizeof a->queue, "%s", sqlite3_column_text(s, 0));
+    a->due = sqlite3_column_int64(s, 1);
+    a->delayed = sqlite3_column_int64(s, 2);
+    a->running = sqlite3_column_int64(s, 3);
+    a->next_due_in_us =
+        a->delayed ? sqlite3_column_int64(s, 4) - *(const int64_t *)now_us : 0;
+    return 0;
+}
+
 int tq__sqlite_active(tq *db, tq__active **out, size_t *out_n)
 {
-    int rc, src;
-    size_t n = 0, cap = 0;
-    tq__active *v = NULL;
-    const int64_t now = tq__now_us();
+    int rc;
+    void *v;
+    int64_t now = tq__now_us();
     sqlite3_stmt *s = stmt(db, S_ACTIVE, &rc);
     if (!s)
         return rc;
     sqlite3_bind_int64(s, 1, now);
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        tq__active *nv = tq__sqlite_grow(db, v, n, &cap, sizeof *v, &rc);
-        if (!nv) {
-            done_with(s);
-            free(v);
-            return rc;
-        }
-        v = nv;
-        tq__active *a = &v[n++];
-        snprintf(a->queue, sizeof a->queue, "%s", sqlite3_column_text(s, 0));
-        a->due = sqlite3_column_int64(s, 1);
-        a->delayed = sqlite3_column_int64(s, 2);
-        a->running = sqlite3_column_int64(s, 3);
-        a->next_due_in_us = a->delayed ? sqlite3_column_int64(s, 4) - now : 0;
-    }
-    done_with(s);
-    if (src != SQLITE_DONE) {
-        free(v);
-        return tq__sqlite_fail_rc(db, src, "counting active jobs");
-    }
+    if ((rc = tq__sqlite_rows(db, s, sizeof **out, read_active, &now, NULL,
+                              "counting active jobs", &v, out_n)))
+        return rc;
     *out = v;
-    *out_n = n;
+    return 0;
+}
+
+static int read_duration(tq *db, sqlite3_stmt *s, void *row, void *arg)
+{
+    (void)db, (void)arg;
+    *(int64_t *)row = sqlite3_column_int64(s, 0);
     return 0;
 }
 
 int tq__sqlite_durations(tq *db, const char *queue, size_t limit, int64_t **out,
                          size_t *out_n)
 {
-    int rc, src;
-    size_t n = 0, cap = limit < 1024 ? limit : 1024;
-    int64_t *v = malloc((cap ? cap : 1) * sizeof *v);
+    int rc;
+    void *v;
     sqlite3_stmt *s = stmt(db, S_DURATIONS, &rc);
-    if (!s || !v) {
-        free(v);
-        return s ? tq__seterr(db, TQ_ENOMEM, "out of memory") : rc;
-    }
+    if (!s)
+        return rc;
     bind_text(s, 1, queue);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)limit);
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap *= 2;
-            int64_t *nv = realloc(v, cap * sizeof *v);
-            if (!nv) {
-                done_with(s);
-                free(v);
-                return tq__seterr(db, TQ_ENOMEM, "out of memory");
-            }
-            v = nv;
-        }
-        v[n++] = sqlite3_column_int64(s, 0);
-    }
-    done_with(s);
-    if (src != SQLITE_DONE) {
-        free(v);
-        return tq__sqlite_fail_rc(db, src, "reading durations");
-    }
+    if ((rc = tq__sqlite_rows(db, s, sizeof **out, read_duration, NULL, NULL,
+                              "reading durations", &v, out_n)))
+        return rc;
     *out = v;
-    *out_n = n;
     return 0;
 }
