@@ -250,11 +250,9 @@ int tq__pg_queue_get(tq *db, const char *name, tq_queue_info *out)
 
 int tq__pg_queue_list(tq *db, tq_queue_info **out, size_t *out_n)
 {
-    void *v;
-    int rc = tq__pg_rows(db, S_QUEUE_LIST, NULL, "listing queues", sizeof **out,
-                         read_queue, NULL, NULL, &v, out_n);
-    if (!rc)
-        *out = v;
+    int rc;
+    *out = tq__pg_rows(db, S_QUEUE_LIST, NULL, "listing queues", sizeof **out, read_queue,
+                       NULL, NULL, out_n, &rc);
     return rc;
 }
 
@@ -571,10 +569,8 @@ static int read_worker(tq *db, const PGresult *r, int i, void *out, void *arg)
 
 int tq__pg_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
 {
-    void *v;
-    int rc = tq__pg_rows(db, S_WORKER_LIST, NULL, "listing workers", sizeof **out,
-                         read_worker, NULL, NULL, &v, out_n);
-    if (!rc)
-        *out = v;
+    int rc;
+    *out = tq__pg_rows(db, S_WORKER_LIST, NULL, "listing workers", sizeof **out,
+                       read_worker, NULL, NULL, out_n, &rc);
     return rc;
 }

@@ -68,11 +68,9 @@ static void free_schedules(void *v, size_t n)
 
 int tq__pg_schedule_list(tq *db, tq_schedule **out, size_t *out_n)
 {
-    void *v;
-    int rc = tq__pg_rows(db, S_SCHEDULE_LIST, NULL, "listing schedules", sizeof **out,
-                         read_schedule, NULL, free_schedules, &v, out_n);
-    if (!rc)
-        *out = v;
+    int rc;
+    *out = tq__pg_rows(db, S_SCHEDULE_LIST, NULL, "listing schedules", sizeof **out,
+                       read_schedule, NULL, free_schedules, out_n, &rc);
     return rc;
 }
 

@@ -163,9 +163,9 @@ int tq__pg_run_count(tq *db, enum stmt_id id, const params *p, int64_t *changed,
                      const char *what);
 /* Fills one element of a tq__pg_rows array from row row of r. */
 typedef int (*tq__pg_fill)(tq *db, const PGresult *r, int row, void *out, void *arg);
-int tq__pg_rows(tq *db, enum stmt_id id, const params *p, const char *what, size_t size,
-                tq__pg_fill fill, void *arg, void (*free_rows)(void *v, size_t n),
-                void **out, size_t *out_n);
+void *tq__pg_rows(tq *db, enum stmt_id id, const params *p, const char *what, size_t size,
+                  tq__pg_fill fill, void *arg, void (*free_rows)(void *v, size_t n),
+                  size_t *out_n, int *rc);
 int tq__pg_simple(tq *db, const char *text, const char *what);
 void tq__pg_rollback(tq *db);
 int tq__pg_exec_params(tq *db, const char *text, int n, const char *const *values,

@@ -134,11 +134,9 @@ static int read_active(tq *db, const PGresult *r, int i, void *out, void *arg)
 
 int tq__pg_active(tq *db, tq__active **out, size_t *out_n)
 {
-    void *v;
-    int rc = tq__pg_rows(db, S_ACTIVE, NULL, "counting active jobs", sizeof **out,
-                         read_active, NULL, NULL, &v, out_n);
-    if (!rc)
-        *out = v;
+    int rc;
+    *out = tq__pg_rows(db, S_ACTIVE, NULL, "counting active jobs", sizeof **out,
+                       read_active, NULL, NULL, out_n, &rc);
     return rc;
 }
 
@@ -153,13 +151,11 @@ int tq__pg_durations(tq *db, const char *queue, size_t limit, int64_t **out,
                      size_t *out_n)
 {
     params p = {0};
-    void *v;
+    int rc;
     p_text(&p, queue);
     p_i64(&p, (int64_t)limit);
-    int rc = tq__pg_rows(db, S_DURATIONS, &p, "reading durations", sizeof **out,
-                         read_duration, NULL, NULL, &v, out_n);
-    if (!rc)
-        *out = v;
+    *out = tq__pg_rows(db, S_DURATIONS, &p, "reading durations", sizeof **out,
+                       read_duration, NULL, NULL, out_n, &rc);
     return rc;
 }
 
@@ -177,7 +173,7 @@ static int read_count(tq *db, const PGresult *r, int i, void *out, void *arg)
 int tq__pg_count_jobs(tq *db, tq_state st, int by_worker, tq_count **out, size_t *out_n)
 {
     params p = {0};
-    void *v;
+    int rc;
     enum stmt_id id = st == TQ_READY     ? S_COUNT_READY
                       : st == TQ_WAITING ? S_COUNT_WAITING
                       : st != TQ_RUNNING ? S_COUNT_FINISHED
@@ -185,10 +181,8 @@ int tq__pg_count_jobs(tq *db, tq_state st, int by_worker, tq_count **out, size_t
                                          : S_COUNT_RUNNING;
     if (id == S_COUNT_FINISHED)
         p_text(&p, tq_state_name(st));
-    int rc = tq__pg_rows(db, id, &p, "counting jobs", sizeof **out, read_count, NULL,
-                         NULL, &v, out_n);
-    if (!rc)
-        *out = v;
+    *out = tq__pg_rows(db, id, &p, "counting jobs", sizeof **out, read_count, NULL, NULL,
+                       out_n, &rc);
     return rc;
 }
 

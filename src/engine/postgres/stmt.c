@@ -246,35 +246,33 @@ void tq__pg_rollback(tq *db)
 }
 
 /* Runs statement id and reads its rows, one element of size bytes a row,
- * filled by fill(db, r, row, element, arg), into a new array (*out, *out_n;
- * zeroed, with room for one more). On failure nothing is returned:
- * free_rows(array, rows) releases what the rows hold and the array (NULL:
- * free it). */
-int tq__pg_rows(tq *db, enum stmt_id id, const params *p, const char *what, size_t size,
-                tq__pg_fill fill, void *arg, void (*free_rows)(void *v, size_t n),
-                void **out, size_t *out_n)
+ * filled by fill(db, r, row, element, arg), into a new array (of *out_n;
+ * zeroed, with room for one more), which it returns. On failure: NULL, the
+ * error in *rc, and free_rows(array, rows) has released what the rows hold
+ * and the array (NULL: free it). */
+void *tq__pg_rows(tq *db, enum stmt_id id, const params *p, const char *what, size_t size,
+                  tq__pg_fill fill, void *arg, void (*free_rows)(void *v, size_t n),
+                  size_t *out_n, int *rc)
 {
-    int rc;
-    PGresult *r = tq__pg_run(db, id, p, &rc, what);
+    PGresult *r = tq__pg_run(db, id, p, rc, what);
     if (!r)
-        return rc;
+        return NULL;
     const int n = PQntuples(r);
     char *v = calloc((size_t)n + 1, size);
     if (!v)
-        rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
-    for (int i = 0; i < n && !rc; i++)
-        rc = fill(db, r, i, v + (size_t)i * size, arg);
+        *rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+    for (int i = 0; i < n && !*rc; i++)
+        *rc = fill(db, r, i, v + (size_t)i * size, arg);
     PQclear(r);
-    if (rc) {
+    if (*rc) {
         if (free_rows)
             free_rows(v, (size_t)n);
         else
             free(v);
-        return rc;
+        return NULL;
     }
-    *out = v;
     *out_n = (size_t)n;
-    return 0;
+    return v;
 }
 
 /* ---- binary columns ------------------------------------------------------ */

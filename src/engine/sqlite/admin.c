@@ -235,13 +235,10 @@ int tq__sqlite_queue_get(tq *db, const char *name, tq_queue_info *out)
 int tq__sqlite_queue_list(tq *db, tq_queue_info **out, size_t *out_n)
 {
     int rc;
-    void *v;
     sqlite3_stmt *s = stmt(db, S_QUEUE_LIST, &rc);
-    if (!s || (rc = tq__sqlite_rows(db, s, sizeof **out, read_queue, NULL, NULL,
-                                    "listing queues", &v, out_n)))
-        return rc;
-    *out = v;
-    return 0;
+    *out = tq__sqlite_rows(db, s, sizeof **out, read_queue, NULL, NULL, "listing queues",
+                           out_n, &rc);
+    return rc;
 }
 
 int tq__sqlite_job_get(tq *db, int64_t id, tq_job **out)
@@ -601,14 +598,11 @@ static int read_worker(tq *db, sqlite3_stmt *s, void *row, void *now_us)
 int tq__sqlite_worker_list(tq *db, tq_worker_info **out, size_t *out_n)
 {
     int rc;
-    void *v;
     int64_t now = tq__now_us();
     sqlite3_stmt *s = stmt(db, S_WORKER_LIST, &rc);
-    if (!s || (rc = tq__sqlite_rows(db, s, sizeof **out, read_worker, &now, NULL,
-                                    "listing workers", &v, out_n)))
-        return rc;
-    *out = v;
-    return 0;
+    *out = tq__sqlite_rows(db, s, sizeof **out, read_worker, &now, NULL,
+                           "listing workers", out_n, &rc);
+    return rc;
 }
 
 int tq__sqlite_worker_prune(tq *db, int64_t older_than_us, int64_t *count)

@@ -88,13 +88,10 @@ static void free_schedules(void *v, size_t n)
 int tq__sqlite_schedule_list(tq *db, tq_schedule **out, size_t *out_n)
 {
     int rc;
-    void *v;
     sqlite3_stmt *s = stmt(db, S_SCHEDULE_LIST, &rc);
-    if (!s || (rc = tq__sqlite_rows(db, s, sizeof **out, read_schedule, NULL,
-                                    free_schedules, "listing schedules", &v, out_n)))
-        return rc;
-    *out = v;
-    return 0;
+    *out = tq__sqlite_rows(db, s, sizeof **out, read_schedule, NULL, free_schedules,
+                           "listing schedules", out_n, &rc);
+    return rc;
 }
 
 int tq__sqlite_schedule_fire(tq *db, const tq_schedule *sc, int64_t slot_us,

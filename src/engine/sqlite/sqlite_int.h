@@ -130,9 +130,9 @@ int tq__sqlite_init(tq *db, const tq_grant *grants, size_t n, int *found);
 void *tq__sqlite_grow(tq *db, void *v, size_t n, size_t *cap, size_t size, int *rc);
 /* Fills one element of a tq__sqlite_rows array from the row s is on. */
 typedef int (*tq__sqlite_fill)(tq *db, sqlite3_stmt *s, void *row, void *arg);
-int tq__sqlite_rows(tq *db, sqlite3_stmt *s, size_t size, tq__sqlite_fill fill, void *arg,
-                    void (*free_rows)(void *v, size_t n), const char *what, void **out,
-                    size_t *out_n);
+void *tq__sqlite_rows(tq *db, sqlite3_stmt *s, size_t size, tq__sqlite_fill fill,
+                      void *arg, void (*free_rows)(void *v, size_t n), const char *what,
+                      size_t *out_n, int *rc);
 int tq__sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o);
 int tq__sqlite_queue_get(tq *db, const char *name, tq_queue_info *out);
 int tq__sqlite_queue_list(tq *db, tq_queue_info **out, size_t *out_n);

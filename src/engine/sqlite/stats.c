@@ -131,7 +131,6 @@ int tq__sqlite_count_jobs(tq *db, tq_state st, int by_worker, tq_count **out,
                           size_t *out_n)
 {
     int rc;
-    void *v;
     enum stmt_id id = st == TQ_READY     ? S_COUNT_READY
                       : st == TQ_WAITING ? S_COUNT_WAITING
                       : st != TQ_RUNNING ? S_COUNT_FINISHED
@@ -144,11 +143,9 @@ int tq__sqlite_count_jobs(tq *db, tq_state st, int by_worker, tq_count **out,
         sqlite3_bind_int64(s, 1, tq__now_us());
     else if (id == S_COUNT_FINISHED)
         sqlite3_bind_text(s, 1, tq_state_name(st), -1, SQLITE_STATIC);
-    if ((rc = tq__sqlite_rows(db, s, sizeof **out, read_count, &id, NULL, "counting jobs",
-                              &v, out_n)))
-        return rc;
-    *out = v;
-    return 0;
+    *out = tq__sqlite_rows(db, s, sizeof **out, read_count, &id, NULL, "counting jobs",
+                           out_n, &rc);
+    return rc;
 }
 
 int tq__sqlite_finished_since(tq *db, tq_state st, int64_t at, int64_t after_id,
@@ -199,17 +196,14 @@ static int read_active(tq *db, sqlite3_stmt *s, void *row, void *now_us)
 int tq__sqlite_active(tq *db, tq__active **out, size_t *out_n)
 {
     int rc;
-    void *v;
     int64_t now = tq__now_us();
     sqlite3_stmt *s = stmt(db, S_ACTIVE, &rc);
     if (!s)
         return rc;
     sqlite3_bind_int64(s, 1, now);
-    if ((rc = tq__sqlite_rows(db, s, sizeof **out, read_active, &now, NULL,
-                              "counting active jobs", &v, out_n)))
-        return rc;
-    *out = v;
-    return 0;
+    *out = tq__sqlite_rows(db, s, sizeof **out, read_active, &now, NULL,
+                           "counting active jobs", out_n, &rc);
+    return rc;
 }
 
 static int read_duration(tq *db, sqlite3_stmt *s, void *row, void *arg)
@@ -223,15 +217,12 @@ int tq__sqlite_durations(tq *db, const char *queue, size_t limit, int64_t **out,
                          size_t *out_n)
 {
     int rc;
-    void *v;
     sqlite3_stmt *s = stmt(db, S_DURATIONS, &rc);
     if (!s)
         return rc;
     bind_text(s, 1, queue);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)limit);
-    if ((rc = tq__sqlite_rows(db, s, sizeof **out, read_duration, NULL, NULL,
-                              "reading durations", &v, out_n)))
-        return rc;
-    *out = v;
-    return 0;
+    *out = tq__sqlite_rows(db, s, sizeof **out, read_duration, NULL, NULL,
+                           "reading durations", out_n, &rc);
+    return rc;
 }

@@ -103,39 +103,42 @@ void *tq__sqlite_grow(tq *db, void *v, size_t n, size_t *cap, size_t size, int *
     return nv;
 }
 
-/* Steps s to the end, one element of size bytes a row, zeroed, then filled
- * by fill(db, s, element, arg), into a new array (*out, *out_n; NULL and 0
- * when there are none). On failure nothing is returned: free_rows(array,
- * rows filled or being filled) releases what the rows hold and the array
- * (NULL: free it). */
-int tq__sqlite_rows(tq *db, sqlite3_stmt *s, size_t size, tq__sqlite_fill fill, void *arg,
-                    void (*free_rows)(void *v, size_t n), const char *what, void **out,
-                    size_t *out_n)
+/* Steps s (the statement stmt gave: NULL, its error already in *rc) to the
+ * end, one element of size bytes a row, zeroed, then filled by fill(db, s,
+ * element, arg), into a new array (of *out_n; NULL when there are none),
+ * which it returns. On failure: NULL, the error in *rc, and
+ * free_rows(array, rows filled or being filled) has released what the rows
+ * hold and the array (NULL: free it). */
+void *tq__sqlite_rows(tq *db, sqlite3_stmt *s, size_t size, tq__sqlite_fill fill,
+                      void *arg, void (*free_rows)(void *v, size_t n), const char *what,
+                      size_t *out_n, int *rc)
 {
-    int src = SQLITE_DONE, rc = 0;
+    int src = SQLITE_DONE;
     size_t n = 0, cap = 0;
     char *v = NULL;
-    while (!rc && (src = sqlite3_step(s)) == SQLITE_ROW) {
-        char *nv = tq__sqlite_grow(db, v, n, &cap, size, &rc);
+    if (!s)
+        return NULL;
+    *rc = 0;
+    while (!*rc && (src = sqlite3_step(s)) == SQLITE_ROW) {
+        char *nv = tq__sqlite_grow(db, v, n, &cap, size, rc);
         if (!nv)
             break;
         v = nv;
         memset(v + n * size, 0, size);
-        rc = fill(db, s, v + n++ * size, arg);
+        *rc = fill(db, s, v + n++ * size, arg);
     }
-    if (!rc && src != SQLITE_DONE)
-        rc = tq__sqlite_fail_rc(db, src, what);
+    if (!*rc && src != SQLITE_DONE)
+        *rc = tq__sqlite_fail_rc(db, src, what);
     done_with(s);
-    if (rc) {
+    if (*rc) {
         if (free_rows)
             free_rows(v, n);
         else
             free(v);
-        return rc;
+        return NULL;
     }
-    *out = v;
     *out_n = n;
-    return 0;
+    return v;
 }
 
 /* ---- jobs -------------------------------------------------------------- */
