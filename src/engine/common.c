@@ -1,7 +1,8 @@
 /*
  * common.c - what the engines share that is not SQL, below the interface:
  * the order claimed jobs start in (tq__jobs_sort), the words of an
- * enqueue whose commit went unanswered. Called by the engines
+ * enqueue whose commit went unanswered, the steps of a retry or cancel
+ * (tq__manage). Called by the engines
  * and by the layer above (api.c, worker.c); it calls nothing above it.
  */
 #include "engine.h"
@@ -66,4 +67,37 @@ int tq__enqueue_unknown(tq *db, const char *first, const int64_t *ids, size_t n)
                       "%s; the jobs may or may not be stored (ids %lld to %lld): "
                       "enqueue with a key to retry safely",
                       first, (long long)ids[0], (long long)ids[n - 1]);
+}
+
+int tq__manage(tq *db, const tq__manage_ops *ops, void *ctx, const int64_t *ids, size_t n,
+               int64_t *count, size_t *bad, int *state)
+{
+    int rc;
+    *count = 0;
+    if ((rc = ops->begin(db, ctx)))
+        return rc;
+    for (size_t k = 0; k < (n ? n : 1) && !rc; k++) {
+        const size_t i = n ? n - 1 - k : 0;
+        int64_t changed = 0;
+        if ((rc = ops->update(db, ctx, i, &changed)))
+            break;
+        if (n && changed == 0) { /* that one cannot change: none do */
+            *bad = i;
+            *count = 0;
+            rc = ops->state_of(db, ids[i], state);
+            ops->rollback(db);
+            return rc;
+        }
+        *count += changed;
+        if (n && ops->after)
+            rc = ops->after(db, ctx, i);
+    }
+    if (!rc && ops->finish)
+        rc = ops->finish(db, ctx);
+    if (rc) {
+        *count = 0;
+        ops->rollback(db);
+        return rc;
+    }
+    return ops->commit(db);
 }

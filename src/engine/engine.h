@@ -446,6 +446,34 @@ struct tq__engine {
  * first, then what may or may not have been stored (common.c). */
 int tq__enqueue_unknown(tq *db, const char *first, const int64_t *ids, size_t n);
 
+/*
+ * A management update of jobs (job_retry, job_cancel) by the rules both
+ * engines keep (common.c): with ids, each of ids[0..n) in turn, children
+ * before parents (a child's id is larger: a cancel or retry of both must
+ * not find the child already moved by its parent's), all or none (engine
+ * job_retry); with n 0, one update of a queue's jobs. The engine gives the
+ * steps, ctx its state:
+ */
+typedef struct tq__manage_ops {
+    /* Opens the transaction, and reads what the updates need; on failure
+     * nothing is left open. */
+    int (*begin)(tq *db, void *ctx);
+    /* Updates ids[i] (n 0: the queue's jobs, i 0); *changed: rows changed. */
+    int (*update)(tq *db, void *ctx, size_t i, int64_t *changed);
+    /* With ids, after ids[i] changed: what that does to its children (or
+     * NULL). */
+    int (*after)(tq *db, void *ctx, size_t i);
+    /* After all the updates, before the commit (or NULL). */
+    int (*finish)(tq *db, void *ctx);
+    /* Job id's state, -1 when there is none (one of ids did not change). */
+    int (*state_of)(tq *db, int64_t id, int *state);
+    int (*commit)(tq *db);
+    void (*rollback)(tq *db);
+} tq__manage_ops;
+
+int tq__manage(tq *db, const tq__manage_ops *ops, void *ctx, const int64_t *ids, size_t n,
+               int64_t *count, size_t *bad, int *state);
+
 /* For worker_register: whether the holder found is the one expected. */
 static inline int tq__same_holder(const tq_worker_info *h, const tq_worker_info *expect)
 {

@@ -371,58 +371,64 @@ static int state_of(tq *db, int64_t id, int *state)
     return 0;
 }
 
-/* A management update in its own transaction: with ids, $1 each id (all
- * or none: see engine.h), else $1 the queue. */
-static int manage(tq *db, enum stmt_id id, const int64_t *ids, size_t n,
-                  const char *queue, int64_t *count, size_t *bad, int *state,
-                  const char *action)
+/* A management update (tq__manage), in its own transaction: with ids, $1
+ * each id, else $1 the queue. The rest of engine.h's DEPENDENCIES is the
+ * triggers'. */
+typedef struct manage_ctx {
+    enum stmt_id id;
+    const int64_t *ids;
+    const char *queue;
+} manage_ctx;
+
+static int manage_begin(tq *db, void *ctx)
 {
-    int rc;
-    *count = 0;
-    if ((rc = begin(db)))
-        return rc;
-    /* Children before parents, as SQLite's manage says. */
-    for (size_t k = 0; k < (n ? n : 1) && !rc; k++) {
-        const size_t i = n ? n - 1 - k : 0;
-        params p = {0};
-        int64_t changed = 0;
-        if (n)
-            p_i64(&p, ids[i]);
-        else
-            p_text(&p, queue);
-        if ((rc = tq__pg_run_count(db, id, &p, &changed, action)))
-            break;
-        if (n && changed == 0) { /* that one cannot change: none do */
-            *bad = i;
-            *count = 0;
-            rc = state_of(db, ids[i], state);
-            tq__pg_rollback(db);
-            return rc;
-        }
-        *count += changed;
-        /* The rest of engine.h's DEPENDENCIES is the triggers'. */
-        if (n && id == S_RETRY_ONE)
-            rc = tq__pg_run_count(db, S_DEPS_HOLD, &p, NULL, action);
-    }
-    if (rc) {
-        *count = 0;
-        tq__pg_rollback(db);
-        return rc;
-    }
-    return commit(db);
+    (void)ctx;
+    return begin(db);
 }
+
+static int manage_update(tq *db, void *ctx, size_t i, int64_t *changed)
+{
+    const manage_ctx *m = ctx;
+    params p = {0};
+    if (m->ids)
+        p_i64(&p, m->ids[i]);
+    else
+        p_text(&p, m->queue);
+    return tq__pg_run_count(db, m->id, &p, changed,
+                            m->id == S_CANCEL ? "cancel" : "retry");
+}
+
+static int manage_after(tq *db, void *ctx, size_t i)
+{
+    const manage_ctx *m = ctx;
+    params p = {0};
+    if (m->id != S_RETRY_ONE)
+        return 0;
+    p_i64(&p, m->ids[i]);
+    return tq__pg_run_count(db, S_DEPS_HOLD, &p, NULL, "retry");
+}
+
+static const tq__manage_ops manage_ops = {
+    .begin = manage_begin,
+    .update = manage_update,
+    .after = manage_after,
+    .state_of = state_of,
+    .commit = commit,
+    .rollback = tq__pg_rollback,
+};
 
 int tq__pg_job_retry(tq *db, const int64_t *ids, size_t n, const char *queue,
                      int64_t *count, size_t *bad, int *state)
 {
-    return manage(db, n ? S_RETRY_ONE : S_RETRY_DEAD, ids, n, queue, count, bad, state,
-                  "retry");
+    manage_ctx m = {n ? S_RETRY_ONE : S_RETRY_DEAD, n ? ids : NULL, queue};
+    return tq__manage(db, &manage_ops, &m, ids, n, count, bad, state);
 }
 
 int tq__pg_job_cancel(tq *db, const int64_t *ids, size_t n, int64_t *count, size_t *bad,
                       int *state)
 {
-    return manage(db, S_CANCEL, ids, n, NULL, count, bad, state, "cancel");
+    manage_ctx m = {S_CANCEL, n ? ids : NULL, NULL};
+    return tq__manage(db, &manage_ops, &m, ids, n, count, bad, state);
 }
 
 int tq__pg_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t limit,

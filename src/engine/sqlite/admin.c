@@ -373,81 +373,104 @@ int tq__sqlite_state_of(tq *db, int64_t id, int *state)
     return rc;
 }
 
-/* Runs a management update in its own transaction: with ids, ?1 each id
- * (all or none: see engine.h), else ?1 the queue text; ?2 is now. Then
- * what it does to the children of the jobs it changed (engine.h,
- * DEPENDENCIES): a cancel cancels them, a retry brings them back. */
-static int manage(tq *db, enum stmt_id id, const int64_t *ids, size_t n,
-                  const char *queue, int64_t *count, size_t *bad, int *state,
-                  const char *action)
+/* A management update (tq__manage), in its own transaction: with ids, ?1
+ * each id, else ?1 the queue text; ?2 is now. Then what it does to the
+ * children of the jobs it changed (engine.h, DEPENDENCIES): a cancel
+ * cancels them, a retry brings them back. */
+typedef struct manage_ctx {
+    enum stmt_id id;
+    const int64_t *ids;
+    const char *queue;
+    int64_t now;
+    int any;      /* whether the store has dependencies at all */
+    idstack dead; /* S_RETRY_DEAD: the parents it retries */
+} manage_ctx;
+
+static int manage_begin(tq *db, void *ctx)
 {
-    int rc, any = 0;
+    manage_ctx *m = ctx;
     sqlite3_stmt *s;
-    idstack dead = {0}; /* S_RETRY_DEAD: the parents it retries */
-    *count = 0;
-    if ((rc = begin(db)))
-        return rc;
-    const int64_t now = tq__now_us();
-    if ((rc = tq__sqlite_deps_any(db, &any)))
-        goto fail;
-    if (any && !n) {
-        if (!(s = stmt(db, S_DEPS_DEAD_PARENTS, &rc)))
-            goto fail;
-        bind_text(s, 1, queue);
-        if ((rc = tq__sqlite_push_returned(db, s, &dead, "reading dependencies")))
-            goto fail;
-    }
-    /* Children before parents (a child's id is larger): a cancel or retry
-     * of both must not find the child already moved by its parent's. */
-    for (size_t k = 0; k < (n ? n : 1) && !rc; k++) {
-        const size_t i = n ? n - 1 - k : 0;
-        if (!(s = stmt(db, id, &rc)))
-            break;
-        if (n)
-            sqlite3_bind_int64(s, 1, ids[i]);
-        else
-            bind_text(s, 1, queue);
-        sqlite3_bind_int64(s, 2, now);
-        if ((rc = run(db, s, action)))
-            break;
-        int changed = sqlite3_changes(C(db)->h);
-        if (n && changed == 0) { /* that one cannot change: none do */
-            *bad = i;
-            *count = 0;
-            rc = tq__sqlite_state_of(db, ids[i], state);
-            tq__sqlite_rollback(db);
-            free(dead.v);
-            return rc;
-        }
-        *count += changed;
-        if (any && n)
-            rc = id == S_CANCEL ? tq__sqlite_deps_cancel(db, ids[i], now)
-                                : tq__sqlite_deps_restore(db, ids[i], now);
-    }
-    for (size_t i = 0; i < dead.n && !rc; i++)
-        rc = tq__sqlite_deps_restore(db, dead.v[i], now);
+    int rc = begin(db);
     if (rc)
-        goto fail;
-    free(dead.v);
-    return commit(db);
-fail:
-    *count = 0;
-    tq__sqlite_rollback(db);
-    free(dead.v);
+        return rc;
+    m->now = tq__now_us();
+    if ((rc = tq__sqlite_deps_any(db, &m->any)) || !m->any || m->ids)
+        goto done;
+    if ((s = stmt(db, S_DEPS_DEAD_PARENTS, &rc))) {
+        bind_text(s, 1, m->queue);
+        rc = tq__sqlite_push_returned(db, s, &m->dead, "reading dependencies");
+    }
+done:
+    if (rc)
+        tq__sqlite_rollback(db);
+    return rc;
+}
+
+static int manage_update(tq *db, void *ctx, size_t i, int64_t *changed)
+{
+    const manage_ctx *m = ctx;
+    int rc;
+    sqlite3_stmt *s = stmt(db, m->id, &rc);
+    if (!s)
+        return rc;
+    if (m->ids)
+        sqlite3_bind_int64(s, 1, m->ids[i]);
+    else
+        bind_text(s, 1, m->queue);
+    sqlite3_bind_int64(s, 2, m->now);
+    if (!(rc = run(db, s, m->id == S_CANCEL ? "cancel" : "retry")))
+        *changed = sqlite3_changes(C(db)->h);
+    return rc;
+}
+
+static int manage_after(tq *db, void *ctx, size_t i)
+{
+    const manage_ctx *m = ctx;
+    if (!m->any)
+        return 0;
+    return m->id == S_CANCEL ? tq__sqlite_deps_cancel(db, m->ids[i], m->now)
+                             : tq__sqlite_deps_restore(db, m->ids[i], m->now);
+}
+
+static int manage_finish(tq *db, void *ctx)
+{
+    const manage_ctx *m = ctx;
+    int rc = 0;
+    for (size_t i = 0; i < m->dead.n && !rc; i++)
+        rc = tq__sqlite_deps_restore(db, m->dead.v[i], m->now);
+    return rc;
+}
+
+static const tq__manage_ops manage_ops = {
+    .begin = manage_begin,
+    .update = manage_update,
+    .after = manage_after,
+    .finish = manage_finish,
+    .state_of = tq__sqlite_state_of,
+    .commit = commit,
+    .rollback = tq__sqlite_rollback,
+};
+
+static int manage(tq *db, manage_ctx *m, size_t n, int64_t *count, size_t *bad,
+                  int *state)
+{
+    int rc = tq__manage(db, &manage_ops, m, m->ids, n, count, bad, state);
+    free(m->dead.v);
     return rc;
 }
 
 int tq__sqlite_job_retry(tq *db, const int64_t *ids, size_t n, const char *queue,
                          int64_t *count, size_t *bad, int *state)
 {
-    return manage(db, n ? S_RETRY_ONE : S_RETRY_DEAD, ids, n, queue, count, bad, state,
-                  "retry");
+    manage_ctx m = {n ? S_RETRY_ONE : S_RETRY_DEAD, n ? ids : NULL, queue, 0, 0, {0}};
+    return manage(db, &m, n, count, bad, state);
 }
 
 int tq__sqlite_job_cancel(tq *db, const int64_t *ids, size_t n, int64_t *count,
                           size_t *bad, int *state)
 {
-    return manage(db, S_CANCEL, ids, n, NULL, count, bad, state, "cancel");
+    manage_ctx m = {S_CANCEL, n ? ids : NULL, NULL, 0, 0, {0}};
+    return manage(db, &m, n, count, bad, state);
 }
 
 int tq__sqlite_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t limit,
