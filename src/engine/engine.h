@@ -275,6 +275,21 @@ static inline int tq__claim_stmt(tq_order order, enum tq__claim_kind kind)
     X(S_SCHEMA_VERSION)                                                                  \
     X(S_SCHEDULE_PUT) X(S_SCHEDULE_REMOVE) X(S_SCHEDULE_LIST)
 
+/* The statement that lists jobs in state (job_list; < 0: any), and the one
+ * that counts the jobs in state st (count_jobs), of those ids. */
+#define TQ__JOB_LIST_STMT(state)                                                         \
+    ((state) < 0             ? S_JOB_LIST                                                \
+     : (state) == TQ_READY   ? S_JOB_LIST_READY                                          \
+     : (state) == TQ_RUNNING ? S_JOB_LIST_RUNNING                                        \
+     : (state) == TQ_WAITING ? S_JOB_LIST_WAITING                                        \
+                             : S_JOB_LIST_FINISHED)
+#define TQ__COUNT_STMT(st, by_worker)                                                    \
+    ((st) == TQ_READY     ? S_COUNT_READY                                                \
+     : (st) == TQ_WAITING ? S_COUNT_WAITING                                              \
+     : (st) != TQ_RUNNING ? S_COUNT_FINISHED                                             \
+     : (by_worker)        ? S_COUNT_RUNNING_BY_WORKER                                    \
+                          : S_COUNT_RUNNING)
+
 /* For the engines' enum stmt_id: the ids of those lists. */
 #define TQ__CLAIM_STMT_ID(id, text, order) id,
 #define TQ__STMT_ID(id)                    id,

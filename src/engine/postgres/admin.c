@@ -335,11 +335,7 @@ int tq__pg_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n)
     int rc;
     params p = {0};
     const char *state = o->state >= 0 ? tq_state_name((tq_state)o->state) : NULL;
-    enum stmt_id id = o->state < 0             ? S_JOB_LIST
-                      : o->state == TQ_READY   ? S_JOB_LIST_READY
-                      : o->state == TQ_RUNNING ? S_JOB_LIST_RUNNING
-                      : o->state == TQ_WAITING ? S_JOB_LIST_WAITING
-                                               : S_JOB_LIST_FINISHED;
+    enum stmt_id id = TQ__JOB_LIST_STMT(o->state);
     p_text(&p, o->queue);
     if (id == S_JOB_LIST)
         p_text(&p, state);

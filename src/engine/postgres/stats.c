@@ -174,11 +174,7 @@ int tq__pg_count_jobs(tq *db, tq_state st, int by_worker, tq_count **out, size_t
 {
     params p = {0};
     int rc;
-    enum stmt_id id = st == TQ_READY     ? S_COUNT_READY
-                      : st == TQ_WAITING ? S_COUNT_WAITING
-                      : st != TQ_RUNNING ? S_COUNT_FINISHED
-                      : by_worker        ? S_COUNT_RUNNING_BY_WORKER
-                                         : S_COUNT_RUNNING;
+    enum stmt_id id = TQ__COUNT_STMT(st, by_worker);
     if (id == S_COUNT_FINISHED)
         p_text(&p, tq_state_name(st));
     *out = tq__pg_rows(db, id, &p, "counting jobs", sizeof **out, read_count, NULL, NULL,

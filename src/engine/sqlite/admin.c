@@ -294,11 +294,7 @@ int tq__sqlite_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out
     int rc;
     const char *state = o->state >= 0 ? tq_state_name((tq_state)o->state) : NULL;
     int64_t before_at = INT64_MAX;
-    enum stmt_id id = o->state < 0             ? S_JOB_LIST
-                      : o->state == TQ_READY   ? S_JOB_LIST_READY
-                      : o->state == TQ_RUNNING ? S_JOB_LIST_RUNNING
-                      : o->state == TQ_WAITING ? S_JOB_LIST_WAITING
-                                               : S_JOB_LIST_FINISHED;
+    enum stmt_id id = TQ__JOB_LIST_STMT(o->state);
     if (id == S_JOB_LIST_FINISHED && o->before_id != INT64_MAX) {
         /* The page after a job that is no longer in the state is empty. */
         sqlite3_stmt *f = stmt(db, S_JOB_FINISHED_AT, &rc);

@@ -131,11 +131,7 @@ int tq__sqlite_count_jobs(tq *db, tq_state st, int by_worker, tq_count **out,
                           size_t *out_n)
 {
     int rc;
-    enum stmt_id id = st == TQ_READY     ? S_COUNT_READY
-                      : st == TQ_WAITING ? S_COUNT_WAITING
-                      : st != TQ_RUNNING ? S_COUNT_FINISHED
-                      : by_worker        ? S_COUNT_RUNNING_BY_WORKER
-                                         : S_COUNT_RUNNING;
+    enum stmt_id id = TQ__COUNT_STMT(st, by_worker);
     sqlite3_stmt *s = stmt(db, id, &rc);
     if (!s)
         return rc;
