@@ -140,17 +140,15 @@ typedef struct exchange_state {
     size_t njobs;
 } exchange_state;
 
-/* Each file's statements, by stmt_id (NULL: another file's), and the
- * text of statement id, wherever it is. */
-extern const char *const tq__pg_sql_ack[S_COUNT];
-extern const char *const tq__pg_sql_admin[S_COUNT];
-extern const char *const tq__pg_sql_claim[S_COUNT];
-extern const char *const tq__pg_sql_cron[S_COUNT];
-extern const char *const tq__pg_sql_enqueue[S_COUNT];
-extern const char *const tq__pg_sql_postgres[S_COUNT];
-extern const char *const tq__pg_sql_rate[S_COUNT];
-extern const char *const tq__pg_sql_schema[S_COUNT];
-extern const char *const tq__pg_sql_stats[S_COUNT];
+/* The files that hold statements: each one's tq__pg_sql_<file>, by stmt_id
+ * (NULL: another file's), and the text of statement id, wherever it is. A
+ * new file with statements is added here. */
+/* clang-format off */
+#define PG_SQL_FILES(X) \
+    X(ack) X(admin) X(claim) X(cron) X(enqueue) X(postgres) X(rate) X(schema) X(stats)
+/* clang-format on */
+#define PG_SQL_DECLARE(file) extern const char *const tq__pg_sql_##file[S_COUNT];
+PG_SQL_FILES(PG_SQL_DECLARE)
 const char *tq__pg_sql(enum stmt_id id);
 
 int tq__pg_fail_res(tq *db, PGresult *r, const char *what);

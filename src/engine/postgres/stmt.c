@@ -374,11 +374,8 @@ int tq__pg_read_jobs(tq *db, PGresult *r, const tq__job_cols *c, const char *que
 
 const char *tq__pg_sql(enum stmt_id id)
 {
-    static const char *const *const tables[] = {
-        tq__pg_sql_ack,  tq__pg_sql_admin,   tq__pg_sql_claim,
-        tq__pg_sql_cron, tq__pg_sql_enqueue, tq__pg_sql_postgres,
-        tq__pg_sql_rate, tq__pg_sql_schema,  tq__pg_sql_stats,
-    };
+#define PG_SQL_TABLE(file) tq__pg_sql_##file,
+    static const char *const *const tables[] = {PG_SQL_FILES(PG_SQL_TABLE)};
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
         if (tables[i][id])
             return tables[i][id];

@@ -261,17 +261,27 @@ int tq__sqlite_job_get(tq *db, int64_t id, tq_job **out)
     return 0;
 }
 
+/* Statement sid, ?1 the job id, stepped once (*src: how that went); NULL
+ * with the error in *rc when it cannot be had. */
+static sqlite3_stmt *job_step(tq *db, enum stmt_id sid, int64_t id, int *src, int *rc)
+{
+    sqlite3_stmt *s = stmt(db, sid, rc);
+    if (s) {
+        sqlite3_bind_int64(s, 1, id);
+        *src = sqlite3_step(s);
+    }
+    return s;
+}
+
 int tq__sqlite_job_result(tq *db, int64_t id, void **out, size_t *len, int *state)
 {
-    int rc;
-    sqlite3_stmt *s = stmt(db, S_JOB_RESULT, &rc);
+    int rc, src;
     *out = NULL;
     *len = 0;
     *state = -1;
+    sqlite3_stmt *s = job_step(db, S_JOB_RESULT, id, &src, &rc);
     if (!s)
         return rc;
-    sqlite3_bind_int64(s, 1, id);
-    int src = sqlite3_step(s);
     if (src == SQLITE_ROW) {
         tq_state st = TQ_READY;
         tq_state_parse(&st, (const char *)sqlite3_column_text(s, 0));
@@ -352,13 +362,11 @@ int tq__sqlite_job_parents(tq *db, int64_t id, int64_t **out, size_t *out_n)
  * in, or -1 when there is none. */
 int tq__sqlite_state_of(tq *db, int64_t id, int *state)
 {
-    int rc;
+    int rc, src;
     tq_state st;
-    sqlite3_stmt *s = stmt(db, S_JOB_STATE, &rc);
+    sqlite3_stmt *s = job_step(db, S_JOB_STATE, id, &src, &rc);
     if (!s)
         return rc;
-    sqlite3_bind_int64(s, 1, id);
-    int src = sqlite3_step(s);
     *state = src == SQLITE_ROW &&
                      tq_state_parse(&st, (const char *)sqlite3_column_text(s, 0)) == 0
                  ? (int)st

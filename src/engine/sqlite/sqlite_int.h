@@ -107,18 +107,16 @@ typedef struct idstack {
     size_t n, cap;
 } idstack;
 
-/* Each file's statements, by stmt_id (NULL: another file's), and the
- * text of statement id, wherever it is. */
-extern const char *const tq__sqlite_sql_ack[S_COUNT];
-extern const char *const tq__sqlite_sql_admin[S_COUNT];
-extern const char *const tq__sqlite_sql_claim[S_COUNT];
-extern const char *const tq__sqlite_sql_cron[S_COUNT];
-extern const char *const tq__sqlite_sql_deps[S_COUNT];
-extern const char *const tq__sqlite_sql_enqueue[S_COUNT];
-extern const char *const tq__sqlite_sql_schema[S_COUNT];
-extern const char *const tq__sqlite_sql_sqlite[S_COUNT];
-extern const char *const tq__sqlite_sql_stats[S_COUNT];
-extern const char *const tq__sqlite_sql_stmt[S_COUNT];
+/* The files that hold statements: each one's tq__sqlite_sql_<file>, by
+ * stmt_id (NULL: another file's), and the text of statement id, wherever
+ * it is. A new file with statements is added here. */
+/* clang-format off */
+#define SQLITE_SQL_FILES(X) \
+    X(ack) X(admin) X(claim) X(cron) X(deps) X(enqueue) X(schema) X(sqlite) X(stats) \
+    X(stmt)
+/* clang-format on */
+#define SQLITE_SQL_DECLARE(file) extern const char *const tq__sqlite_sql_##file[S_COUNT];
+SQLITE_SQL_FILES(SQLITE_SQL_DECLARE)
 const char *tq__sqlite_sql(enum stmt_id id);
 
 void tq__sqlite_readonly_why(const char *path, char *buf, size_t len);

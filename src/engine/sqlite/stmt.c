@@ -259,12 +259,8 @@ int tq__sqlite_query_int(tq *db, enum stmt_id id, const char *t1, int64_t i2,
 
 const char *tq__sqlite_sql(enum stmt_id id)
 {
-    static const char *const *const tables[] = {
-        tq__sqlite_sql_ack,    tq__sqlite_sql_admin,  tq__sqlite_sql_claim,
-        tq__sqlite_sql_cron,   tq__sqlite_sql_deps,   tq__sqlite_sql_enqueue,
-        tq__sqlite_sql_schema, tq__sqlite_sql_sqlite, tq__sqlite_sql_stats,
-        tq__sqlite_sql_stmt,
-    };
+#define SQLITE_SQL_TABLE(file) tq__sqlite_sql_##file,
+    static const char *const *const tables[] = {SQLITE_SQL_FILES(SQLITE_SQL_TABLE)};
     for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
         if (tables[i][id])
             return tables[i][id];
