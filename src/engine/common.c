@@ -2,7 +2,7 @@
  * common.c - what the engines share that is not SQL, below the interface:
  * the order claimed jobs start in (tq__jobs_sort), the words of an
  * enqueue whose commit went unanswered, the steps of a retry or cancel
- * (tq__manage). Called by the engines
+ * (tq__manage) and of a prune (tq__prune). Called by the engines
  * and by the layer above (api.c, worker.c); it calls nothing above it.
  */
 #include "engine.h"
@@ -96,6 +96,26 @@ int tq__manage(tq *db, const tq__manage_ops *ops, void *ctx, const int64_t *ids,
         rc = ops->finish(db, ctx);
     if (rc) {
         *count = 0;
+        ops->rollback(db);
+        return rc;
+    }
+    return ops->commit(db);
+}
+
+int tq__prune(tq *db, const tq__manage_ops *ops, void *ctx, unsigned mask, int64_t *count)
+{
+    int rc;
+    *count = 0;
+    if ((rc = ops->begin(db, ctx)))
+        return rc;
+    for (int st = 0; st < TQ_STATE_COUNT && !rc; st++) {
+        int64_t n = 0;
+        if ((mask & (1u << st)) && !(rc = ops->update(db, ctx, (size_t)st, &n)))
+            *count += n;
+    }
+    if (!rc && ops->finish)
+        rc = ops->finish(db, ctx);
+    if (rc) {
         ops->rollback(db);
         return rc;
     }

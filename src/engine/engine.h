@@ -488,6 +488,11 @@ typedef struct tq__manage_ops {
 
 int tq__manage(tq *db, const tq__manage_ops *ops, void *ctx, const int64_t *ids, size_t n,
                int64_t *count, size_t *bad, int *state);
+/* A prune (engine prune) by the same steps, in one transaction: update
+ * deletes the old rows of each state st of mask (i = st), *count the rows
+ * it deleted, then finish; state_of and after are not used. */
+int tq__prune(tq *db, const tq__manage_ops *ops, void *ctx, unsigned mask,
+              int64_t *count);
 
 /* For worker_register: whether the holder found is the one expected. */
 static inline int tq__same_holder(const tq_worker_info *h, const tq_worker_info *expect)

@@ -427,32 +427,37 @@ int tq__pg_job_cancel(tq *db, const int64_t *ids, size_t n, int64_t *count, size
     return tq__manage(db, &manage_ops, &m, ids, n, count, bad, state);
 }
 
+/* A prune (tq__prune): the jobs of each state finished longer than
+ * older_us ago, at most limit of them when limit > 0. */
+typedef struct prune_ctx {
+    int64_t older_us, limit;
+} prune_ctx;
+
+static int prune_state(tq *db, void *ctx, size_t st, int64_t *changed)
+{
+    const prune_ctx *c = ctx;
+    params p = {0};
+    p_text(&p, tq_state_name((tq_state)st));
+    p_i64(&p, c->older_us);
+    if (c->limit > 0)
+        p_i64(&p, c->limit);
+    else
+        p_text(&p, NULL); /* LIMIT NULL: all */
+    return tq__pg_run_count(db, S_PRUNE, &p, changed, "pruning");
+}
+
+static const tq__manage_ops prune_ops = {
+    .begin = manage_begin,
+    .update = prune_state,
+    .commit = commit,
+    .rollback = tq__pg_rollback,
+};
+
 int tq__pg_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t limit,
                  int64_t *count)
 {
-    int rc;
-    *count = 0;
-    if ((rc = begin(db)))
-        return rc;
-    for (int st = 0; st < TQ_STATE_COUNT; st++) {
-        if (!(mask & (1u << st)))
-            continue;
-        params p = {0};
-        int64_t n = 0;
-        p_text(&p, tq_state_name((tq_state)st));
-        p_i64(&p, older_than_us);
-        if (limit > 0)
-            p_i64(&p, limit);
-        else
-            p_text(&p, NULL); /* LIMIT NULL: all */
-        if ((rc = tq__pg_run_count(db, S_PRUNE, &p, &n, "pruning")))
-            goto fail;
-        *count += n;
-    }
-    return commit(db);
-fail:
-    tq__pg_rollback(db);
-    return rc;
+    prune_ctx c = {older_than_us, limit};
+    return tq__prune(db, &prune_ops, &c, mask, count);
 }
 
 /* ---- workers ------------------------------------------------------------- */

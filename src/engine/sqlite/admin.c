@@ -477,36 +477,59 @@ int tq__sqlite_job_cancel(tq *db, const int64_t *ids, size_t n, int64_t *count,
     return manage(db, &m, n, count, bad, state);
 }
 
+/* A prune (tq__prune): the jobs of each state finished before cutoff,
+ * at most limit of them when limit > 0; then the dependency rows of the
+ * jobs gone. */
+typedef struct prune_ctx {
+    int64_t older_us, limit, cutoff;
+    const int64_t *count;
+} prune_ctx;
+
+static int prune_begin(tq *db, void *ctx)
+{
+    prune_ctx *c = ctx;
+    int rc = begin(db);
+    c->cutoff = tq__now_us() - c->older_us;
+    return rc;
+}
+
+static int prune_state(tq *db, void *ctx, size_t st, int64_t *changed)
+{
+    const prune_ctx *c = ctx;
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_PRUNE, &rc);
+    if (!s)
+        return rc;
+    sqlite3_bind_text(s, 1, tq_state_name((tq_state)st), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, c->cutoff);
+    sqlite3_bind_int64(s, 3, c->limit > 0 ? c->limit : -1);
+    if (!(rc = run(db, s, "pruning")))
+        *changed = sqlite3_changes(C(db)->h);
+    return rc;
+}
+
+static int prune_deps(tq *db, void *ctx)
+{
+    const prune_ctx *c = ctx;
+    int rc, any = 0;
+    if (*c->count && (rc = tq__sqlite_deps_any(db, &any)))
+        return rc;
+    return any ? exec_id(db, S_DEPS_GC, "pruning dependencies") : 0;
+}
+
+static const tq__manage_ops prune_ops = {
+    .begin = prune_begin,
+    .update = prune_state,
+    .finish = prune_deps,
+    .commit = commit,
+    .rollback = tq__sqlite_rollback,
+};
+
 int tq__sqlite_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t limit,
                      int64_t *count)
 {
-    int rc;
-    *count = 0;
-    if ((rc = begin(db)))
-        return rc;
-    const int64_t cutoff = tq__now_us() - older_than_us;
-    for (int st = 0; st < TQ_STATE_COUNT; st++) {
-        if (!(mask & (1u << st)))
-            continue;
-        sqlite3_stmt *s = stmt(db, S_PRUNE, &rc);
-        if (!s)
-            goto fail;
-        sqlite3_bind_text(s, 1, tq_state_name((tq_state)st), -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 2, cutoff);
-        sqlite3_bind_int64(s, 3, limit > 0 ? limit : -1);
-        if ((rc = run(db, s, "pruning")))
-            goto fail;
-        *count += sqlite3_changes(C(db)->h);
-    }
-    int any = 0;
-    if (*count && (rc = tq__sqlite_deps_any(db, &any)))
-        goto fail;
-    if (any && (rc = exec_id(db, S_DEPS_GC, "pruning dependencies")))
-        goto fail;
-    return commit(db);
-fail:
-    tq__sqlite_rollback(db);
-    return rc;
+    prune_ctx c = {older_than_us, limit, 0, count};
+    return tq__prune(db, &prune_ops, &c, mask, count);
 }
 
 /* ---- workers ----------------------------------------------------------- */
