@@ -2,7 +2,8 @@
  * common.c - what the engines share that is not SQL, below the interface:
  * the order claimed jobs start in (tq__jobs_sort), the words of an
  * enqueue whose commit went unanswered, the steps of a retry or cancel
- * (tq__manage) and of a prune (tq__prune). Called by the engines
+ * (tq__manage) and of a prune (tq__prune), finding a statement's text
+ * (tq__sql_find). Called by the engines
  * and by the layer above (api.c, worker.c); it calls nothing above it.
  */
 #include "engine.h"
@@ -69,6 +70,17 @@ int tq__enqueue_unknown(tq *db, const char *first, const int64_t *ids, size_t n)
                       first, (long long)ids[0], (long long)ids[n - 1]);
 }
 
+/* After the updates went as rc says: the engine's last step, or the
+ * rollback when something failed. */
+static int end_steps(tq *db, const tq__manage_ops *ops, void *ctx, int rc)
+{
+    if (!rc && ops->finish)
+        rc = ops->finish(db, ctx);
+    if (rc)
+        ops->rollback(db);
+    return rc;
+}
+
 int tq__manage(tq *db, const tq__manage_ops *ops, void *ctx, const int64_t *ids, size_t n,
                int64_t *count, size_t *bad, int *state)
 {
@@ -92,11 +104,8 @@ int tq__manage(tq *db, const tq__manage_ops *ops, void *ctx, const int64_t *ids,
         if (n && ops->after)
             rc = ops->after(db, ctx, i);
     }
-    if (!rc && ops->finish)
-        rc = ops->finish(db, ctx);
-    if (rc) {
+    if ((rc = end_steps(db, ops, ctx, rc))) {
         *count = 0;
-        ops->rollback(db);
         return rc;
     }
     return ops->commit(db);
@@ -113,11 +122,13 @@ int tq__prune(tq *db, const tq__manage_ops *ops, void *ctx, unsigned mask, int64
         if ((mask & (1u << st)) && !(rc = ops->update(db, ctx, (size_t)st, &n)))
             *count += n;
     }
-    if (!rc && ops->finish)
-        rc = ops->finish(db, ctx);
-    if (rc) {
-        ops->rollback(db);
-        return rc;
-    }
-    return ops->commit(db);
+    return (rc = end_steps(db, ops, ctx, rc)) ? rc : ops->commit(db);
+}
+
+const char *tq__sql_find(const char *const *const *tables, size_t n, int id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (tables[i][id])
+            return tables[i][id];
+    return NULL;
 }

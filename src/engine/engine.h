@@ -494,6 +494,10 @@ int tq__manage(tq *db, const tq__manage_ops *ops, void *ctx, const int64_t *ids,
 int tq__prune(tq *db, const tq__manage_ops *ops, void *ctx, unsigned mask,
               int64_t *count);
 
+/* The text of statement id in the first of the n tables (each file's, by
+ * statement id) that has it; NULL when none does (common.c). */
+const char *tq__sql_find(const char *const *const *tables, size_t n, int id);
+
 /* For worker_register: whether the holder found is the one expected. */
 static inline int tq__same_holder(const tq_worker_info *h, const tq_worker_info *expect)
 {

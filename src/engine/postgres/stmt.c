@@ -376,8 +376,5 @@ const char *tq__pg_sql(enum stmt_id id)
 {
 #define PG_SQL_TABLE(file) tq__pg_sql_##file,
     static const char *const *const tables[] = {PG_SQL_FILES(PG_SQL_TABLE)};
-    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
-        if (tables[i][id])
-            return tables[i][id];
-    return NULL;
+    return tq__sql_find(tables, sizeof tables / sizeof *tables, (int)id);
 }

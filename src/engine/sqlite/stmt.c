@@ -261,8 +261,5 @@ const char *tq__sqlite_sql(enum stmt_id id)
 {
 #define SQLITE_SQL_TABLE(file) tq__sqlite_sql_##file,
     static const char *const *const tables[] = {SQLITE_SQL_FILES(SQLITE_SQL_TABLE)};
-    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
-        if (tables[i][id])
-            return tables[i][id];
-    return NULL;
+    return tq__sql_find(tables, sizeof tables / sizeof *tables, (int)id);
 }
