@@ -242,6 +242,13 @@ static inline enum tq__claim_kind tq__claim_kind(const tq__claim *c)
 /* clang-format on */
 
 /* The place of the claim statement of an order and a kind among them. */
+/* Whether order and kind name a claim statement, of an engine whose last
+ * kind is last (for the plan tests' tq__*_claim_sql). */
+static inline int tq__claim_known(tq_order order, int kind, enum tq__claim_kind last)
+{
+    return (unsigned)order < 3 && (unsigned)kind <= (unsigned)last;
+}
+
 static inline int tq__claim_stmt(tq_order order, enum tq__claim_kind kind)
 {
     static const unsigned char at[5][3] = {

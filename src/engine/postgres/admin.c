@@ -145,6 +145,20 @@ const char *const tq__pg_sql_admin[S_COUNT] = {
 
 /* ---- queues -------------------------------------------------------------- */
 
+/* x as a parameter when set, else NULL: the column keeps its value. */
+static void p_opt(params *p, unsigned set, int64_t x)
+{
+    if (set)
+        p_i64(p, x);
+    else
+        p_text(p, NULL);
+}
+
+static void p_opt_bool(params *p, unsigned set, int x)
+{
+    p_text(p, set ? (x ? "true" : "false") : NULL);
+}
+
 static int read_queue(tq *db, const PGresult *r, int row, void *out, void *arg)
 {
     (void)db, (void)arg;
@@ -183,47 +197,24 @@ int tq__pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         goto fail;
     memset(&p, 0, sizeof p);
     p_text(&p, name);
-    p_text(&p, o->set & TQ_SET_ORDER ? tq_order_name(o->order) : NULL);
-    if (o->set & TQ_SET_LEASE)
-        p_i64(&p, o->lease_us);
-    else
-        p_text(&p, NULL);
-    if (o->set & TQ_SET_MAX_ATTEMPTS)
-        p_i64(&p, o->max_attempts);
-    else
-        p_text(&p, NULL);
-    if (o->set & TQ_SET_BACKOFF) {
-        p_i64(&p, o->backoff_base_us);
-        p_i64(&p, o->backoff_cap_us);
-    } else {
-        p_text(&p, NULL);
-        p_text(&p, NULL);
-    }
-    p_text(&p, o->set & TQ_SET_KEEP_DONE ? (o->keep_done ? "true" : "false") : NULL);
-    p_text(&p, o->set & TQ_SET_PAUSED ? (o->paused ? "true" : "false") : NULL);
-    if (o->set & TQ_SET_MAX_RUNNING)
-        p_i64(&p, o->max_running);
-    else
-        p_text(&p, NULL);
-    if (o->set & TQ_SET_MAX_RUNNING_PER_GROUP)
-        p_i64(&p, o->max_running_per_group);
-    else
-        p_text(&p, NULL);
-    if (o->set & TQ_SET_RATE) { /* the bucket: S_QUEUE_UPDATE says */
-        const int on = o->rate_limit > 0;
-        p_i64(&p, o->rate_limit);
-        p_i64(&p, on ? o->rate_period_us : 0);
-        p_i64(&p, on ? tq__rate_burst(o->rate_limit, o->rate_period_us) : 1);
-    } else {
-        p_text(&p, NULL);
-        p_text(&p, NULL);
-        p_text(&p, NULL);
-    }
-    if (o->set & TQ_SET_MAX_SNOOZES)
-        p_i64(&p, o->max_snoozes);
-    else
-        p_text(&p, NULL);
-    p_text(&p, o->set & TQ_SET_RESULTS ? (o->results ? "true" : "false") : NULL);
+    const unsigned set = o->set;
+    /* The bucket (S_QUEUE_UPDATE says), of a rate set and not 0. */
+    const int on = (set & TQ_SET_RATE) && o->rate_limit > 0;
+    p_text(&p, set & TQ_SET_ORDER ? tq_order_name(o->order) : NULL);
+    p_opt(&p, set & TQ_SET_LEASE, o->lease_us);
+    p_opt(&p, set & TQ_SET_MAX_ATTEMPTS, o->max_attempts);
+    p_opt(&p, set & TQ_SET_BACKOFF, o->backoff_base_us);
+    p_opt(&p, set & TQ_SET_BACKOFF, o->backoff_cap_us);
+    p_opt_bool(&p, set & TQ_SET_KEEP_DONE, o->keep_done);
+    p_opt_bool(&p, set & TQ_SET_PAUSED, o->paused);
+    p_opt(&p, set & TQ_SET_MAX_RUNNING, o->max_running);
+    p_opt(&p, set & TQ_SET_MAX_RUNNING_PER_GROUP, o->max_running_per_group);
+    p_opt(&p, set & TQ_SET_RATE, o->rate_limit);
+    p_opt(&p, set & TQ_SET_RATE, on ? o->rate_period_us : 0);
+    p_opt(&p, set & TQ_SET_RATE,
+          on ? tq__rate_burst(o->rate_limit, o->rate_period_us) : 1);
+    p_opt(&p, set & TQ_SET_MAX_SNOOZES, o->max_snoozes);
+    p_opt_bool(&p, set & TQ_SET_RESULTS, o->results);
     if ((rc = tq__pg_run_count(db, S_QUEUE_UPDATE, &p, NULL, "changing the queue")))
         goto fail;
     return commit(db);

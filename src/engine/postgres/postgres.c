@@ -302,7 +302,7 @@ static int pg_notify_drain(tq *db, int *count, int64_t *again_us)
 
 const char *tq__postgres_claim_sql(tq_order order, int kind)
 {
-    return (unsigned)order < 3 && (unsigned)kind <= TQ__CLAIM_RATE
+    return tq__claim_known(order, kind, TQ__CLAIM_RATE)
                ? tq__pg_sql(tq__pg_claim_id(order, kind))
                : NULL;
 }

@@ -281,7 +281,7 @@ static int sqlite_notify_drain(tq *db, int *count, int64_t *again_us)
 
 const char *tq__sqlite_claim_sql(tq_order order, int kind)
 {
-    return (unsigned)order < 3 && (unsigned)kind <= TQ__CLAIM_ROOM
+    return tq__claim_known(order, kind, TQ__CLAIM_ROOM)
                ? tq__sqlite_sql(tq__sqlite_claim_id(order, kind))
                : NULL;
 }
