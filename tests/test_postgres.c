@@ -398,8 +398,12 @@ static size_t claim_back_around(PGconn *c, const char *url, const char *between)
     pthread_t t;
     pthread_create(&t, NULL, back_loop, &bc);
     for (int i = 0;
-         count_of(c, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
-                     " AND NOT granted") == 0;
+         count_of(
+             c,
+             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+             " AND NOT granted AND classid = 'rates.queues'::regclass::oid"
+             " AND objid::int8 = (hashtext('back')::int8 + 4294967296) % 4294967296") ==
+         0;
          i++) {
         if (i == 1000)
             fail_msg("the claim never waited for the queue's lock");
