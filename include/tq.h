@@ -945,13 +945,19 @@ enum { TQ_LOG_ERROR = 0, TQ_LOG_WARN, TQ_LOG_INFO, TQ_LOG_DEBUG };
 #define TQ_PREFETCH_DEFAULT    2048
 #define TQ_PREFETCH_MAX        65536 /* most jobs one worker claims ahead */
 #define TQ_CONCURRENCY_MAX     1024  /* most slots of one worker */
+enum { TQ_DRAIN_ALL = 1, TQ_DRAIN_DUE = 2 };
+
 typedef struct tq_worker_opts {
     int version;
     const char *const *queues; /* names; NULL or nqueues 0: {"default"} */
     size_t nqueues;
-    const char *name;    /* NULL: "host:pid" */
-    int concurrency;     /* jobs at once, 1 to TQ_CONCURRENCY_MAX; 0: 1 */
-    int drain;           /* return once nothing in the queues is ready or running */
+    const char *name; /* NULL: "host:pid" */
+    int concurrency;  /* jobs at once, 1 to TQ_CONCURRENCY_MAX; 0: 1 */
+    /* TQ_DRAIN_ALL (1): return once nothing in the queues is ready (due or
+     * delayed), running or waiting for its parents; TQ_DRAIN_DUE (2):
+     * once no job of them is due now and none runs on this worker,
+     * leaving delayed and waiting jobs for later; 0: run until stopped. */
+    int drain;
     int64_t timeout_us;  /* per job (commands only); 0: none */
     int64_t grace_us;    /* on stop, and from SIGTERM to SIGKILL; 0: 10 s */
     int64_t poll_max_us; /* longest idle sleep between polls; 0: 500 ms */

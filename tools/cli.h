@@ -124,9 +124,9 @@ typedef struct cli_opt {
     size_t off, size;   /* the field in the arguments struct */
     long long min, max; /* CLI_INT's range */
     long long value;    /* CLI_FLAG's value; a CLI_CALLBACK's to read */
-    int arg;            /* CLI_CALLBACK: whether it takes a value */
-    cli_opt_fn *fn;     /* CLI_CALLBACK's */
-    size_t mark_off;    /* when given: mark ORed into the field here */
+    int arg; /* CLI_CALLBACK: whether it takes a value (2: optional, as --name=VALUE) */
+    cli_opt_fn *fn;  /* CLI_CALLBACK's */
+    size_t mark_off; /* when given: mark ORed into the field here */
     unsigned mark;
 } cli_opt;
 

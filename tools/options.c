@@ -32,6 +32,8 @@ typedef struct getopt_tables {
     char shorts[2 + 2 * (COMMON + OPTS_MAX)];
 } getopt_tables;
 
+/* 0: no value; 1: one; 2: an optional one, only as --name=VALUE (a
+ * CLI_CALLBACK's arg 2). */
 static int takes_value(const cli_opt *o)
 {
     return o->kind == CLI_FLAG ? 0 : o->kind == CLI_CALLBACK ? o->arg : 1;
@@ -50,7 +52,10 @@ static void tables_make(getopt_tables *t, const cli_opt *opts)
             break;
         int has = takes_value(o);
         t->opt[t->n] = o;
-        t->lo[t->n] = (struct option){o->name, has ? required_argument : no_argument,
+        t->lo[t->n] = (struct option){o->name,
+                                      has == 2 ? optional_argument
+                                      : has    ? required_argument
+                                               : no_argument,
                                       NULL, LONG_BASE + (int)t->n};
         if (o->letter) {
             t->shorts[k++] = (char)o->letter;

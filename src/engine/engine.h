@@ -268,7 +268,7 @@ static inline int tq__claim_stmt(tq_order order, enum tq__claim_kind kind)
     X(S_RESCUE_EXPIRED) X(S_RESCUE_WORKER)                                               \
     X(S_ENQUEUE_KEY) X(S_FIND_KEY) X(S_ENQUEUE_UKEY) X(S_FIND_UKEY) X(S_EXPIRE_KEY)      \
     X(S_QUEUE_ENSURE) X(S_QUEUE_UPDATE) X(S_QUEUE_GET) X(S_QUEUE_LIST)                   \
-    X(S_PENDING)                                                                         \
+    X(S_PENDING) X(S_PENDING_DUE)                                                        \
     X(S_JOB_GET) X(S_JOB_LIST) X(S_JOB_LIST_READY) X(S_JOB_LIST_RUNNING)                 \
     X(S_JOB_LIST_WAITING) X(S_JOB_LIST_FINISHED) X(S_JOB_STATE) X(S_JOB_RESULT)          \
     X(S_JOB_PARENTS) X(S_DEPS_ADD) X(S_DEPS_HOLD)                                        \
@@ -356,6 +356,8 @@ struct tq__engine {
     int (*rescue)(tq *db, const char *worker, int64_t since, int64_t *count);
     /* Whether any job of queue is ready (due or not) or running. */
     int (*pending)(tq *db, const char *queue, int *out);
+    /* Whether any job of queue is ready and due now (tq work --drain=due). */
+    int (*pending_due)(tq *db, const char *queue, int *out);
 
     int (*job_get)(tq *db, int64_t id, tq_job **out);
     /* Job id's result into *out (malloc'd, NUL after its *len bytes) when

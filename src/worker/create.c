@@ -97,6 +97,8 @@ static int check_opts(tq *db, const tq_worker_opts *o, char *path)
         return tq__seterr(
             db, TQ_EINVAL,
             "forgetting stopped workers: after 0 to 3650 days, or never (-1)");
+    if (o->drain < 0 || o->drain > TQ_DRAIN_DUE)
+        return tq__seterr(db, TQ_EINVAL, "drain is 0, TQ_DRAIN_ALL or TQ_DRAIN_DUE");
     if (o->version >= 4 && o->all_queues && o->nqueues)
         return tq__seterr(db, TQ_EINVAL,
                           "a worker serves named queues or all of them, not both");

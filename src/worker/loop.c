@@ -257,7 +257,9 @@ static int finished(tq_worker *w, const pass *p, int *done)
     if (w->all_queues) /* a queue made since the last read counts too */
         rc = tq__refresh_queues(w, &asked);
     for (size_t i = 0; i < w->nqueues && !pending && !rc; i++)
-        rc = db->engine->pending(db, w->queues[i], &pending);
+        rc = w->drain == TQ_DRAIN_DUE
+                 ? db->engine->pending_due(db, w->queues[i], &pending)
+                 : db->engine->pending(db, w->queues[i], &pending);
     if (rc)
         pending = 1;
     *done = !pending;

@@ -25,4 +25,19 @@ run_at=$(date -d "$(job "$d" run_at)" +%s)
 [ $((run_at - before)) -ge 5399 ] && [ $((run_at - before)) -le 5405 ] ||
     fail "--delay 1.5h ran at $(job "$d" run_at), $((run_at - before)) s on"
 expect_exit 2 "$TQ" enqueue --queue dates --at 2031-13-06 d
+
+# --drain=due runs what is due and leaves the delayed and the waiting jobs:
+# a plain --drain would wait for them (an hour here).
+handler due.sh 'cat >> "'"$T"'/due.runs"; echo >> "'"$T"'/due.runs"'
+"$TQ" enqueue --queue dd now >/dev/null
+late=$("$TQ" enqueue --queue dd --delay 1h later)
+kid=$("$TQ" enqueue --queue dd --after "$late" child)
+start=$SECONDS
+timeout 30 "$TQ" work --queue dd --drain=due -- "$T/due.sh" 2>"$T/dd.log" ||
+    fail "--drain=due did not end: $(cat "$T/dd.log")"
+[ $((SECONDS - start)) -lt 20 ] || fail "--drain=due took $((SECONDS - start)) s"
+expect_eq "$(tr -d '\n' <"$T/due.runs")" now "--drain=due ran the due job only"
+expect_eq "$(job "$late" state) $(job "$kid" state)" "ready waiting" "delayed and waiting jobs left"
+expect_exit 2 "$TQ" work --queue dd --drain=soon -- "$T/due.sh"
+grep -qF "invalid value 'soon' for --drain: use --drain or --drain=due" "$T/err" || fail "--drain=soon: $(cat "$T/err")"
 echo ok

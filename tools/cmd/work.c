@@ -63,7 +63,7 @@ static void work_log(void *ud, int level, const char *msg)
 
 static const char usage[] =
     "tq work [-q|--queue Q]... [--all-queues] [-c|--concurrency N] [--prefetch N] "
-    "[-n|--name WORKER] [--drain] [--timeout DUR] [--grace DUR] [--poll DUR] "
+    "[-n|--name WORKER] [--drain[=due]] [--timeout DUR] [--grace DUR] [--poll DUR] "
     "[--verbose|--quiet] [-d|--db URL] -- COMMAND [ARG...]";
 static const char help[] =
     "Runs COMMAND (no shell) once per job of the queues Q (default: the "
@@ -80,7 +80,9 @@ static const char help[] =
     "--all-queues: every queue of the store instead, those created while it "
     "runs\ntoo, each keeping its order, pause, limits and rate.\n"
     "--drain exits once nothing in the queues is ready (due or delayed), "
-    "running or\nwaiting for its parents.\nSIGTERM/SIGINT: stop claiming, "
+    "running or\nwaiting for its parents; --drain=due once nothing is due now "
+    "and nothing runs\nhere, leaving delayed and waiting jobs for later.\n"
+    "SIGTERM/SIGINT: stop claiming, "
     "let running jobs finish "
     "within --grace\n(default 10s), then kill them and put their jobs "
     "back; a second one kills\nthem at once (their jobs go back too).\n"
@@ -185,6 +187,23 @@ static int opt_prefetch(void *args, const cli_opt *opt, const char *arg)
 }
 
 /* --grace DUR: 0 is none, as said (the library's 0 is its default). */
+/* --drain, or --drain=due: drain the due jobs only (TQ_DRAIN_DUE). */
+static int opt_drain(void *args, const cli_opt *opt, const char *arg)
+{
+    (void)opt;
+    tq_worker_opts *wo = &((work_args *)args)->wo;
+    if (!arg || strcmp(arg, "all") == 0) {
+        wo->drain = TQ_DRAIN_ALL;
+    } else if (strcmp(arg, "due") == 0) {
+        wo->drain = TQ_DRAIN_DUE;
+    } else {
+        cli_error("work", "invalid value '%s' for --drain: use --drain or --drain=due",
+                  arg);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
 static int opt_grace(void *args, const cli_opt *opt, const char *arg)
 {
     (void)opt;
@@ -214,7 +233,7 @@ static const cli_opt opts[] = {
     CLI_OPT_INT('c', "concurrency", work_args, wo.concurrency, 1, TQ_CONCURRENCY_MAX),
     CLI_OPT_CALLBACK(0, "prefetch", 1, opt_prefetch, 0),
     CLI_OPT_STRING('n', "name", work_args, wo.name),
-    CLI_OPT_FLAG(0, "drain", work_args, wo.drain, 1),
+    CLI_OPT_CALLBACK(0, "drain", 2, opt_drain, 0),
     CLI_OPT_DURATION(0, "timeout", work_args, wo.timeout_us),
     CLI_OPT_CALLBACK(0, "grace", 1, opt_grace, 0),
     CLI_OPT_CALLBACK(0, "poll", 1, opt_poll, 0),

@@ -344,6 +344,9 @@ const char *const tq__pg_sql_claim[S_COUNT] = {
                   " ORDER BY lease_until DESC LIMIT 1) IS NOT NULL"
                   " OR EXISTS (SELECT 1 FROM TQ.jobs WHERE queue = $1"
                   " AND state = 'waiting')",
+    /* A ready job due now, along the ready index's queue. */
+    [S_PENDING_DUE] = "SELECT EXISTS (SELECT 1 FROM TQ.jobs WHERE queue = $1 AND"
+                      " state = 'ready' AND run_at <= now())",
 };
 /* clang-format on */
 
@@ -730,6 +733,16 @@ int tq__pg_query_i64(tq *db, enum stmt_id id, const params *p, int64_t *out,
     *out = PQntuples(r) ? g_i64(r, 0, 0) : 0;
     PQclear(r);
     return 0;
+}
+
+int tq__pg_pending_due(tq *db, const char *queue, int *out)
+{
+    params p = {0};
+    int64_t v = 0;
+    p_text(&p, queue);
+    int rc = tq__pg_query_i64(db, S_PENDING_DUE, &p, &v, "checking for due jobs");
+    *out = v != 0;
+    return rc;
 }
 
 int tq__pg_pending(tq *db, const char *queue, int *out)

@@ -193,6 +193,7 @@ int tq__pg_rescue(tq *db, const char *worker, int64_t since, int64_t *count);
 int tq__pg_query_i64(tq *db, enum stmt_id id, const params *p, int64_t *out,
                      const char *what);
 int tq__pg_pending(tq *db, const char *queue, int *out);
+int tq__pg_pending_due(tq *db, const char *queue, int *out);
 int tq__pg_job_get(tq *db, int64_t id, tq_job **out);
 int tq__pg_job_result(tq *db, int64_t id, void **out, size_t *len, int *state);
 int tq__pg_job_parents(tq *db, int64_t id, int64_t **out, size_t *out_n);

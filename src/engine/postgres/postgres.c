@@ -364,6 +364,7 @@ const struct tq__engine tq__engine_postgres = {
     .exchange = tq__pg_exchange,
     .rescue = tq__pg_rescue,
     .pending = tq__pg_pending,
+    .pending_due = tq__pg_pending_due,
     .job_get = tq__pg_job_get,
     .job_result = tq__pg_job_result,
     .job_list = tq__pg_job_list,

@@ -283,6 +283,9 @@ const char *const tq__sqlite_sql_claim[S_COUNT] = {
         " queue = ?1 AND state = 'running') OR EXISTS (SELECT 1 FROM tq_deps d CROSS"
         " JOIN tq_jobs c ON c.id = d.child WHERE c.state = 'waiting'"
         " AND c.queue = ?1 ORDER BY d.child DESC)",
+    /* A ready job due now (?2), along the ready index's queue. */
+    [S_PENDING_DUE] = "SELECT EXISTS (SELECT 1 FROM tq_jobs WHERE queue = ?1 AND"
+                      " state = 'ready' AND run_at <= ?2)",
 };
 /* clang-format on */
 
@@ -435,6 +438,15 @@ int tq__sqlite_rescue(tq *db, const char *worker, int64_t since, int64_t *count)
     return commit(db);
 fail:
     tq__sqlite_rollback(db);
+    return rc;
+}
+
+int tq__sqlite_pending_due(tq *db, const char *queue, int *out)
+{
+    int64_t v = 0;
+    int rc = tq__sqlite_query_int(db, S_PENDING_DUE, queue, tq__now_us(), &v,
+                                  "checking for due jobs");
+    *out = v != 0;
     return rc;
 }
 

@@ -337,6 +337,7 @@ const struct tq__engine tq__engine_sqlite = {
     .exchange = tq__sqlite_exchange,
     .rescue = tq__sqlite_rescue,
     .pending = tq__sqlite_pending,
+    .pending_due = tq__sqlite_pending_due,
     .job_get = tq__sqlite_job_get,
     .job_result = tq__sqlite_job_result,
     .job_list = tq__sqlite_job_list,
