@@ -735,22 +735,24 @@ int tq__pg_query_i64(tq *db, enum stmt_id id, const params *p, int64_t *out,
     return 0;
 }
 
-int tq__pg_pending_due(tq *db, const char *queue, int *out)
+/* Whether statement id (an EXISTS over queue's jobs) finds one. */
+static int queue_has(tq *db, enum stmt_id id, const char *queue, int *out,
+                     const char *what)
 {
     params p = {0};
     int64_t v = 0;
     p_text(&p, queue);
-    int rc = tq__pg_query_i64(db, S_PENDING_DUE, &p, &v, "checking for due jobs");
+    int rc = tq__pg_query_i64(db, id, &p, &v, what);
     *out = v != 0;
     return rc;
 }
 
+int tq__pg_pending_due(tq *db, const char *queue, int *out)
+{
+    return queue_has(db, S_PENDING_DUE, queue, out, "checking for due jobs");
+}
+
 int tq__pg_pending(tq *db, const char *queue, int *out)
 {
-    params p = {0};
-    int64_t v = 0;
-    p_text(&p, queue);
-    int rc = tq__pg_query_i64(db, S_PENDING, &p, &v, "checking for pending jobs");
-    *out = v != 0;
-    return rc;
+    return queue_has(db, S_PENDING, queue, out, "checking for pending jobs");
 }

@@ -441,20 +441,22 @@ fail:
     return rc;
 }
 
-int tq__sqlite_pending_due(tq *db, const char *queue, int *out)
+/* Whether statement id (an EXISTS over queue's jobs, ?2 now) finds one. */
+static int queue_has(tq *db, enum stmt_id id, const char *queue, int *out,
+                     const char *what)
 {
     int64_t v = 0;
-    int rc = tq__sqlite_query_int(db, S_PENDING_DUE, queue, tq__now_us(), &v,
-                                  "checking for due jobs");
+    int rc = tq__sqlite_query_int(db, id, queue, tq__now_us(), &v, what);
     *out = v != 0;
     return rc;
 }
 
+int tq__sqlite_pending_due(tq *db, const char *queue, int *out)
+{
+    return queue_has(db, S_PENDING_DUE, queue, out, "checking for due jobs");
+}
+
 int tq__sqlite_pending(tq *db, const char *queue, int *out)
 {
-    int64_t v = 0;
-    int rc =
-        tq__sqlite_query_int(db, S_PENDING, queue, 0, &v, "checking for pending jobs");
-    *out = v != 0;
-    return rc;
+    return queue_has(db, S_PENDING, queue, out, "checking for pending jobs");
 }
