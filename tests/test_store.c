@@ -1507,6 +1507,18 @@ static void init_is_idempotent(void **state)
 
 /* ---- the worker pool ---------------------------------------------------------- */
 
+/* Runs a worker with opts o until it returns (o->drain); its counters. */
+static tq_worker_counters run_counted(void **state, const tq_worker_opts *o)
+{
+    tq_worker *w;
+    tq_worker_counters k;
+    OK(tq_worker_new(&w, DB, o));
+    OK(tq_worker_run(w));
+    tq_worker_counters_get(&k, w);
+    tq_worker_free(w);
+    return k;
+}
+
 #define POOL_JOBS 400
 typedef struct pool_ctx {
     int64_t first;
@@ -1549,12 +1561,7 @@ static void worker_pool_callbacks(void **state)
     o.name = "pool-worker";
     o.handler = pool_handler;
     o.handler_ud = &ctx;
-    tq_worker *w;
-    OK(tq_worker_new(&w, DB, &o));
-    OK(tq_worker_run(w));
-    tq_worker_counters k;
-    tq_worker_counters_get(&k, w);
-    tq_worker_free(w);
+    tq_worker_counters k = run_counted(state, &o);
     for (int i = 0; i < POOL_JOBS; i++)
         assert_int_equal(atomic_load(&ctx.runs[i]), i % 10 == 0 ? 2 : 1);
     assert_int_equal(k.done, POOL_JOBS);
@@ -1592,12 +1599,7 @@ static void worker_counts_dead(void **state)
     o.nqueues = 1;
     o.drain = 1;
     o.handler = failing_handler;
-    tq_worker *w;
-    OK(tq_worker_new(&w, DB, &o));
-    OK(tq_worker_run(w));
-    tq_worker_counters k;
-    tq_worker_counters_get(&k, w);
-    tq_worker_free(w);
+    tq_worker_counters k = run_counted(state, &o);
     assert_int_equal(k.retried, 3);
     assert_int_equal(k.dead, 3);
     assert_int_equal(k.failed, 6);
@@ -1707,12 +1709,7 @@ static void worker_pool_handler_words(void **state)
     o.drain = 1;
     o.handler = word_handler;
     o.handler_ud = &ctx;
-    tq_worker *w;
-    OK(tq_worker_new(&w, DB, &o));
-    OK(tq_worker_run(w));
-    tq_worker_counters k;
-    tq_worker_counters_get(&k, w);
-    tq_worker_free(w);
+    tq_worker_counters k = run_counted(state, &o);
     /* Each end counted as what it was: 20 snoozes (i % 3 == 0), 8
      * discards (i % 5 == 0 but not i % 3 == 0), the rest and the snoozed
      * ones' second runs done. */
