@@ -126,16 +126,21 @@ int tq_order_parse(tq_order *out, const char *name);
 
 typedef struct tq tq;
 
-#define TQ_OPEN_OPTS_VERSION 1
+#define TQ_OPEN_OPTS_VERSION 2
 typedef struct tq_open_opts {
     int version;
     /* Create the store if it does not exist (SQLite: the file, mode 0600).
      * Without it, opening a missing store fails with TQ_ECONN. */
     int create;
+    /* Version 2. A connection the caller opened to the store the URL names,
+     * to use instead of opening one: a sqlite3 * for a SQLite URL, a PGconn *
+     * for a PostgreSQL one (NULL: tq opens its own). See "Your own
+     * connection" below. */
+    void *conn;
 } tq_open_opts;
 #define TQ_OPEN_OPTS_INIT                                                                \
     {                                                                                    \
-        TQ_OPEN_OPTS_VERSION, 0                                                          \
+        TQ_OPEN_OPTS_VERSION, 0, NULL                                                    \
     }
 
 /*
@@ -155,7 +160,9 @@ typedef struct tq_open_opts {
  * not thread-safe: one thread uses it at a time.
  *
  * Returns 0 on success, or: TQ_EINVAL for a missing or malformed URL (an
- * unknown scheme or parameter included); TQ_ENOTSUP for an engine this
+ * unknown scheme or parameter included), or an opts->conn that is not a
+ * usable connection to the store it names (SQLite: another file;
+ * PostgreSQL: not connected, busy or in pipeline mode); TQ_ENOTSUP for an engine this
  * build lacks; TQ_ECONN for a store that cannot be opened (or, on SQLite
  * without opts->create, does not exist): on PostgreSQL, a server that may
  * answer if asked again (not running or not reachable yet, starting up,
@@ -165,6 +172,47 @@ typedef struct tq_open_opts {
  * older or newer one; TQ_ENOMEM; or a code of the store's.
  */
 int tq_open(tq **out, const char *url, const tq_open_opts *opts);
+
+/*
+ * Your own connection: exactly-once effects in the database.
+ *
+ * A program that claims a job and writes its effect into the same database
+ * can make the effect and the job's end one transaction, so that both
+ * commit or neither does (a crash between them leaves the job running, to
+ * be rescued and run again with no trace of the first run's effect). Open
+ * a handle on the connection the effect is written on (opts->conn: the
+ * caller's sqlite3 * or PGconn *; the URL still names the store and its
+ * options), begin a transaction on that connection yourself, write the
+ * effect, then call tq_job_complete (or tq_job_complete_result, tq_job_fail,
+ * tq_job_discard, tq_job_snooze, tq_job_release, tq_job_enqueue, ...) on the
+ * handle, and commit yourself:
+ *
+ *     BEGIN IMMEDIATE (SQLite) or BEGIN (PostgreSQL), on your connection
+ *     INSERT INTO invoices ...                  -- the effect
+ *     tq_job_complete(mine, job)                -- 0, or TQ_ELOST
+ *     COMMIT                                    -- or ROLLBACK on any error
+ *
+ * While the caller's connection is in a transaction, every call on the
+ * handle runs inside it (as a savepoint) and commits nothing: the
+ * caller's COMMIT commits it, the caller's ROLLBACK undoes it. Outside a
+ * transaction each call commits on its own, as on a handle tq opened. The
+ * job may have been claimed on any handle: the completion's fence (the
+ * job's worker and claim) is checked in the caller's transaction, and
+ * TQ_ELOST (the lease ran out and the job went back to the queue) means
+ * the caller must roll back its effect, as the job will run again.
+ *
+ * tq leaves the connection's settings alone (SQLite: its busy handler,
+ * its pragmas; PostgreSQL: its session settings), does not reconnect it
+ * (a lost connection is TQ_ECONN), and does not close it: tq_close the
+ * handle before closing the connection. On PostgreSQL the handle prepares
+ * its statements on the connection under names of its own ("tq<N>_..."),
+ * deallocated by tq_close when the connection is not in a failed
+ * transaction. A worker (tq_worker_new) needs a handle of its own
+ * connection: TQ_EINVAL on one that borrows. On SQLite, begin with BEGIN
+ * IMMEDIATE and give the connection a busy timeout: a deferred transaction
+ * that read before another connection wrote cannot write (SQLITE_BUSY,
+ * here TQ_EBUSY).
+ */
 /* Closes db's connection and frees it. db may be NULL, or a handle whose
  * tq_open failed. Free any worker on db (tq_worker_free) first. Returns
  * nothing. */
@@ -1034,8 +1082,9 @@ typedef struct tq_worker_counters {
  * opts is required; its strings are copied (handler_ud and log_ud are
  * passed on as given). *out (NULL on failure) is the caller's, freed with
  * tq_worker_free; db stays the caller's and must outlive it. Returns 0 on
- * success, or: TQ_EINVAL for a NULL out, a db that is NULL or whose
- * tq_open failed, or bad options (none or both of handler and
+ * success, or: TQ_EINVAL for a NULL out, a db that is NULL, whose
+ * tq_open failed or that uses the caller's connection (opts->conn), or bad
+ * options (none or both of handler and
  * argv, a command not found or not executable, a concurrency, duration or
  * prefetch out of range, an invalid queue or worker name, queues given
  * with all_queues); TQ_EINUSE if a

@@ -107,7 +107,9 @@ int tq_open(tq **out, const char *url, const tq_open_opts *opts)
         rc = tq__seterr(db, TQ_ENOTSUP, "this build of tq has no PostgreSQL engine");
         goto done;
     }
-    rc = db->engine->open(db, &u, opts && opts->create);
+    void *borrow = opts && opts->version >= 2 ? opts->conn : NULL;
+    rc = db->engine->open(db, &u, opts && opts->create, borrow);
+    db->borrowed = borrow != NULL;
     if (rc) {
         db->engine = NULL; /* nothing to close */
         goto done;

@@ -26,6 +26,7 @@ struct tq {
     void *conn;           /* the engine's connection state */
     int64_t payload_max;  /* bytes */
     int64_t busy_retries; /* lock waits seen by the engine, for stats */
+    int borrowed;         /* conn uses the caller's connection (tq_open_opts.conn) */
     char name[512];       /* the URL with any password hidden */
     char errmsg[1024];
 };

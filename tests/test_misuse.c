@@ -139,8 +139,10 @@ static void null_arguments(void **state)
     tq *db = NULL;
     int64_t id;
     const tq_payload none[] = {{NULL, 5}};
-    assert_int_equal(tq_open(&db, ":memory:", &(tq_open_opts){TQ_OPEN_OPTS_VERSION, 1}),
-                     0);
+    assert_int_equal(
+        tq_open(&db, ":memory:",
+                &(tq_open_opts){.version = TQ_OPEN_OPTS_VERSION, .create = 1}),
+        0);
     assert_int_equal(tq_init(db), 0);
     assert_int_equal(tq_job_enqueue(&id, db, "q", NULL, 5, NULL), TQ_EINVAL);
     assert_int_equal(tq_job_enqueue_batch(&id, db, "q", none, 1, NULL), TQ_EINVAL);

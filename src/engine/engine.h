@@ -318,7 +318,9 @@ struct tq__engine {
     const char *name;
     unsigned caps;
 
-    int (*open)(tq *db, const tq__url *url, int create);
+    /* borrow: the caller's connection to use instead of opening one
+     * (tq_open_opts.conn), left open by close; NULL: open one. */
+    int (*open)(tq *db, const tq__url *url, int create, void *borrow);
     void (*close)(tq *db);
     /* Creates or upgrades the schema, and gives the roles their grants
      * (tq_init_grants), all in one transaction. A store whose schema is

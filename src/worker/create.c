@@ -238,6 +238,10 @@ int tq_worker_new(tq_worker **out, tq *db, const tq_worker_opts *o)
     *out = NULL;
     if ((rc = tq__usable(db)) || (rc = check_opts(db, o, path)))
         return rc;
+    if (db->borrowed)
+        return tq__seterr(db, TQ_EINVAL,
+                          "a worker needs a handle with a connection of its own, not "
+                          "the caller's (tq_open_opts.conn)");
     gethostname(host, sizeof host - 1);
     if (o->name)
         snprintf(name, sizeof name, "%s", o->name);

@@ -484,7 +484,7 @@ static int exchange_send(pipeline *pl, exchange_state *x)
     const params none = {0};
     const int grouped = x->nmany || x->ndel || x->nres;
     int rc;
-    if ((rc = tq__pg_pipe_sql(pl, "BEGIN")) ||
+    if ((rc = tq__pg_pipe_sql(pl, tq__pg_begin_sql(pl->db))) ||
         (rc = tq__pg_pipe_send(pl, S_PLAN, &none, 0)))
         return rc;
     /* Progress first: a job's last progress and its end may come in one
@@ -532,7 +532,7 @@ static int exchange_send(pipeline *pl, exchange_state *x)
         rc = tq__pg_pipe_send(pl, S_RATE_WAIT, &p, 0);
     }
     /* rate_take commits. */
-    return rc || x->rate_after ? rc : tq__pg_pipe_sql(pl, "COMMIT");
+    return rc || x->rate_after ? rc : tq__pg_pipe_sql(pl, tq__pg_commit_sql(pl->db));
 }
 
 /* One statement's answer: which acks it applied, or the claimed jobs. */

@@ -78,6 +78,12 @@ enum stmt_id {
 
 typedef struct conn {
     PGconn *pg;
+    /* pg is the caller's (tq_open_opts.conn): not reconnected, not closed,
+     * its session settings left alone, its statements named "tq<gen>_<id>".
+     * savepoint: the transaction begun last is a savepoint inside the
+     * caller's (tq__pg_begin_sql). */
+    int borrowed, savepoint;
+    unsigned gen;
     char *schema;
     char where[256];                 /* the redacted URL, for messages */
     unsigned char prepared[S_COUNT]; /* per stmt_id: prepared in this session */
@@ -250,19 +256,37 @@ static inline void p_bytes(params *p, const void *data, size_t len)
 
 /* Runs a prepared statement (preparing it on first use). Returns the result
  * on success; NULL with the error set in *rc. Results are binary. */
-static inline void stmt_name(char name[16], enum stmt_id id)
+static inline void stmt_name(const conn *c, char name[24], enum stmt_id id)
 {
-    snprintf(name, 16, "tq_%d", (int)id);
+    if (c->borrowed)
+        snprintf(name, 24, "tq%u_%d", c->gen, (int)id);
+    else
+        snprintf(name, 24, "tq_%d", (int)id);
+}
+
+/* A transaction's first and last words: BEGIN and COMMIT, or, on the
+ * caller's connection while the caller has a transaction open, a
+ * savepoint inside it, which commits nothing (the caller's COMMIT does). */
+static inline const char *tq__pg_begin_sql(tq *db)
+{
+    conn *c = C(db);
+    c->savepoint = c->borrowed && PQtransactionStatus(c->pg) != PQTRANS_IDLE;
+    return c->savepoint ? "SAVEPOINT tq_savepoint" : "BEGIN";
+}
+
+static inline const char *tq__pg_commit_sql(const tq *db)
+{
+    return C(db)->savepoint ? "RELEASE SAVEPOINT tq_savepoint" : "COMMIT";
 }
 
 static inline int begin(tq *db)
 {
-    return tq__pg_simple(db, "BEGIN", "starting a transaction");
+    return tq__pg_simple(db, tq__pg_begin_sql(db), "starting a transaction");
 }
 
 static inline int commit(tq *db)
 {
-    return tq__pg_simple(db, "COMMIT", "committing");
+    return tq__pg_simple(db, tq__pg_commit_sql(db), "committing");
 }
 
 static inline int64_t g_i64(const PGresult *r, int row, int col)

@@ -40,12 +40,33 @@ const char *const tq__pg_sql_postgres[S_COUNT] = {
 
 /* ---- open, close, init --------------------------------------------------- */
 
+/* The statements a handle prepared on the caller's connection, gone with
+ * it, unless the connection cannot take a statement now (a failed
+ * transaction, a query of the caller's under way, lost): then they go
+ * with the session. */
+static void unprepare(tq *db)
+{
+    conn *c = C(db);
+    char text[48];
+    for (int id = 0; id < S_COUNT; id++) {
+        const PGTransactionStatusType t = PQtransactionStatus(c->pg);
+        if (!c->prepared[id] || (t != PQTRANS_IDLE && t != PQTRANS_INTRANS))
+            continue;
+        memcpy(text, "DEALLOCATE ", 11);
+        stmt_name(c, text + 11, (enum stmt_id)id);
+        PQclear(tq__pg_exec_result(db, PQsendQuery(c->pg, text)));
+    }
+}
+
 static void pg_close(tq *db)
 {
     conn *c = C(db);
     if (!c)
         return;
-    PQfinish(c->pg);
+    if (c->borrowed)
+        unprepare(db);
+    else
+        PQfinish(c->pg);
     free(c->schema);
     free(c);
     db->conn = NULL;
@@ -124,7 +145,25 @@ static int connect_may_pass(const char *msg)
     return p != msg;
 }
 
-static int pg_open(tq *db, const tq__url *url, int create)
+/* The caller's connection (tq_open_opts.conn), its session as the caller
+ * set it: times cross the boundary as epoch microseconds, so its time zone
+ * changes nothing. Its statements get names no other handle on it has. */
+static int borrow_open(tq *db, PGconn *pg)
+{
+    static _Atomic unsigned handles;
+    conn *c = C(db);
+    if (PQstatus(pg) != CONNECTION_OK || PQpipelineStatus(pg) != PQ_PIPELINE_OFF ||
+        PQisBusy(pg))
+        return tq__seterr(db, TQ_EINVAL,
+                          "the connection given (tq_open_opts.conn) is not ready: "
+                          "connected, idle, not in pipeline mode");
+    c->pg = pg;
+    c->borrowed = 1;
+    c->gen = ++handles;
+    return 0;
+}
+
+static int pg_open(tq *db, const tq__url *url, int create, void *borrow)
 {
     (void)create; /* the schema is created by init, and checked by tq_open */
     int rc;
@@ -137,6 +176,11 @@ static int pg_open(tq *db, const tq__url *url, int create)
     if (!c->schema) {
         pg_close(db);
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    }
+    if (borrow) {
+        if ((rc = borrow_open(db, borrow)))
+            pg_close(db);
+        return rc;
     }
     /*
      * Bounds on a network that fails silently, each overridden by the same
@@ -240,6 +284,11 @@ static void end_old_session(tq *db, int pid, const char *start)
 int tq__pg_reconnect(tq *db)
 {
     conn *c = C(db);
+    if (c->borrowed)
+        return tq__seterr(db, TQ_ECONN,
+                          "the connection to %s is lost; it is the caller's "
+                          "(tq_open_opts.conn), which tq does not reconnect",
+                          c->where);
     int old_pid = c->hung ? c->backend_pid : 0;
     char old_start[sizeof c->backend_start];
     memcpy(old_start, c->backend_start, sizeof old_start);

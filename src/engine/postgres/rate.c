@@ -120,7 +120,7 @@ int tq__pg_rate_take(tq *db, exchange_state *x)
         rc = tq__pg_pipe_send(&pl, S_RATE_WAIT, &p, 0);
     }
     if (!rc)
-        rc = tq__pg_pipe_sql(&pl, "COMMIT");
+        rc = tq__pg_pipe_sql(&pl, tq__pg_commit_sql(db));
     if (!PQpipelineSync(pg))
         rc = rc ? rc : tq__pg_fail_res(db, NULL, "sending to the store");
     else

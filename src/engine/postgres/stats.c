@@ -72,9 +72,13 @@ int tq__pg_stats(tq *db, const char *queue, tq_stats *out)
     int rc;
     params p = {0};
     p_text(&p, queue);
-    /* One snapshot, so the numbers agree with each other. */
-    if ((rc = tq__pg_simple(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-                            "starting a read")))
+    /* One snapshot, so the numbers agree with each other (in the caller's
+     * transaction, when the caller has one open on its connection, as
+     * that transaction's isolation level has it). */
+    const int own = PQtransactionStatus(C(db)->pg) == PQTRANS_IDLE;
+    C(db)->savepoint = 0; /* commit() below ends this read, not a savepoint */
+    if (own && (rc = tq__pg_simple(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+                                   "starting a read")))
         return rc;
     PGresult *r = tq__pg_run(db, S_COUNTS, &p, &rc, "counting jobs");
     if (!r)
@@ -113,9 +117,9 @@ int tq__pg_stats(tq *db, const char *queue, tq_stats *out)
     }
     PQclear(r);
 done:
-    if (rc)
+    if (rc && own)
         tq__pg_rollback(db);
-    else
+    else if (own)
         rc = commit(db);
     return rc;
 }

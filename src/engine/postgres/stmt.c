@@ -177,10 +177,10 @@ char *tq__pg_with_schema(const char *text, const char *schema)
 int tq__pg_prepare(tq *db, enum stmt_id id, const char *what)
 {
     conn *c = C(db);
-    char name[16];
+    char name[24];
     if (c->prepared[id])
         return 0;
-    stmt_name(name, id);
+    stmt_name(C(db), name, id);
     char *text = tq__pg_with_schema(tq__pg_sql(id), c->schema);
     if (!text)
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
@@ -196,10 +196,10 @@ int tq__pg_prepare(tq *db, enum stmt_id id, const char *what)
 PGresult *tq__pg_run(tq *db, enum stmt_id id, const params *p, int *rc, const char *what)
 {
     conn *c = C(db);
-    char name[16];
+    char name[24];
     if ((*rc = tq__pg_prepare(db, id, what)))
         return NULL;
-    stmt_name(name, id);
+    stmt_name(C(db), name, id);
     PGresult *r = tq__pg_exec_result(
         db, PQsendQueryPrepared(c->pg, name, p ? p->n : 0, p ? p->v : NULL,
                                 p ? p->len : NULL, p ? p->fmt : NULL, 1));
@@ -241,7 +241,13 @@ void tq__pg_rollback(tq *db)
         return;
     char keep[sizeof db->errmsg];
     memcpy(keep, db->errmsg, sizeof keep);
-    PQclear(tq__pg_exec_result(db, PQsendQuery(C(db)->pg, "ROLLBACK")));
+    /* Inside the caller's transaction: back to the savepoint, the
+     * caller's transaction still open and usable. */
+    PQclear(tq__pg_exec_result(
+        db,
+        PQsendQuery(C(db)->pg, C(db)->savepoint ? "ROLLBACK TO SAVEPOINT tq_savepoint;"
+                                                  " RELEASE SAVEPOINT tq_savepoint"
+                                                : "ROLLBACK")));
     memcpy(db->errmsg, keep, sizeof keep);
 }
 

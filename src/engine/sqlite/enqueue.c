@@ -192,6 +192,10 @@ static int add_parents(tq *db, int64_t child, const tq_enqueue_opts *o, int chec
 static int enqueue_settle(tq *db, int fail, const char *queue, const int64_t *ids,
                           size_t n, int64_t created)
 {
+    if (C(db)->savepoint) { /* no commit of ours: the caller's is to come */
+        tq__sqlite_rollback(db);
+        return fail;
+    }
     const int ext = sqlite3_extended_errcode(C(db)->h);
     const int written = ext != SQLITE_FULL && ext != SQLITE_IOERR_WRITE;
     char first[sizeof db->errmsg];

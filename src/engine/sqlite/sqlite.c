@@ -71,7 +71,8 @@ static void sqlite_close(tq *db)
         return;
     for (int i = 0; i < S_COUNT; i++)
         sqlite3_finalize(c->stmt[i]);
-    sqlite3_close(c->h);
+    if (!c->borrowed)
+        sqlite3_close(c->h);
     if (c->notify_fd >= 0)
         close(c->notify_fd);
     free(c);
@@ -114,7 +115,27 @@ static int create_private(tq *db, const char *path)
                       strerror(errno));
 }
 
-static int sqlite_open(tq *db, const tq__url *url, int create)
+/* The caller's connection h as the store url names (tq_open_opts.conn): the
+ * same file, or TQ_EINVAL. Its settings are left as the caller made them. */
+static int borrow_open(tq *db, const tq__url *url, sqlite3 *h)
+{
+    conn *c = C(db);
+    const char *file = sqlite3_db_filename(h, "main");
+    struct stat mine, named;
+    if (!file || !*file || stat(file, &mine) != 0 || stat(url->path, &named) != 0 ||
+        mine.st_dev != named.st_dev || mine.st_ino != named.st_ino)
+        return tq__seterr(db, TQ_EINVAL,
+                          "the connection given (tq_open_opts.conn) is not to the store "
+                          "'%s'",
+                          url->path);
+    c->h = h;
+    c->borrowed = 1;
+    c->dev = mine.st_dev;
+    c->ino = mine.st_ino;
+    return 0;
+}
+
+static int sqlite_open(tq *db, const tq__url *url, int create, void *borrow)
 {
     int rc;
     conn *c = calloc(1, sizeof *c);
@@ -124,6 +145,11 @@ static int sqlite_open(tq *db, const tq__url *url, int create)
     c->busy_timeout_ms = url->busy_timeout_ms;
     c->notify_fd = c->notify_wd = -1;
     db->conn = c;
+    if (borrow) {
+        if ((rc = borrow_open(db, url, borrow)))
+            sqlite_close(db);
+        return rc;
+    }
 
     if (create && (rc = create_private(db, url->path)))
         goto fail;

@@ -47,6 +47,9 @@ enum stmt_id {
     /* This engine's own: */
     S_BEGIN,
     S_COMMIT,
+    S_SAVEPOINT,
+    S_SAVEPOINT_RELEASE,
+    S_SAVEPOINT_UNDO,
     S_ENQUEUED,
     S_BARRIER,
     S_ROLLBACK,
@@ -83,6 +86,10 @@ enum stmt_id {
 typedef struct conn {
     sqlite3 *h;
     tq *db;
+    /* h is the caller's (tq_open_opts.conn): left open, its settings left
+     * alone. savepoint: the transaction begun last is a savepoint inside
+     * the caller's (begin). */
+    int borrowed, savepoint;
     int busy_timeout_ms;
     int64_t busy_started; /* monotonic, when the current wait began */
     sqlite3_stmt *stmt[S_COUNT];
@@ -229,14 +236,19 @@ static inline int exec_id(tq *db, enum stmt_id id, const char *what)
     return s ? run(db, s, what) : rc;
 }
 
+/* A write transaction: BEGIN IMMEDIATE, or, on the caller's connection
+ * while the caller has one open, a savepoint inside it, which commits
+ * nothing (the caller's COMMIT does). */
 static inline int begin(tq *db)
 {
-    return exec_id(db, S_BEGIN, "starting a transaction");
+    conn *c = C(db);
+    c->savepoint = c->borrowed && !sqlite3_get_autocommit(c->h);
+    return exec_id(db, c->savepoint ? S_SAVEPOINT : S_BEGIN, "starting a transaction");
 }
 
 static inline int commit(tq *db)
 {
-    return exec_id(db, S_COMMIT, "committing");
+    return exec_id(db, C(db)->savepoint ? S_SAVEPOINT_RELEASE : S_COMMIT, "committing");
 }
 
 /* Binds text, or NULL when s is NULL. */

@@ -58,8 +58,10 @@ int tq__sqlite_stats(tq *db, const char *queue, tq_stats *out)
     const int64_t now = tq__now_us();
     int64_t v;
 
-    /* One read transaction, so the numbers agree with each other. */
-    if (sqlite3_exec(C(db)->h, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+    /* One read transaction, so the numbers agree with each other (the
+     * caller's, when the caller has one open on its connection). */
+    const int own = sqlite3_get_autocommit(C(db)->h);
+    if (own && sqlite3_exec(C(db)->h, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
         return tq__sqlite_fail_rc(db, sqlite3_errcode(C(db)->h), "starting a read");
     sqlite3_stmt *s = stmt(db, S_COUNTS, &rc);
     if (!s)
@@ -108,7 +110,8 @@ int tq__sqlite_stats(tq *db, const char *queue, tq_stats *out)
     }
     done_with(s);
 done:
-    sqlite3_exec(C(db)->h, "COMMIT", NULL, NULL, NULL);
+    if (own)
+        sqlite3_exec(C(db)->h, "COMMIT", NULL, NULL, NULL);
     return rc;
 }
 

@@ -9,6 +9,10 @@ const char *const tq__sqlite_sql_stmt[S_COUNT] = {
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
+    /* begin, commit and rollback inside the caller's transaction */
+    [S_SAVEPOINT] = "SAVEPOINT tq_savepoint",
+    [S_SAVEPOINT_RELEASE] = "RELEASE tq_savepoint",
+    [S_SAVEPOINT_UNDO] = "ROLLBACK TO tq_savepoint",
 };
 /* clang-format on */
 
@@ -74,7 +78,10 @@ void tq__sqlite_rollback(tq *db)
     if (!sqlite3_get_autocommit(C(db)->h)) {
         char keep[sizeof db->errmsg];
         memcpy(keep, db->errmsg, sizeof keep); /* keep the first error */
-        exec_id(db, S_ROLLBACK, "rolling back");
+        if (!C(db)->savepoint)
+            exec_id(db, S_ROLLBACK, "rolling back");
+        else if (!exec_id(db, S_SAVEPOINT_UNDO, "rolling back")) /* the caller's */
+            exec_id(db, S_SAVEPOINT_RELEASE, "rolling back");    /* stays open */
         memcpy(db->errmsg, keep, sizeof keep);
     }
 }

@@ -1,0 +1,553 @@
+/*
+ * test_owntx.c - a job's end in the caller's own transaction, on the caller's
+ * own connection (tq_open_opts.conn): the effect a program writes and the
+ * job's completion commit together or not at all. On SQLite by default; on
+ * PostgreSQL with TQ_TEST_ENGINE=postgres and TQ_TEST_PG_URL, each test in
+ * a fresh schema.
+ *
+ * The last test is the proof: child processes run the jobs, each writing its
+ * effect and completing the job in one transaction, and are killed with
+ * SIGKILL at chosen points and at random moments; after each kill the
+ * expired leases are rescued and the jobs run again. At the end every job
+ * is done and has exactly one effect: never none, never two.
+ */
+#define _DEFAULT_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <libpq-fe.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "scratch.h"
+#include "tq.h"
+
+/* ---- the caller's own connection, on either engine -------------------------- */
+
+typedef struct native {
+    sqlite3 *lite;
+    PGconn *pg;
+} native;
+
+typedef struct fx {
+    char url[512];
+    char table[96]; /* the effects table: "effects", or "SCHEMA.effects" */
+    tq *db;         /* a handle of tq's own, to look from outside */
+    native own;     /* the caller's connection */
+} fx;
+
+static char tmpdir[64];
+static int store_seq;
+
+static int on_postgres(void)
+{
+    const char *e = getenv("TQ_TEST_ENGINE");
+    return e && strcmp(e, "postgres") == 0;
+}
+
+static native native_open(const fx *f)
+{
+    native n = {0};
+    if (on_postgres()) {
+        n.pg = PQconnectdb(getenv("TQ_TEST_PG_URL"));
+        if (PQstatus(n.pg) != CONNECTION_OK)
+            fail_msg("connecting: %s", PQerrorMessage(n.pg));
+    } else {
+        if (sqlite3_open(f->url, &n.lite) != SQLITE_OK)
+            fail_msg("opening %s", f->url);
+        sqlite3_busy_timeout(n.lite, 10000);
+    }
+    return n;
+}
+
+static void native_close(native *n)
+{
+    sqlite3_close(n->lite);
+    PQfinish(n->pg);
+    *n = (native){0};
+}
+
+static void *native_conn(const native *n)
+{
+    return n->pg ? (void *)n->pg : (void *)n->lite;
+}
+
+/* sql with each @ replaced by the effects table's name. */
+static void with_table(char *out, size_t len, const char *sql, const fx *f)
+{
+    size_t o = 0;
+    for (; *sql && o + sizeof f->table < len; sql++)
+        if (*sql == '@')
+            o += (size_t)snprintf(out + o, len - o, "%s", f->table);
+        else
+            out[o++] = *sql;
+    out[o] = '\0';
+}
+
+/* Runs sql (@: the effects table); returns 0 when it ran. */
+static int native_exec(const native *n, const fx *f, const char *sql)
+{
+    char text[512];
+    with_table(text, sizeof text, sql, f);
+    if (n->lite)
+        return sqlite3_exec(n->lite, text, NULL, NULL, NULL) != SQLITE_OK;
+    PGresult *r = PQexec(n->pg, text);
+    const int bad =
+        PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK;
+    PQclear(r);
+    return bad;
+}
+
+#define EXEC(n, sql)                                                                     \
+    do {                                                                                 \
+        if (native_exec((n), f, (sql)))                                                  \
+            fail_msg("%s failed", (sql));                                                \
+    } while (0)
+
+/* The one integer sql returns (@: the effects table). */
+static int64_t native_int(const native *n, const fx *f, const char *sql)
+{
+    char text[512];
+    int64_t v = -1;
+    with_table(text, sizeof text, sql, f);
+    if (n->lite) {
+        sqlite3_stmt *s = NULL;
+        if (sqlite3_prepare_v2(n->lite, text, -1, &s, NULL) == SQLITE_OK &&
+            sqlite3_step(s) == SQLITE_ROW)
+            v = sqlite3_column_int64(s, 0);
+        sqlite3_finalize(s);
+    } else {
+        PGresult *r = PQexec(n->pg, text);
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+            v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+        PQclear(r);
+    }
+    if (v < 0)
+        fail_msg("%s returned nothing", text);
+    return v;
+}
+
+/* The effects written for job id. */
+static int64_t effects_of(const fx *f, int64_t id)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM @ WHERE job = %lld", (long long)id);
+    return native_int(&f->own, f, sql);
+}
+
+/* A tq handle on the caller's connection n. */
+static tq *borrow(const fx *f, const native *n)
+{
+    tq *mine = NULL;
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.conn = native_conn(n);
+    if (tq_open(&mine, f->url, &o))
+        fail_msg("borrowing: %s", tq_errmsg(mine));
+    return mine;
+}
+
+/* ---- fixtures ------------------------------------------------------------ */
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    store_seq++;
+    if (on_postgres()) {
+        const char *base = getenv("TQ_TEST_PG_URL");
+        snprintf(f->table, sizeof f->table, "o%d_%d.effects", (int)getpid(), store_seq);
+        snprintf(f->url, sizeof f->url, "%s%stq_schema=o%d_%d", base,
+                 strchr(base, '?') ? "&" : "?", (int)getpid(), store_seq);
+    } else {
+        snprintf(f->table, sizeof f->table, "effects");
+        snprintf(f->url, sizeof f->url, "%s/s%d.db", tmpdir, store_seq);
+    }
+    if (tq_open(&f->db, f->url, &o) || tq_init(f->db)) {
+        fprintf(stderr, "setup: %s\n", tq_errmsg(f->db));
+        return -1;
+    }
+    f->own = native_open(f);
+    if (native_exec(&f->own, f, "CREATE TABLE @ (job bigint NOT NULL, note text)"))
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    native_close(&f->own);
+    tq_close(f->db);
+    free(f);
+    return 0;
+}
+
+#define F  ((fx *)*state)
+#define DB (F->db)
+#define OK_ON(db, call)                                                                  \
+    do {                                                                                 \
+        int rc_ = (call);                                                                \
+        if (rc_ != 0)                                                                    \
+            fail_msg("%s -> %d (%s): %s", #call, rc_, tq_strerror(rc_), tq_errmsg(db));  \
+    } while (0)
+
+static int64_t enq(void **state, const char *queue)
+{
+    int64_t id = 0;
+    OK_ON(DB, tq_job_enqueue(&id, DB, queue, "x", 1, NULL));
+    return id;
+}
+
+static tq_job *claim1(tq *db, const char *queue, const char *worker)
+{
+    tq_job *jobs = NULL;
+    size_t n = 0;
+    OK_ON(db, tq_job_claim(&jobs, &n, db, queue, worker, 1));
+    assert_int_equal(n, 1);
+    return jobs;
+}
+
+/* The state of job id, seen from tq's own handle; -1 when it is gone. */
+static int state_of(void **state, int64_t id)
+{
+    tq_job *j = NULL;
+    int rc = tq_job_get(&j, DB, id);
+    if (rc == TQ_ENOTFOUND)
+        return -1;
+    OK_ON(DB, rc);
+    int s = (int)j->state;
+    tq_job_free(j);
+    return s;
+}
+
+static const char *begin_sql(void)
+{
+    return on_postgres() ? "BEGIN" : "BEGIN IMMEDIATE";
+}
+
+/* ---- the effect and the end, together -------------------------------------- */
+
+/* Completed in the caller's transaction: nothing shows until the caller
+ * commits, then both do. */
+static void t_complete_commits_with_effect(void **state)
+{
+    fx *f = F;
+    tq_queue_opts q = TQ_QUEUE_OPTS_INIT;
+    q.set = TQ_SET_KEEP_DONE;
+    q.keep_done = 1;
+    OK_ON(DB, tq_queue_set(DB, "mail", &q));
+    int64_t id = enq(state, "mail");
+    tq *mine = borrow(f, &f->own);
+    tq_job *job = claim1(mine, "mail", "w1");
+    char sql[128];
+    snprintf(sql, sizeof sql, "INSERT INTO @ VALUES (%lld, 'sent')", (long long)id);
+    EXEC(&f->own, begin_sql());
+    EXEC(&f->own, sql);
+    OK_ON(mine, tq_job_complete(mine, job));
+    /* From outside: not done yet, no effect yet. */
+    assert_int_equal(state_of(state, id), TQ_RUNNING);
+    native other = native_open(f);
+    assert_int_equal(native_int(&other, f, "SELECT count(*) FROM @"), 0);
+    EXEC(&f->own, "COMMIT");
+    assert_int_equal(state_of(state, id), TQ_DONE);
+    assert_int_equal(native_int(&other, f, "SELECT count(*) FROM @"), 1);
+    assert_int_equal(effects_of(f, id), 1);
+    native_close(&other);
+    tq_job_array_free(job, 1);
+    tq_close(mine);
+}
+
+/* The caller's rollback undoes the end too: the job is still the caller's,
+ * under the same claim, and can be ended again. */
+static void t_rollback_undoes_both(void **state)
+{
+    fx *f = F;
+    int64_t id = enq(state, "mail");
+    tq *mine = borrow(f, &f->own);
+    tq_job *job = claim1(DB, "mail", "w1"); /* claimed on another handle */
+    char sql[128];
+    snprintf(sql, sizeof sql, "INSERT INTO @ VALUES (%lld, 'sent')", (long long)id);
+    EXEC(&f->own, begin_sql());
+    EXEC(&f->own, sql);
+    OK_ON(mine, tq_job_complete(mine, job));
+    EXEC(&f->own, "ROLLBACK");
+    assert_int_equal(effects_of(f, id), 0);
+    assert_int_equal(state_of(state, id), TQ_RUNNING);
+    /* Failed instead, in a transaction of its own (none open). */
+    OK_ON(mine, tq_job_fail(mine, job, "no route"));
+    assert_int_equal(state_of(state, id), TQ_READY);
+    tq_job_array_free(job, 1);
+    tq_close(mine);
+}
+
+/* A claim that is no longer the caller's (its lease ran out and the job
+ * went back): TQ_ELOST inside the transaction, which the caller rolls back. */
+static void t_lost_claim(void **state)
+{
+    fx *f = F;
+    int64_t id = enq(state, "mail");
+    tq *mine = borrow(f, &f->own);
+    tq_job *job = claim1(DB, "mail", "w1");
+    OK_ON(DB, tq_job_release(DB, job)); /* as a rescue would */
+    char sql[128];
+    snprintf(sql, sizeof sql, "INSERT INTO @ VALUES (%lld, 'sent')", (long long)id);
+    EXEC(&f->own, begin_sql());
+    EXEC(&f->own, sql);
+    assert_int_equal(tq_job_complete(mine, job), TQ_ELOST);
+    EXEC(&f->own, "ROLLBACK");
+    assert_int_equal(effects_of(f, id), 0);
+    assert_int_equal(state_of(state, id), TQ_READY);
+    tq_job_array_free(job, 1);
+    tq_close(mine);
+}
+
+/* An enqueue in the caller's transaction is the caller's too; one the
+ * store rejects undoes only itself, and the caller's transaction goes on. */
+static void t_enqueue_in_transaction(void **state)
+{
+    fx *f = F;
+    tq *mine = borrow(f, &f->own);
+    int64_t id = 0, bad = 0;
+    EXEC(&f->own, begin_sql());
+    OK_ON(mine, tq_job_enqueue(&id, mine, "mail", "a", 1, NULL));
+    EXEC(&f->own, "ROLLBACK");
+    assert_int_equal(state_of(state, id), -1);
+
+    EXEC(&f->own, begin_sql());
+    EXEC(&f->own, "INSERT INTO @ VALUES (1, 'before')");
+    OK_ON(mine, tq_job_enqueue(&id, mine, "mail", "a", 1, NULL));
+    tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
+    const int64_t missing = id + 1000;
+    o.after = &missing;
+    o.nafter = 1;
+    assert_int_equal(tq_job_enqueue(&bad, mine, "mail", "b", 1, &o), TQ_ENOTFOUND);
+    EXEC(&f->own, "INSERT INTO @ VALUES (1, 'after')");
+    EXEC(&f->own, "COMMIT");
+    assert_int_equal(effects_of(f, 1), 2);
+    assert_int_equal(state_of(state, id), TQ_READY);
+    /* A read after those leaves no transaction open behind it. */
+    tq_stats st = {0};
+    OK_ON(mine, tq_stats_get(&st, mine, "mail"));
+    assert_int_equal(st.count[TQ_READY], 1);
+    if (on_postgres())
+        assert_int_equal(PQtransactionStatus(f->own.pg), PQTRANS_IDLE);
+    else
+        assert_true(sqlite3_get_autocommit(f->own.lite));
+    tq_close(mine);
+}
+
+/* Outside a transaction each call commits on its own; the handle leaves the
+ * connection open and, on PostgreSQL, no statement of its own behind. */
+static void t_outside_transaction(void **state)
+{
+    fx *f = F;
+    int64_t id = enq(state, "mail");
+    tq *mine = borrow(f, &f->own);
+    tq *again = borrow(f, &f->own); /* two handles on one connection */
+    tq_job *job = claim1(mine, "mail", "w1");
+    OK_ON(again, tq_job_complete(again, job));
+    assert_int_not_equal(state_of(state, id), TQ_RUNNING);
+    tq_job_array_free(job, 1);
+    tq_close(mine);
+    tq_close(again);
+    EXEC(&f->own, "INSERT INTO @ VALUES (7, 'still open')");
+    assert_int_equal(effects_of(f, 7), 1);
+    if (on_postgres())
+        assert_int_equal(native_int(&f->own, f,
+                                    "SELECT count(*) FROM pg_prepared_statements"
+                                    " WHERE name LIKE 'tq%'"),
+                         0);
+}
+
+/* What a borrowing handle will not do, and a connection to another store. */
+static void t_refusals(void **state)
+{
+    fx *f = F;
+    tq *mine = borrow(f, &f->own);
+    tq_worker *w = NULL;
+    tq_worker_opts wo = TQ_WORKER_OPTS_INIT;
+    const char *argv[] = {"true", NULL};
+    wo.argv = argv;
+    assert_int_equal(tq_worker_new(&w, mine, &wo), TQ_EINVAL);
+    assert_null(w);
+    assert_non_null(strstr(tq_errmsg(mine), "connection of its own"));
+    tq_close(mine);
+    if (on_postgres())
+        return;
+    char other[128];
+    snprintf(other, sizeof other, "%s/other%d.db", tmpdir, store_seq);
+    tq_open_opts o = TQ_OPEN_OPTS_INIT;
+    o.create = 1;
+    tq *db = NULL;
+    OK_ON(db, tq_open(&db, other, &o));
+    tq_close(db);
+    o.create = 0;
+    o.conn = f->own.lite;
+    assert_int_equal(tq_open(&db, other, &o), TQ_EINVAL);
+    assert_non_null(strstr(tq_errmsg(db), "is not to the store"));
+    tq_close(db);
+    unlink(other);
+}
+
+/* ---- killed between the effect and the commit -------------------------------- */
+
+/* Where a child stops to be killed: after the effect, after the end (both
+ * in the open transaction), after the commit; or nowhere (runs on). */
+enum stop { STOP_EFFECT, STOP_ENDED, STOP_COMMITTED, STOP_NONE };
+
+/* A child's life: run the jobs of "kill" one by one, each effect and end in
+ * one transaction; at stop, say so on fd and wait to be killed. Leaves when
+ * no job is left to claim. */
+static void child_run(const fx *f, enum stop stop, int fd)
+{
+    native n = native_open(f);
+    tq *mine = borrow(f, &n);
+    char worker[32], sql[128];
+    snprintf(worker, sizeof worker, "child-%d", (int)getpid());
+    for (;;) {
+        tq_job *job = NULL;
+        size_t got = 0;
+        if (tq_job_claim(&job, &got, mine, "kill", worker, 1) || got == 0)
+            break;
+        snprintf(sql, sizeof sql, "INSERT INTO @ VALUES (%lld, '%s')", (long long)job->id,
+                 worker);
+        if (native_exec(&n, f, begin_sql()) || native_exec(&n, f, sql))
+            _exit(3);
+        if (stop == STOP_EFFECT && write(fd, "e", 1) == 1)
+            pause();
+        const int rc = tq_job_complete(mine, job);
+        if (rc && rc != TQ_ELOST)
+            _exit(4);
+        if (stop == STOP_ENDED && write(fd, "d", 1) == 1)
+            pause();
+        if (native_exec(&n, f, rc ? "ROLLBACK" : "COMMIT"))
+            _exit(5);
+        if (stop == STOP_COMMITTED && write(fd, "c", 1) == 1)
+            pause();
+        tq_job_array_free(job, 1);
+    }
+    tq_close(mine);
+    native_close(&n);
+    _exit(0);
+}
+
+/* Starts a child at stop; for a stop, waits for it to get there. */
+static pid_t child_start(const fx *f, enum stop stop)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        child_run(f, stop, p[1]);
+    }
+    close(p[1]);
+    char c;
+    if (stop != STOP_NONE)
+        assert_int_equal(read(p[0], &c, 1), 1);
+    close(p[0]);
+    return pid;
+}
+
+static void kill_child(pid_t pid)
+{
+    int status;
+    kill(pid, SIGKILL);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+}
+
+/* Every job: done with one effect, or not done with none; returns how many
+ * are done. */
+static int check_jobs(void **state, const int64_t *ids, int n)
+{
+    int done = 0;
+    for (int i = 0; i < n; i++) {
+        const int s = state_of(state, ids[i]);
+        const int64_t e = effects_of(F, ids[i]);
+        if (s == TQ_DONE ? e != 1 : e != 0)
+            fail_msg("job %lld is %s with %lld effects", (long long)ids[i],
+                     tq_state_name((tq_state)s), (long long)e);
+        done += s == TQ_DONE;
+    }
+    return done;
+}
+
+/* Waits out the leases of killed children and puts their jobs back. */
+static void rescue(void **state)
+{
+    int64_t n = 0;
+    usleep(1050 * 1000);
+    OK_ON(DB, tq_rescue_expired(&n, DB));
+}
+
+static void t_killed_between_effect_and_commit(void **state)
+{
+    enum { JOBS = 40 };
+    tq_queue_opts q = TQ_QUEUE_OPTS_INIT;
+    q.set = TQ_SET_KEEP_DONE | TQ_SET_LEASE | TQ_SET_MAX_ATTEMPTS;
+    q.keep_done = 1;
+    q.lease_us = 1000 * 1000; /* the shortest */
+    q.max_attempts = 1000;    /* every kill costs an attempt */
+    OK_ON(DB, tq_queue_set(DB, "kill", &q));
+    int64_t ids[JOBS];
+    for (int i = 0; i < JOBS; i++)
+        ids[i] = enq(state, "kill");
+
+    /* At each point, twice: in the transaction neither shows; after the
+     * commit both do. */
+    int done = 0;
+    for (int round = 0; round < 6; round++) {
+        const enum stop stop = (enum stop)(round % 3);
+        kill_child(child_start(F, stop));
+        const int now = check_jobs(state, ids, JOBS);
+        assert_int_equal(now, done + (stop == STOP_COMMITTED));
+        done = now;
+        rescue(state);
+    }
+    /* At random moments, while a child runs the jobs one after another. */
+    srand((unsigned)getpid());
+    for (int round = 0; round < 6; round++) {
+        pid_t pid = child_start(F, STOP_NONE);
+        usleep((useconds_t)(rand() % 40000));
+        kill_child(pid);
+        done = check_jobs(state, ids, JOBS);
+        rescue(state);
+    }
+    /* Then one child runs what is left to the end. */
+    int status;
+    pid_t pid = child_start(F, STOP_NONE);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(check_jobs(state, ids, JOBS), JOBS);
+    (void)done;
+}
+
+int main(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/tq-owntx-XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(t_complete_commits_with_effect, setup, teardown),
+        cmocka_unit_test_setup_teardown(t_rollback_undoes_both, setup, teardown),
+        cmocka_unit_test_setup_teardown(t_lost_claim, setup, teardown),
+        cmocka_unit_test_setup_teardown(t_enqueue_in_transaction, setup, teardown),
+        cmocka_unit_test_setup_teardown(t_outside_transaction, setup, teardown),
+        cmocka_unit_test_setup_teardown(t_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(t_killed_between_effect_and_commit, setup,
+                                        teardown),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    return failed | scratch_remove(tmpdir);
+}
