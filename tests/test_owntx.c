@@ -234,6 +234,16 @@ static const char *begin_sql(void)
     return on_postgres() ? "BEGIN" : "BEGIN IMMEDIATE";
 }
 
+/* Begins a transaction on the caller's connection and writes job id's
+ * effect in it. */
+static void begin_effect(const fx *f, int64_t id)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "INSERT INTO @ VALUES (%lld, 'sent')", (long long)id);
+    EXEC(&f->own, begin_sql());
+    EXEC(&f->own, sql);
+}
+
 /* ---- the effect and the end, together -------------------------------------- */
 
 /* Completed in the caller's transaction: nothing shows until the caller
@@ -248,10 +258,7 @@ static void t_complete_commits_with_effect(void **state)
     int64_t id = enq(state, "mail");
     tq *mine = borrow(f, &f->own);
     tq_job *job = claim1(mine, "mail", "w1");
-    char sql[128];
-    snprintf(sql, sizeof sql, "INSERT INTO @ VALUES (%lld, 'sent')", (long long)id);
-    EXEC(&f->own, begin_sql());
-    EXEC(&f->own, sql);
+    begin_effect(f, id);
     OK_ON(mine, tq_job_complete(mine, job));
     /* From outside: not done yet, no effect yet. */
     assert_int_equal(state_of(state, id), TQ_RUNNING);
@@ -267,41 +274,23 @@ static void t_complete_commits_with_effect(void **state)
 }
 
 /* The caller's rollback undoes the end too: the job is still the caller's,
- * under the same claim, and can be ended again. */
+ * under the same claim. Once the claim is no longer the caller's (its lease
+ * ran out and the job went back), the end is TQ_ELOST inside the
+ * transaction, which the caller rolls back. */
 static void t_rollback_undoes_both(void **state)
 {
     fx *f = F;
     int64_t id = enq(state, "mail");
     tq *mine = borrow(f, &f->own);
     tq_job *job = claim1(DB, "mail", "w1"); /* claimed on another handle */
-    char sql[128];
-    snprintf(sql, sizeof sql, "INSERT INTO @ VALUES (%lld, 'sent')", (long long)id);
-    EXEC(&f->own, begin_sql());
-    EXEC(&f->own, sql);
+    begin_effect(f, id);
     OK_ON(mine, tq_job_complete(mine, job));
     EXEC(&f->own, "ROLLBACK");
     assert_int_equal(effects_of(f, id), 0);
     assert_int_equal(state_of(state, id), TQ_RUNNING);
-    /* Failed instead, in a transaction of its own (none open). */
-    OK_ON(mine, tq_job_fail(mine, job, "no route"));
-    assert_int_equal(state_of(state, id), TQ_READY);
-    tq_job_array_free(job, 1);
-    tq_close(mine);
-}
 
-/* A claim that is no longer the caller's (its lease ran out and the job
- * went back): TQ_ELOST inside the transaction, which the caller rolls back. */
-static void t_lost_claim(void **state)
-{
-    fx *f = F;
-    int64_t id = enq(state, "mail");
-    tq *mine = borrow(f, &f->own);
-    tq_job *job = claim1(DB, "mail", "w1");
     OK_ON(DB, tq_job_release(DB, job)); /* as a rescue would */
-    char sql[128];
-    snprintf(sql, sizeof sql, "INSERT INTO @ VALUES (%lld, 'sent')", (long long)id);
-    EXEC(&f->own, begin_sql());
-    EXEC(&f->own, sql);
+    begin_effect(f, id);
     assert_int_equal(tq_job_complete(mine, job), TQ_ELOST);
     EXEC(&f->own, "ROLLBACK");
     assert_int_equal(effects_of(f, id), 0);
@@ -538,15 +527,14 @@ int main(void)
     snprintf(tmpdir, sizeof tmpdir, "/tmp/tq-owntx-XXXXXX");
     if (!mkdtemp(tmpdir))
         return 1;
+#define T(test) cmocka_unit_test_setup_teardown(test, setup, teardown)
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(t_complete_commits_with_effect, setup, teardown),
-        cmocka_unit_test_setup_teardown(t_rollback_undoes_both, setup, teardown),
-        cmocka_unit_test_setup_teardown(t_lost_claim, setup, teardown),
-        cmocka_unit_test_setup_teardown(t_enqueue_in_transaction, setup, teardown),
-        cmocka_unit_test_setup_teardown(t_outside_transaction, setup, teardown),
-        cmocka_unit_test_setup_teardown(t_refusals, setup, teardown),
-        cmocka_unit_test_setup_teardown(t_killed_between_effect_and_commit, setup,
-                                        teardown),
+        T(t_complete_commits_with_effect),
+        T(t_rollback_undoes_both),
+        T(t_enqueue_in_transaction),
+        T(t_outside_transaction),
+        T(t_refusals),
+        T(t_killed_between_effect_and_commit),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     return failed | scratch_remove(tmpdir);
