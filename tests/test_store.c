@@ -100,6 +100,39 @@ static int64_t enq(void **state, const char *queue, const char *payload)
     return id;
 }
 
+/* Enqueues payload into queue with eo, which must be refused as a duplicate
+ * (TQ_DUP); the id of the job that holds the key. */
+static int64_t dup_of(void **state, const char *queue, const char *payload,
+                      const tq_enqueue_opts *eo)
+{
+    int64_t id = 0;
+    assert_int_equal(tq_job_enqueue(&id, DB, queue, payload, strlen(payload), eo),
+                     TQ_DUP);
+    return id;
+}
+
+/* Enqueues n jobs of payload into queue in one batch; their ids into ids. */
+static void enq_batch(void **state, int64_t *ids, const char *queue, const char *payload,
+                      size_t n)
+{
+    tq_payload *items = calloc(n, sizeof *items);
+    assert_non_null(items);
+    for (size_t i = 0; i < n; i++)
+        items[i] = (tq_payload){payload, strlen(payload)};
+    OK(tq_job_enqueue_batch(ids, DB, queue, items, n, NULL));
+    free(items);
+}
+
+/* Enqueues the jobs PREFIX1 to PREFIXn into queue, in that order. */
+static void enq_numbered(void **state, const char *queue, const char *prefix, int n)
+{
+    for (int i = 1; i <= n; i++) {
+        char p[16];
+        snprintf(p, sizeof p, "%s%d", prefix, i);
+        enq(state, queue, p);
+    }
+}
+
 static tq_job *get(void **state, int64_t id)
 {
     tq_job *j = NULL;
@@ -134,6 +167,20 @@ static size_t claim_n(void **state, const char *queue, size_t max)
     return n;
 }
 
+/* Claims up to max jobs of queue as worker in one call: they must be the n
+ * jobs of want, in that order. The caller frees them. */
+static tq_job *claim_ids(void **state, const char *queue, const char *worker, size_t max,
+                         const int64_t *want, size_t n)
+{
+    tq_job *jobs = NULL;
+    size_t got = 0;
+    OK(tq_job_claim(&jobs, &got, DB, queue, worker, max));
+    assert_int_equal(got, n);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(jobs[i].id, want[i]);
+    return jobs;
+}
+
 static void set_queue(void **state, const char *name, unsigned set, tq_order order,
                       int64_t lease_us, int max_attempts, int64_t base, int64_t cap)
 {
@@ -147,10 +194,12 @@ static void set_queue(void **state, const char *name, unsigned set, tq_order ord
     OK(tq_queue_set(DB, name, &o));
 }
 
-static int64_t wall_us(void)
+/* Microseconds of clock: CLOCK_REALTIME for times the store keeps,
+ * CLOCK_MONOTONIC for spans. */
+static int64_t clock_us(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(clock, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
@@ -160,18 +209,22 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* Claims one job of queue as worker, lets it run run_ms, and completes it. */
+static void run1(void **state, const char *queue, const char *worker, int run_ms)
+{
+    tq_job *j = claim1(state, queue, worker);
+    sleep_ms(run_ms);
+    OK(tq_job_complete(DB, j));
+    tq_job_free(j);
+}
+
 /* ---- the life of a job ----------------------------------------------------- */
 
 static void enqueue_claim_complete(void **state)
 {
     int64_t a = enq(state, "q", "one"), b = enq(state, "q", "two");
     enq(state, "q", "three");
-    tq_job *jobs;
-    size_t n;
-    OK(tq_job_claim(&jobs, &n, DB, "q", "w1", 2));
-    assert_int_equal(n, 2);
-    assert_int_equal(jobs[0].id, a);
-    assert_int_equal(jobs[1].id, b);
+    tq_job *jobs = claim_ids(state, "q", "w1", 2, (const int64_t[]){a, b}, 2);
     assert_string_equal((char *)jobs[0].payload, "one");
     assert_int_equal(jobs[0].payload_len, 3);
     assert_int_equal(jobs[0].state, TQ_RUNNING);
@@ -198,7 +251,7 @@ static void enqueue_claim_complete(void **state)
     assert_int_equal(j->lease_until, 0);
     tq_job_free(j);
     assert_int_equal(state_of(state, b), TQ_RUNNING);
-    tq_job_array_free(jobs, n);
+    tq_job_array_free(jobs, 2);
     assert_int_equal(claim_n(state, "q", 10), 1);
     assert_int_equal(claim_n(state, "q", 10), 0); /* nothing ready: not an error */
     assert_int_equal(claim_n(state, "nosuchqueue", 10), 0);
@@ -306,7 +359,7 @@ static void backoff_delays_retry(void **state)
     set_queue(state, "b", TQ_SET_BACKOFF, TQ_FIFO, 0, 0, 20000000, 40000000);
     int64_t id = enq(state, "b", "x");
     tq_job *j = claim1(state, "b", "w");
-    int64_t before = wall_us();
+    int64_t before = clock_us(CLOCK_REALTIME);
     OK(tq_job_fail(DB, j, "later"));
     tq_job_free(j);
     tq_job *g = get(state, id);
@@ -326,7 +379,7 @@ static void heartbeat_extends_lease(void **state)
     OK(tq_job_heartbeat(DB, j));
     tq_job *g = get(state, id);
     assert_true(g->lease_until > j->lease_until);
-    assert_in_range(g->lease_until - wall_us(), 4000000, 5100000);
+    assert_in_range(g->lease_until - clock_us(CLOCK_REALTIME), 4000000, 5100000);
     tq_job_free(g);
     tq_job_free(j);
 }
@@ -364,11 +417,10 @@ static void expired_lease_rescued(void **state)
 static void dedup_keys(void **state)
 {
     tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
-    int64_t a, b, c;
+    int64_t a, c;
     eo.key = "order-17";
     OK(tq_job_enqueue(&a, DB, "q", "first", 5, &eo));
-    assert_int_equal(tq_job_enqueue(&b, DB, "q", "second", 6, &eo), TQ_DUP);
-    assert_int_equal(a, b);
+    assert_int_equal(dup_of(state, "q", "second", &eo), a);
     tq_job *j = get(state, a);
     assert_string_equal((char *)j->payload, "first"); /* the first row is kept */
     assert_string_equal(j->key, "order-17");
@@ -376,11 +428,8 @@ static void dedup_keys(void **state)
     OK(tq_job_enqueue(&c, DB, "other", "x", 1, &eo)); /* keys are per queue */
     assert_int_not_equal(c, a);
     /* Still a duplicate after the job finished (the row is kept). */
-    tq_job *r = claim1(state, "q", "w");
-    OK(tq_job_complete(DB, r));
-    tq_job_free(r);
-    assert_int_equal(tq_job_enqueue(&b, DB, "q", "third", 5, &eo), TQ_DUP);
-    assert_int_equal(b, a);
+    run1(state, "q", "w", 0);
+    assert_int_equal(dup_of(state, "q", "third", &eo), a);
     tq_list_opts lo = TQ_LIST_OPTS_INIT;
     tq_job *all;
     size_t n;
@@ -400,23 +449,20 @@ static void unique_scopes(void **state)
     /* queued: the first claim frees the key, for good. */
     eo.unique = TQ_UNIQUE_QUEUED;
     OK(tq_job_enqueue(&a, DB, "uq", "1", 1, &eo));
-    assert_int_equal(tq_job_enqueue(&b, DB, "uq", "2", 1, &eo), TQ_DUP);
-    assert_int_equal(b, a);
+    assert_int_equal(dup_of(state, "uq", "2", &eo), a);
     tq_job *j = claim1(state, "uq", "w");
     OK(tq_job_enqueue(&c, DB, "uq", "3", 1, &eo));
     assert_int_not_equal(c, a);
     OK(tq_job_fail(DB, j, "again")); /* back to ready: it does not take the key back */
     tq_job_free(j);
     assert_int_equal(state_of(state, a), TQ_READY);
-    assert_int_equal(tq_job_enqueue(&b, DB, "uq", "4", 1, &eo), TQ_DUP);
-    assert_int_equal(b, c);
+    assert_int_equal(dup_of(state, "uq", "4", &eo), c);
 
     /* active: held while ready or running; free once done or cancelled. */
     eo.unique = TQ_UNIQUE_ACTIVE;
     OK(tq_job_enqueue(&a, DB, "ua", "1", 1, &eo));
     j = claim1(state, "ua", "w");
-    assert_int_equal(tq_job_enqueue(&b, DB, "ua", "2", 1, &eo), TQ_DUP);
-    assert_int_equal(b, a);
+    assert_int_equal(dup_of(state, "ua", "2", &eo), a);
     OK(tq_job_complete(DB, j));
     tq_job_free(j);
     OK(tq_job_enqueue(&c, DB, "ua", "3", 1, &eo));
@@ -425,8 +471,7 @@ static void unique_scopes(void **state)
     OK(tq_job_enqueue(&b, DB, "ua", "4", 1, &eo));
     OK(tq_job_retry(DB, c)); /* retried by hand: ready, without the key */
     assert_int_equal(state_of(state, c), TQ_READY);
-    assert_int_equal(tq_job_enqueue(&a, DB, "ua", "5", 1, &eo), TQ_DUP);
-    assert_int_equal(a, b);
+    assert_int_equal(dup_of(state, "ua", "5", &eo), b);
     /* Stored keys are another set: the same text is free there. */
     eo.unique = TQ_UNIQUE_STORED;
     OK(tq_job_enqueue(&c, DB, "ua", "6", 1, &eo));
@@ -444,7 +489,7 @@ static void unique_scopes(void **state)
     j = get(state, a);
     assert_string_equal((char *)j->payload, "new");
     assert_int_equal(j->priority, 5);
-    assert_true(j->run_at > wall_us() + 50000000);
+    assert_true(j->run_at > clock_us(CLOCK_REALTIME) + 50000000);
     assert_string_equal(j->key, "r");
     tq_job_free(j);
     /* ... but a running one is left alone (active), as is a done one
@@ -453,8 +498,7 @@ static void unique_scopes(void **state)
     eo.delay_us = 0;
     OK(tq_job_enqueue(&a, DB, "ur2", "old", 3, &eo));
     j = claim1(state, "ur2", "w");
-    assert_int_equal(tq_job_enqueue(&b, DB, "ur2", "new", 3, &eo), TQ_DUP);
-    assert_int_equal(b, a);
+    assert_int_equal(dup_of(state, "ur2", "new", &eo), a);
     OK(tq_job_complete(DB, j));
     tq_job_free(j);
     j = get(state, a);
@@ -462,11 +506,8 @@ static void unique_scopes(void **state)
     tq_job_free(j);
     eo.unique = TQ_UNIQUE_STORED;
     OK(tq_job_enqueue(&a, DB, "ur3", "old", 3, &eo));
-    j = claim1(state, "ur3", "w");
-    OK(tq_job_complete(DB, j));
-    tq_job_free(j);
-    assert_int_equal(tq_job_enqueue(&b, DB, "ur3", "new", 3, &eo), TQ_DUP);
-    assert_int_equal(b, a);
+    run1(state, "ur3", "w", 0);
+    assert_int_equal(dup_of(state, "ur3", "new", &eo), a);
 
     /* unique_for: the key is free that long after the kept job's enqueue,
      * whatever its state; the kept job keeps its key for the record. */
@@ -478,13 +519,11 @@ static void unique_scopes(void **state)
         t.unique = (tq_unique)scope;
         t.unique_for_us = 300000;
         OK(tq_job_enqueue(&a, DB, q, "1", 1, &t));
-        assert_int_equal(tq_job_enqueue(&b, DB, q, "2", 1, &t), TQ_DUP);
-        assert_int_equal(b, a);
+        assert_int_equal(dup_of(state, q, "2", &t), a);
         sleep_ms(400);
         OK(tq_job_enqueue(&c, DB, q, "3", 1, &t));
         assert_int_not_equal(c, a);
-        assert_int_equal(tq_job_enqueue(&b, DB, q, "4", 1, &t), TQ_DUP);
-        assert_int_equal(b, c);
+        assert_int_equal(dup_of(state, q, "4", &t), c);
         j = get(state, a);
         assert_string_equal(j->key, "t");
         tq_job_free(j);
@@ -499,8 +538,7 @@ static void unique_scopes(void **state)
     OK(tq_job_enqueue(&a, DB, "utr", "1", 1, &r));
     j = claim1(state, "utr", "w");
     sleep_ms(300);
-    assert_int_equal(tq_job_enqueue(&b, DB, "utr", "2", 1, &r), TQ_DUP);
-    assert_int_equal(b, a);
+    assert_int_equal(dup_of(state, "utr", "2", &r), a);
     OK(tq_job_complete(DB, j));
     tq_job_free(j);
     OK(tq_job_enqueue(&c, DB, "utr", "3", 1, &r));
@@ -526,10 +564,7 @@ static void unique_scopes(void **state)
         int priority, max_attempts;
     } v1 = {1, "v1", 0, 0, 0, 0};
     OK(tq_job_enqueue(&a, DB, "uv", "1", 1, (const tq_enqueue_opts *)(void *)&v1));
-    assert_int_equal(
-        tq_job_enqueue(&b, DB, "uv", "2", 1, (const tq_enqueue_opts *)(void *)&v1),
-        TQ_DUP);
-    assert_int_equal(b, a);
+    assert_int_equal(dup_of(state, "uv", "2", (const tq_enqueue_opts *)(void *)&v1), a);
 }
 
 /* A trace context is stored with the job and comes back with its claim,
@@ -572,7 +607,7 @@ static void delayed_not_claimed_early(void **state)
     OK(tq_job_enqueue(&late, DB, "d", "later", 5, &eo));
     assert_int_equal(claim_n(state, "d", 10), 0);
     eo.delay_us = 0;
-    eo.run_at = wall_us() - 1000000; /* absolute, already due */
+    eo.run_at = clock_us(CLOCK_REALTIME) - 1000000; /* absolute, already due */
     OK(tq_job_enqueue(&due, DB, "d", "now", 3, &eo));
     tq_job *j = claim1(state, "d", "w");
     assert_int_equal(j->id, due);
@@ -625,14 +660,7 @@ static void batch_claim_returns_queue_order(void **state)
 {
     int64_t a = enq_pri(state, "q", "a", 0), b = enq_pri(state, "q", "b", 9),
             c = enq_pri(state, "q", "c", 0);
-    tq_job *jobs;
-    size_t n;
-    OK(tq_job_claim(&jobs, &n, DB, "q", "w", 10));
-    assert_int_equal(n, 3);
-    assert_int_equal(jobs[0].id, b);
-    assert_int_equal(jobs[1].id, a);
-    assert_int_equal(jobs[2].id, c);
-    tq_job_array_free(jobs, n);
+    tq_job_array_free(claim_ids(state, "q", "w", 10, (const int64_t[]){b, a, c}, 3), 3);
 }
 
 static void paused_queue(void **state)
@@ -729,11 +757,7 @@ static void concurrency_limits(void **state)
     OK(tq_queue_get(&q, DB, "lim"));
     assert_int_equal(q.max_running, 3);
     assert_int_equal(q.max_running_per_group, 0);
-    for (int i = 1; i <= 8; i++) {
-        char p[8];
-        snprintf(p, sizeof p, "j%d", i);
-        enq(state, "lim", p);
-    }
+    enq_numbered(state, "lim", "j", 8);
     assert_string_equal(claimed(state, "lim", 10, run, &nrun), "j1 j2 j3");
     assert_string_equal(claimed(state, "lim", 10, run, &nrun), "");
     OK(tq_job_complete(DB, run[0]));
@@ -844,22 +868,6 @@ static void set_rate(void **state, const char *queue, int64_t n, int64_t period_
     OK(tq_queue_set(DB, queue, &o));
 }
 
-static size_t claim_count(void **state, const char *queue, size_t max)
-{
-    tq_job *jobs = NULL;
-    size_t n = 0;
-    OK(tq_job_claim(&jobs, &n, DB, queue, "w", max));
-    tq_job_array_free(jobs, n);
-    return n;
-}
-
-static int64_t mono_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
-}
-
 /* The store keeps the rate, whoever claims: a claim takes the bucket's
  * whole tokens and no more, the bucket refills at its rate, ending a job
  * gives nothing back, and the rate combines with the other limits. */
@@ -876,11 +884,7 @@ static void rate_limits(void **state)
     assert_int_equal(q.rate_limit, 4);
     assert_int_equal(q.rate_period_us, 3600 * 1000000LL);
     assert_int_equal(q.rate_burst, 1);
-    for (int i = 1; i <= 6; i++) {
-        char p[8];
-        snprintf(p, sizeof p, "r%d", i);
-        enq(state, "slow", p);
-    }
+    enq_numbered(state, "slow", "r", 6);
     assert_string_equal(claimed(state, "slow", 10, run, &nrun), "r1");
     assert_string_equal(claimed(state, "slow", 10, run, &nrun), "");
     OK(tq_job_complete(DB, run[0])); /* a start is spent, done or not */
@@ -910,13 +914,13 @@ static void rate_limits(void **state)
     set_rate(state, "fast", 1000, 1000000);
     for (int i = 0; i < 60; i++)
         enq(state, "fast", "f");
-    const int64_t t0 = mono_us();
-    assert_int_equal(claim_count(state, "fast", 50), 10);
-    size_t again = claim_count(state, "fast", 50);
-    const int64_t t1 = mono_us();
+    const int64_t t0 = clock_us(CLOCK_MONOTONIC);
+    assert_int_equal(claim_n(state, "fast", 50), 10);
+    size_t again = claim_n(state, "fast", 50);
+    const int64_t t1 = clock_us(CLOCK_MONOTONIC);
     assert_true(again <= (size_t)((t1 - t0) * 990 / 1000000 + 1));
     sleep_ms(30); /* refills the burst: never more than 10 at once */
-    size_t later = claim_count(state, "fast", 50);
+    size_t later = claim_n(state, "fast", 50);
     assert_true(later >= 1 && later <= 10);
 
     /* Bad rates are refused, and change nothing. */
@@ -978,8 +982,8 @@ static void *race_schedules(void *arg)
         tq_close(db);
         return NULL;
     }
-    const int64_t end = mono_us() + 2500000;
-    while (mono_us() < end) {
+    const int64_t end = clock_us(CLOCK_MONOTONIC) + 2500000;
+    while (clock_us(CLOCK_MONOTONIC) < end) {
         int64_t n = 0;
         int rc = tq_schedule_run(db, &n, NULL);
         if (rc && rc != TQ_EBUSY)
@@ -1093,16 +1097,20 @@ static void periodic_jobs(void **state)
     assert_int_equal(next, -1);
 }
 
-static void delete_done_rows(void **state)
+/* keep_done of queue: 0 deletes its jobs as they are done. */
+static void set_keep_done(void **state, const char *queue, int keep)
 {
     tq_queue_opts o = TQ_QUEUE_OPTS_INIT;
     o.set = TQ_SET_KEEP_DONE;
-    o.keep_done = 0;
-    OK(tq_queue_set(DB, "tmp", &o));
+    o.keep_done = keep;
+    OK(tq_queue_set(DB, queue, &o));
+}
+
+static void delete_done_rows(void **state)
+{
+    set_keep_done(state, "tmp", 0);
     int64_t id = enq(state, "tmp", "x");
-    tq_job *j = claim1(state, "tmp", "w");
-    OK(tq_job_complete(DB, j));
-    tq_job_free(j);
+    run1(state, "tmp", "w", 0);
     tq_job *g = NULL;
     assert_int_equal(tq_job_get(&g, DB, id), TQ_ENOTFOUND);
 }
@@ -1237,12 +1245,8 @@ static void stats_and_list(void **state)
     for (int i = 0; i < 4; i++)
         enq(state, "s", "x");
     enq(state, "t", "y");
-    for (int i = 0; i < 2; i++) {
-        tq_job *j = claim1(state, "s", "w");
-        sleep_ms(2);
-        OK(tq_job_complete(DB, j));
-        tq_job_free(j);
-    }
+    for (int i = 0; i < 2; i++)
+        run1(state, "s", "w", 2);
     tq_job *running = claim1(state, "s", "busy-worker");
     tq_stats st;
     OK(tq_stats_get(&st, DB, "s"));
@@ -1331,12 +1335,8 @@ static void monitoring(void **state)
     for (int i = 0; i < 6; i++)
         ids[i] = enq(state, "m", "x");
     tq_job *running = claim1(state, "m", "w1");
-    for (int i = 0; i < 2; i++) {
-        tq_job *j = claim1(state, "m", "w2");
-        sleep_ms(2);
-        OK(tq_job_complete(DB, j));
-        tq_job_free(j);
-    }
+    for (int i = 0; i < 2; i++)
+        run1(state, "m", "w2", 2);
     tq_job *j = claim1(state, "m", "w2");
     OK(tq_job_fail(DB, j, "boom"));
     tq_job_free(j);
@@ -1507,6 +1507,21 @@ static void init_is_idempotent(void **state)
 
 /* ---- the worker pool ---------------------------------------------------------- */
 
+/* The options of a worker that drains the one queue queues[0] with
+ * handler (handler_ud ud), concurrency jobs at once (0: 1). */
+static tq_worker_opts drainer(const char *const *queues, int concurrency,
+                              tq_handler_fn handler, void *ud)
+{
+    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
+    o.queues = queues;
+    o.nqueues = 1;
+    o.concurrency = concurrency;
+    o.drain = 1;
+    o.handler = handler;
+    o.handler_ud = ud;
+    return o;
+}
+
 /* Runs a worker with opts o until it returns (o->drain); its counters. */
 static tq_worker_counters run_counted(void **state, const tq_worker_opts *o)
 {
@@ -1545,22 +1560,13 @@ static void worker_pool_callbacks(void **state)
     memset(&ctx, 0, sizeof ctx);
     atomic_store(&ctx.fail_first, 1);
     set_queue(state, "pool", TQ_SET_BACKOFF, TQ_FIFO, 0, 0, 0, 0);
-    tq_payload items[POOL_JOBS];
     int64_t ids[POOL_JOBS];
-    for (int i = 0; i < POOL_JOBS; i++)
-        items[i] = (tq_payload){"p", 1};
-    OK(tq_job_enqueue_batch(ids, DB, "pool", items, POOL_JOBS, NULL));
+    enq_batch(state, ids, "pool", "p", POOL_JOBS);
     ctx.first = ids[0];
 
     const char *queues[] = {"pool"};
-    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
-    o.queues = queues;
-    o.nqueues = 1;
-    o.concurrency = 4;
-    o.drain = 1;
+    tq_worker_opts o = drainer(queues, 4, pool_handler, &ctx);
     o.name = "pool-worker";
-    o.handler = pool_handler;
-    o.handler_ud = &ctx;
     tq_worker_counters k = run_counted(state, &o);
     for (int i = 0; i < POOL_JOBS; i++)
         assert_int_equal(atomic_load(&ctx.runs[i]), i % 10 == 0 ? 2 : 1);
@@ -1594,11 +1600,7 @@ static void worker_counts_dead(void **state)
     for (int i = 0; i < 3; i++)
         OK(tq_job_enqueue(&id, DB, "doomed", "p", 1, NULL));
     const char *queues[] = {"doomed"};
-    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
-    o.queues = queues;
-    o.nqueues = 1;
-    o.drain = 1;
-    o.handler = failing_handler;
+    tq_worker_opts o = drainer(queues, 0, failing_handler, NULL);
     tq_worker_counters k = run_counted(state, &o);
     assert_int_equal(k.retried, 3);
     assert_int_equal(k.dead, 3);
@@ -1692,23 +1694,14 @@ static void worker_pool_handler_words(void **state)
 {
     static word_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
-    tq_payload items[WORD_JOBS];
     int64_t ids[WORD_JOBS];
-    for (int i = 0; i < WORD_JOBS; i++)
-        items[i] = (tq_payload){"w", 1};
-    OK(tq_job_enqueue_batch(ids, DB, "words", items, WORD_JOBS, NULL));
+    enq_batch(state, ids, "words", "w", WORD_JOBS);
     ctx.first = ids[0];
     tq_job fake = {.id = ids[0]};
     assert_int_equal(tq_handler_snooze(&fake, 0), TQ_EINVAL); /* not in a handler */
 
     const char *queues[] = {"words"};
-    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
-    o.queues = queues;
-    o.nqueues = 1;
-    o.concurrency = 4;
-    o.drain = 1;
-    o.handler = word_handler;
-    o.handler_ud = &ctx;
+    tq_worker_opts o = drainer(queues, 4, word_handler, &ctx);
     tq_worker_counters k = run_counted(state, &o);
     /* Each end counted as what it was: 20 snoozes (i % 3 == 0), 8
      * discards (i % 5 == 0 but not i % 3 == 0), the rest and the snoozed
@@ -1762,7 +1755,7 @@ static int hold_handler(void *ud, const tq_job *job, char *err, size_t errlen)
         return 1;
     atomic_fetch_add(&c->runs[i], 1);
     if (i >= HOLD_QUICK) {
-        atomic_store(&c->slow_started[i - HOLD_QUICK], wall_us());
+        atomic_store(&c->slow_started[i - HOLD_QUICK], clock_us(CLOCK_REALTIME));
         sleep_ms(1500);
     }
     return 0;
@@ -1790,9 +1783,9 @@ static void *lock_store(void *arg)
         PGresult *r = PQexec(pg, sql);
         l->ok = PQresultStatus(r) == PGRES_COMMAND_OK;
         PQclear(r);
-        l->from = wall_us();
+        l->from = clock_us(CLOCK_REALTIME);
         sleep_ms(l->ms);
-        l->to = wall_us();
+        l->to = clock_us(CLOCK_REALTIME);
         PQclear(PQexec(pg, "COMMIT"));
         PQfinish(pg);
     } else {
@@ -1800,9 +1793,9 @@ static void *lock_store(void *arg)
         l->ok = sqlite3_open(l->url, &db) == SQLITE_OK &&
                 sqlite3_busy_timeout(db, 5000) == 0 &&
                 sqlite3_exec(db, "BEGIN EXCLUSIVE", NULL, NULL, NULL) == SQLITE_OK;
-        l->from = wall_us();
+        l->from = clock_us(CLOCK_REALTIME);
         sleep_ms(l->ms);
-        l->to = wall_us();
+        l->to = clock_us(CLOCK_REALTIME);
         sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
         sqlite3_close(db);
     }
@@ -1936,23 +1929,14 @@ static void worker_starts_only_young_holds(void **state)
     qo.lease_us = 3000000;
     qo.backoff_base_us = 0;
     OK(tq_queue_set(DB, "held", &qo));
-    tq_payload items[HOLD_QUICK + HOLD_SLOW];
     int64_t ids[HOLD_QUICK + HOLD_SLOW];
-    for (int i = 0; i < HOLD_QUICK + HOLD_SLOW; i++)
-        items[i] = (tq_payload){"p", 1};
-    OK(tq_job_enqueue_batch(ids, DB, "held", items, HOLD_QUICK + HOLD_SLOW, NULL));
+    enq_batch(state, ids, "held", "p", HOLD_QUICK + HOLD_SLOW);
     ctx.first = ids[0];
 
     const char *queues[] = {"held"};
-    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
-    o.queues = queues;
-    o.nqueues = 1;
-    o.concurrency = 1;
+    tq_worker_opts o = drainer(queues, 1, hold_handler, &ctx);
     o.prefetch = 8;
-    o.drain = 1;
     o.name = "held-worker";
-    o.handler = hold_handler;
-    o.handler_ud = &ctx;
     run_args a = {0};
     OK(tq_worker_new(&a.w, DB, &o));
     pthread_t wt, lt;
@@ -2340,12 +2324,7 @@ static void worker_pool_results(void **state)
     set_queue(state, "cbres", TQ_SET_BACKOFF | TQ_SET_MAX_ATTEMPTS, TQ_FIFO, 0, 1, 0, 0);
     int64_t ok = enq(state, "cbres", "ok"), bad = enq(state, "cbres", "fail");
     const char *queues[] = {"cbres"};
-    tq_worker_opts o = TQ_WORKER_OPTS_INIT;
-    o.queues = queues;
-    o.nqueues = 1;
-    o.concurrency = 2;
-    o.drain = 1;
-    o.handler = result_handler;
+    tq_worker_opts o = drainer(queues, 2, result_handler, NULL);
     tq_worker *w;
     OK(tq_worker_new(&w, DB, &o));
     OK(tq_worker_run(w));
@@ -2560,10 +2539,7 @@ static void dependencies(void **state)
  * pruning a child takes its dependencies with it. */
 static void dependencies_other_paths(void **state)
 {
-    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
-    qo.set = TQ_SET_KEEP_DONE;
-    qo.keep_done = 0;
-    OK(tq_queue_set(DB, "gone", &qo));
+    set_keep_done(state, "gone", 0);
     int64_t g = enq(state, "gone", "G");
     tq_payload items[3] = {{"a", 1}, {"b", 1}, {"c", 1}};
     int64_t kids[3];
@@ -2680,14 +2656,8 @@ static void run_workers(void **state, const char *queue, int n, int concurrency,
         OK(tq_open(&dbs[i], ((fx *)*state)->url, NULL));
         char name[16];
         snprintf(name, sizeof name, "%s%d", prefix, i);
-        tq_worker_opts o = TQ_WORKER_OPTS_INIT;
-        o.queues = queues;
-        o.nqueues = 1;
-        o.concurrency = concurrency;
-        o.drain = 1;
+        tq_worker_opts o = drainer(queues, concurrency, handler, ud);
         o.name = name;
-        o.handler = handler;
-        o.handler_ud = ud;
         OK(tq_worker_new(&w[i], dbs[i], &o));
         assert_int_equal(pthread_create(&t[i], NULL, fan_worker, w[i]), 0);
     }
@@ -2716,11 +2686,8 @@ static void dependencies_fan_in(void **state)
 {
     static fan_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
-    static tq_payload items[FAN];
     static int64_t ids[FAN];
-    for (int i = 0; i < FAN; i++)
-        items[i] = (tq_payload){"p", 1};
-    OK(tq_job_enqueue_batch(ids, DB, "fan", items, FAN, NULL));
+    enq_batch(state, ids, "fan", "p", FAN);
     ctx.first = ids[0];
     ctx.child = enq_after(state, "fan", "child", ids, FAN);
     run_workers(state, "fan", 4, 4, "fan", fan_handler, &ctx, NULL);
@@ -2761,13 +2728,14 @@ static int lim_handler(void *ud, const tq_job *job, char *err, size_t errlen)
     if (i < 0 || i >= LIM_JOBS)
         return 0;
     atomic_fetch_add(&c->runs[i], 1);
-    atomic_store(&c->started[i], mono_us());
+    atomic_store(&c->started[i], clock_us(CLOCK_MONOTONIC));
     if (job->group) {
         int g = atoi(job->group + 1);
         if (atomic_fetch_add(&c->in_group[g], 1) != 0)
             atomic_fetch_add(&c->overlaps, 1);
-        const int64_t until = mono_us() + 30; /* a little work, overlapping more */
-        while (mono_us() < until)
+        const int64_t until =
+            clock_us(CLOCK_MONOTONIC) + 30; /* a little work, overlapping more */
+        while (clock_us(CLOCK_MONOTONIC) < until)
             ;
         atomic_fetch_sub(&c->in_group[g], 1);
     }
