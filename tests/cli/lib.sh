@@ -28,14 +28,31 @@ sql() {
     fi
 }
 
+# payload_sql TEXT: TEXT as a payload value in SQL (bytea on PostgreSQL).
+payload_sql() {
+    if [ "$ENGINE" = postgres ]; then
+        echo "convert_to('$1', 'UTF8')"
+    else
+        echo "'$1'"
+    fi
+}
+
 # plain_insert QUEUE TEXT COMMIT|ROLLBACK: docs/sql.md's producer INSERT,
 # inside a transaction that commits or rolls back.
 plain_insert() {
-    if [ "$ENGINE" = postgres ]; then
-        sql "BEGIN; INSERT INTO $JOBS (queue, payload) VALUES ('$1', convert_to('$2', 'UTF8')); $3;"
-    else
-        sql "BEGIN; INSERT INTO $JOBS (queue, payload) VALUES ('$1', '$2'); $3;"
-    fi
+    sql "BEGIN; INSERT INTO $JOBS (queue, payload) VALUES ('$1', $(payload_sql "$2")); $3;"
+}
+
+# ids_of QUEUE PAYLOAD...: enqueues a job of each PAYLOAD into QUEUE, in
+# order, and prints their ids on one line.
+ids_of() {
+    local queue=$1 p id ids=()
+    shift
+    for p in "$@"; do
+        id=$("$TQ" enqueue --queue "$queue" --json "$p" | jq -r .id) || return
+        ids+=("$id")
+    done
+    echo "${ids[*]}"
 }
 
 cleanup() {

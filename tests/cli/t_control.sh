@@ -58,10 +58,8 @@ late)
 esac
 exit 0'
 
-id_of() { "$TQ" enqueue --queue "$1" --json "$2" | jq -r .id; }
-
 # Progress: seen while running, the last one kept once done.
-prog=$(id_of c progress)
+prog=$(ids_of c progress)
 bg "$TQ" work --queue c --drain --name w1 -- "$T/h.sh" 2>>"$T/work.log"
 w1=$BG
 wait_for 10 sh -c "'$TQ' list --state running | grep -q 'progress: 40% reading rows'"
@@ -78,13 +76,9 @@ expect_eq "$(job "$prog" state) $(job "$prog" progress) $(job "$prog" progress_t
 # slots; and a queue whose jobs may snooze once.
 "$TQ" queue once --max-snoozes 1 --max-attempts 2 --backoff 0 >/dev/null
 "$TQ" queue c --max-attempts 3 >/dev/null
-sn=$(id_of c snooze)
-di=$(id_of c discard)
-no=$(id_of c noise)
-ch=$(id_of c chatty)
-cl=$(id_of c closed)
-ba=$(id_of c bare)
-on=$(id_of once always-snooze)
+ids=$(ids_of c snooze discard noise chatty closed bare)
+read -r sn di no ch cl ba <<<"$ids"
+on=$(ids_of once always-snooze)
 bg "$TQ" work --queue c --queue once --concurrency 4 --drain --name w2 -- "$T/h.sh" \
     2>>"$T/work.log"
 wait_rc "$BG"
@@ -113,7 +107,7 @@ job "$on" last_error | grep -q "snoozed 1 time(s), the most queue 'once' allows"
     fail "out of snoozes: error '$(job "$on" last_error)'"
 
 # A handler whose job was cancelled while it ran: its snooze changes nothing.
-la=$(id_of c late)
+la=$(ids_of c late)
 bg "$TQ" work --queue c --drain --name w3 -- "$T/h.sh" 2>>"$T/work.log"
 w3=$BG
 wait_for 10 test -e "$T/late.started"
@@ -124,8 +118,8 @@ expect_eq "$(job "$la" state) $(job "$la" snoozes)" "cancelled 0" "a snooze afte
 
 # A stop the handlers outlive (they trap SIGTERM and exit by themselves):
 # what they said still counts.
-ts=$(id_of t trap-snooze)
-td=$(id_of t trap-discard)
+ts=$(ids_of t trap-snooze)
+td=$(ids_of t trap-discard)
 bg "$TQ" work --queue t --concurrency 2 --grace 1s --name w4 -- "$T/h.sh" 2>>"$T/work.log"
 w4=$BG
 wait_for 10 test -e "$T/trap.started"
@@ -139,7 +133,7 @@ expect_eq "$(job "$td" state) $(job "$td" last_error)" "dead bad row" \
 
 # A timeout whose SIGTERM the handler answers with exit 0: said in full.
 "$TQ" queue slow --max-attempts 1 >/dev/null
-so=$(id_of slow slow-ok)
+so=$(ids_of slow slow-ok)
 "$TQ" work --queue slow --drain --timeout 1s --grace 1s -- "$T/h.sh" 2>>"$T/work.log"
 expect_eq "$(job "$so" state)" dead "a job that timed out"
 expect_eq "$(job "$so" last_error)" "timed out after 1s, then exit status 0: oops" \

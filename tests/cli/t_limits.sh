@@ -57,11 +57,7 @@ for g in g1 g2 g3 g4 g5; do
     for i in $(seq 1 8); do "$TQ" enqueue --queue grp --group "$g" "$g-$i" >/dev/null; done
 done
 for i in $(seq 1 8); do
-    if [ "$ENGINE" = postgres ]; then
-        sql "INSERT INTO $JOBS (queue, payload, job_group) VALUES ('grp', convert_to('g6-$i', 'UTF8'), 'g6')"
-    else
-        sql "INSERT INTO $JOBS (queue, payload, job_group) VALUES ('grp', 'g6-$i', 'g6')"
-    fi
+    sql "INSERT INTO $JOBS (queue, payload, job_group) VALUES ('grp', $(payload_sql "g6-$i"), 'g6')"
 done
 "$TQ" enqueue --queue grp nogroup >/dev/null
 run grp

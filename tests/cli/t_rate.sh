@@ -10,11 +10,7 @@ handler h.sh 'echo "S $(date +%s%N) $TQ_JOB_ID" >>"'"$T"'/log"'
 "$TQ" queue r --rate 20/1s >/dev/null
 seq 1 50 | "$TQ" enqueue --queue r --lines >/dev/null
 for i in $(seq 51 60); do
-    if [ "$ENGINE" = postgres ]; then
-        sql "INSERT INTO $JOBS (queue, payload) VALUES ('r', convert_to('$i', 'UTF8'))"
-    else
-        sql "INSERT INTO $JOBS (queue, payload) VALUES ('r', '$i')"
-    fi
+    sql "INSERT INTO $JOBS (queue, payload) VALUES ('r', $(payload_sql "$i"))"
 done
 
 start=$(date +%s%N)

@@ -23,15 +23,8 @@ esac'
 "$TQ" queue res --results --max-attempts 1 >/dev/null
 "$TQ" queue res | grep -q "active, results$" || fail "tq queue does not say the queue keeps results"
 expect_eq "$("$TQ" queue res --json | jq .results)" true "the queue's setting"
-id_of() { "$TQ" enqueue --queue "$1" --json "$2" | jq -r .id; }
-tx=$(id_of res text)
-bi=$(id_of res binary)
-em=$(id_of res empty)
-big=$(id_of res big)
-fl=$(id_of res flood)
-ex=$(id_of res exact)
-fa=$(id_of res fail)
-di=$(id_of res discard)
+ids=$(ids_of res text binary empty big flood exact fail discard)
+read -r tx bi em big fl ex fa di <<<"$ids"
 "$TQ" work --queue res --concurrency 3 --drain -- "$T/h.sh" >"$T/stdout" 2>>"$T/work.log" ||
     fail "the worker failed"
 
@@ -61,7 +54,7 @@ done
 expect_eq "$(wc -c <"$T/stdout")" 0 "worker's stdout with --results"
 
 # Without --results: stdout is the worker's; no result.
-pl=$(id_of plain hello)
+pl=$(ids_of plain hello)
 "$TQ" work --queue plain --drain -- "$T/h.sh" >"$T/stdout" 2>>"$T/work.log"
 expect_eq "$(cat "$T/stdout")" "payload hello" "the handler's stdout without --results"
 expect_exit 1 "$TQ" result "$pl"

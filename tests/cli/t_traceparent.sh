@@ -20,7 +20,7 @@ expect_eq "$(sql "SELECT count(*) FROM $JOBS WHERE queue = 'tpl' AND traceparent
     "--lines takes the producer's trace context"
 
 # Plain SQL: a valid value is passed on, anything else is not.
-if [ "$ENGINE" = postgres ]; then pay="convert_to('p', 'UTF8')"; else pay="'p'"; fi
+pay=$(payload_sql p)
 sql "INSERT INTO $JOBS (queue, payload, traceparent) VALUES ('tp', $pay, '$TP1')"
 sql "INSERT INTO $JOBS (queue, payload, traceparent) VALUES ('tp', $pay, 'not-a-trace')"
 

@@ -62,7 +62,7 @@ expect_eq "$(job "$t1" key)" t "the expired job keeps its key for the record"
 
 # 4. Plain SQL, as docs/sql.md writes it: a scoped key's INSERT names the
 # index's predicate; a second one does nothing; a bad scope is refused.
-if [ "$ENGINE" = postgres ]; then payload="convert_to('x', 'UTF8')"; else payload="'x'"; fi
+payload=$(payload_sql x)
 for i in 1 2 3; do
     sql "INSERT INTO $JOBS (queue, payload, unique_key, unique_scope)
          VALUES ('plain', $payload, 'pk', 'queued')
