@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "../src/engine/engine.h"
+#include "upgrade.h"
 
 static const char *base;
 
@@ -1446,14 +1447,7 @@ static void version_11_store_migrates(void **state)
     size_t n;
     assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 2), 0);
     assert_int_equal(n, 2);
-    assert_int_equal(tq_job_progress(db, &jobs[0], 40, "reading"), 0);
-    assert_int_equal(tq_job_discard(db, &jobs[0], "bad input"), 0);
-    assert_int_equal(tq_job_snooze(db, &jobs[1], 0), 0);
-    tq_job_array_free(jobs, n);
-    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 1), 0);
-    assert_int_equal(n, 1);
-    assert_int_equal(tq_job_complete_result(db, &jobs[0], "42", 2), 0);
-    tq_job_array_free(jobs, n);
+    control_words(db, jobs, n);
     tq_close(db);
     expect_row(c,
                "SELECT string_agg(state || ' ' || snoozes || ' ' || attempts || ' '"

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../src/engine/engine.h"
+#include "upgrade.h"
 
 static char dir[64];
 static int seq;
@@ -650,14 +651,7 @@ static void upgrade_from_version_11(void **state)
     assert_int_equal(n, 2);
     assert_int_equal(jobs[0].id, 1);
     assert_int_equal(jobs[0].snoozes, 0);
-    assert_int_equal(tq_job_progress(db, &jobs[0], 40, "reading"), 0);
-    assert_int_equal(tq_job_discard(db, &jobs[0], "bad input"), 0);
-    assert_int_equal(tq_job_snooze(db, &jobs[1], 0), 0);
-    tq_job_array_free(jobs, n);
-    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 1), 0);
-    assert_int_equal(n, 1);
-    assert_int_equal(tq_job_complete_result(db, &jobs[0], "42", 2), 0);
-    tq_job_array_free(jobs, n);
+    control_words(db, jobs, n);
     void *res;
     size_t len;
     assert_int_equal(tq_job_result(&res, &len, db, 2), 0);
