@@ -269,16 +269,26 @@ typedef struct claimer {
     int64_t ids[4000];
 } claimer;
 
-static void *claim_loop(void *arg)
+/* A claiming thread's own handle on the store at url (NULL if it did not
+ * open) and its worker name, made of its argument arg. */
+static tq *thread_open(const char *url, const void *arg, char *name, size_t len)
 {
-    claimer *c = arg;
     tq *db = NULL;
-    char name[32];
-    snprintf(name, sizeof name, "w%p", arg);
-    if (tq_open(&db, c->url, NULL)) {
+    snprintf(name, len, "w%p", arg);
+    if (tq_open(&db, url, NULL)) {
         tq_close(db);
         return NULL;
     }
+    return db;
+}
+
+static void *claim_loop(void *arg)
+{
+    claimer *c = arg;
+    char name[32];
+    tq *db = thread_open(c->url, arg, name, sizeof name);
+    if (!db)
+        return NULL;
     for (;;) {
         tq_job *jobs;
         size_t n;
@@ -340,12 +350,10 @@ static int hold_claim(tq *db, const char *queue, size_t max, tq_job **jobs, size
 static void *rate_loop(void *arg)
 {
     rate_claimer *c = arg;
-    tq *db = NULL;
     char name[32];
-    snprintf(name, sizeof name, "w%p", arg);
-    if (tq_open(&db, c->url, NULL)) {
+    tq *db = thread_open(c->url, arg, name, sizeof name);
+    if (!db) {
         c->failed = 1;
-        tq_close(db);
         return NULL;
     }
     while (mono_us() < c->until_us) {
@@ -570,6 +578,22 @@ static void rate_claims_take_tokens_after_rows(void **state)
     tq_close(db);
 }
 
+/* 100,000 jobs of queue in schema's table that worker "w" runs, their
+ * leases 1 ms apart from lease_from (an SQL time) on; then ANALYZE. */
+static void running_rows(PGconn *c, const char *schema, const char *queue,
+                         const char *lease_from)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.jobs (queue, state, payload, attempts, worker, started_at,"
+             " lease_until) SELECT '%s', 'running', 'p', 1, 'w', now(),"
+             " %s + g * interval '1 ms' FROM generate_series(1, 100000) g",
+             schema, queue, lease_from);
+    exec(c, sql);
+    snprintf(sql, sizeof sql, "ANALYZE %s.jobs", schema);
+    exec(c, sql);
+}
+
 /* Every worker rescues expired leases each second: the statement must walk
  * jobs_running in order as an index scan (which marks the entries of dead
  * row versions), never a bitmap scan visiting every entry's heap page, also
@@ -579,11 +603,7 @@ static void rescue_plan_is_ordered_index_scan(void **state)
     (void)state;
     tq *db = store("resplan");
     PGconn *c = pg();
-    exec(c, "INSERT INTO resplan.jobs (queue, state, payload, attempts, worker,"
-            " started_at, lease_until) SELECT 'q', 'running', 'p', 1, 'w', now(),"
-            " now() - interval '1 hour' + g * interval '1 ms'"
-            " FROM generate_series(1, 100000) g");
-    exec(c, "ANALYZE resplan.jobs");
+    running_rows(c, "resplan", "q", "now() - interval '1 hour'");
     char *q = in_schema(tq__postgres_rescue_sql(), "resplan"), plan[8192];
     explain(c, q, plan, sizeof plan);
     free(q);
@@ -757,10 +777,7 @@ static void pending_plan_is_ordered_index_scan(void **state)
     (void)state;
     tq *db = store("pendplan");
     PGconn *c = pg();
-    exec(c, "INSERT INTO pendplan.jobs (queue, state, payload, attempts, worker,"
-            " started_at, lease_until) SELECT 'busy', 'running', 'p', 1, 'w', now(),"
-            " now() + g * interval '1 ms' FROM generate_series(1, 100000) g");
-    exec(c, "ANALYZE pendplan.jobs");
+    running_rows(c, "pendplan", "busy", "now()");
     char plan[8192];
     prepare_generic(c, "pend (text)", tq__postgres_pending_sql(), "pendplan");
     explain(c, "EXECUTE pend ('idle')", plan, sizeof plan);
@@ -1149,6 +1166,16 @@ static void worker_role(PGconn *c, tq *db, const char *role)
     assert_int_equal(tq_init_grants(db, &g, 1), 0);
 }
 
+/* A handle on the store at url as role, a login role. */
+static tq *open_as(const char *url, const char *role)
+{
+    char as[600];
+    tq *db = NULL;
+    snprintf(as, sizeof as, "%s&user=%s", url, role);
+    assert_int_equal(tq_open(&db, as, NULL), 0);
+    return db;
+}
+
 /* A store of schema made as an older tq made it: jobs "old" jobs of queue
  * q, a worker role granted on it, then taken back to version (make_older)
  * and brought up to date by tq init (upgraded: its URL to url). */
@@ -1210,7 +1237,7 @@ static void version_8_store_migrates(void **state)
 static void version_9_store_migrates(void **state)
 {
     (void)state;
-    char url[512], wurl[600];
+    char url[512];
     PGconn *c = pg();
     tq *db = older_store(c, url, sizeof url, "v9", UNDO_10, 9, 30, "tq_v9_worker");
     tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
@@ -1219,8 +1246,7 @@ static void version_9_store_migrates(void **state)
     qo.rate_period_us = 3600 * 1000000LL;
     assert_int_equal(tq_queue_set(db, "q", &qo), 0);
     tq_close(db);
-    snprintf(wurl, sizeof wurl, "%s&user=tq_v9_worker", url);
-    assert_int_equal(tq_open(&db, wurl, NULL), 0);
+    db = open_as(url, "tq_v9_worker");
     tq_job *jobs;
     size_t n;
     assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 30), 0);
@@ -1248,7 +1274,7 @@ static void version_9_store_migrates(void **state)
 static void version_10_store_migrates(void **state)
 {
     (void)state;
-    char url[512], wurl[600];
+    char url[512];
     PGconn *c = pg();
     tq *db = older_store(c, url, sizeof url, "v10", UNDO_11, 10, 0, "tq_v10_worker");
     tq_schedule_opts so = TQ_SCHEDULE_OPTS_INIT;
@@ -1257,8 +1283,7 @@ static void version_10_store_migrates(void **state)
     assert_int_equal(tq_schedule_set(db, "tick", &so), 0);
     tq_close(db);
     usleep(1100000);
-    snprintf(wurl, sizeof wurl, "%s&user=tq_v10_worker", url);
-    assert_int_equal(tq_open(&db, wurl, NULL), 0);
+    db = open_as(url, "tq_v10_worker");
     int64_t n = 0;
     assert_int_equal(tq_schedule_run(db, &n, NULL), 0);
     assert_int_equal(n, 1);
@@ -1280,7 +1305,7 @@ static void version_10_store_migrates(void **state)
 static void version_12_store_migrates(void **state)
 {
     (void)state;
-    char url[512], purl[600], wurl[600];
+    char url[512];
     tq *db = store("v12");
     int64_t old[2], id;
     for (int i = 0; i < 2; i++)
@@ -1299,9 +1324,7 @@ static void version_12_store_migrates(void **state)
             " claims) ON v12.jobs TO tq_v12_producer");
     db = upgraded(url, sizeof url, "v12");
     tq_close(db);
-    snprintf(purl, sizeof purl, "%s&user=tq_v12_producer", url);
-    snprintf(wurl, sizeof wurl, "%s&user=tq_v12_worker", url);
-    assert_int_equal(tq_open(&db, purl, NULL), 0);
+    db = open_as(url, "tq_v12_producer");
     tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
     o.after = old;
     o.nafter = 2;
@@ -1309,7 +1332,7 @@ static void version_12_store_migrates(void **state)
     if (rc)
         fail_msg("enqueue after old jobs as a producer -> %d: %s", rc, tq_errmsg(db));
     tq_close(db);
-    assert_int_equal(tq_open(&db, wurl, NULL), 0);
+    db = open_as(url, "tq_v12_worker");
     tq_job *jobs;
     size_t n;
     assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 5), 0);
@@ -1434,15 +1457,14 @@ static void version_13_store_migrates(void **state)
 static void version_11_store_migrates(void **state)
 {
     (void)state;
-    char url[512], wurl[600];
+    char url[512];
     PGconn *c = pg();
     tq *db = older_store(c, url, sizeof url, "v11", UNDO_12, 11, 2, "tq_v11_worker");
     tq_queue_info q;
     assert_int_equal(tq_queue_get(&q, db, "q"), 0);
     assert_int_equal(q.max_snoozes, 100);
     tq_close(db);
-    snprintf(wurl, sizeof wurl, "%s&user=tq_v11_worker", url);
-    assert_int_equal(tq_open(&db, wurl, NULL), 0);
+    db = open_as(url, "tq_v11_worker");
     tq_job *jobs;
     size_t n;
     assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 2), 0);
