@@ -119,7 +119,7 @@ fuzz:
 	done
 
 FORMAT_FILES = include/*.h src/*.c src/*.h src/engine/*.c src/engine/*.h src/engine/*/*.c \
-	src/engine/*/*.h src/worker/*.c src/worker/*.h tools/*.c tools/*.h tools/cmd/*.c tests/*.c \
+	src/engine/*/*.h src/worker/*.c src/worker/*.h tools/*.c tools/*.h tools/cmd/*.c tests/*.c tests/*.h \
 	tests/fuzz/*.c tests/fuzz/*.h examples/*.c bench/*.c
 format: deps
 	clang-format -i $(FORMAT_FILES)

@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "scratch.h"
 #include "tq.h"
 
@@ -193,12 +194,6 @@ static int teardown(void **state)
 
 #define F  ((fx *)*state)
 #define DB (F->db)
-#define OK_ON(db, call)                                                                  \
-    do {                                                                                 \
-        int rc_ = (call);                                                                \
-        if (rc_ != 0)                                                                    \
-            fail_msg("%s -> %d (%s): %s", #call, rc_, tq_strerror(rc_), tq_errmsg(db));  \
-    } while (0)
 
 static int64_t enq(void **state, const char *queue)
 {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "check.h"
 #include "scratch.h"
 
 #include <pthread.h>
@@ -76,21 +77,8 @@ static int teardown(void **state)
 }
 
 #define DB (((fx *)*state)->db)
-/* Asserts a tq call returned 0, printing the store's message otherwise. */
-#define OK(call)                                                                         \
-    do {                                                                                 \
-        int rc_ = (call);                                                                \
-        if (rc_ != 0)                                                                    \
-            fail_msg("%s -> %d (%s): %s", #call, rc_, tq_strerror(rc_), tq_errmsg(DB));  \
-    } while (0)
-
-/* OK, on another handle than the fixture's. */
-#define OK_ON(db, call)                                                                  \
-    do {                                                                                 \
-        int rc_ = (call);                                                                \
-        if (rc_ != 0)                                                                    \
-            fail_msg("%s -> %d (%s): %s", #call, rc_, tq_strerror(rc_), tq_errmsg(db));  \
-    } while (0)
+/* Asserts a tq call on the fixture's handle returned 0 (check.h). */
+#define OK(call) OK_ON(DB, call)
 
 static int64_t enq(void **state, const char *queue, const char *payload)
 {
