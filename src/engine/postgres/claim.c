@@ -722,18 +722,6 @@ int tq__pg_rescue(tq *db, const char *worker, int64_t since, int64_t *count)
     return rc;
 }
 
-/* One row, one int8/bool column. */
-int tq__pg_query_i64(tq *db, enum stmt_id id, const params *p, int64_t *out,
-                     const char *what)
-{
-    int rc;
-    PGresult *r = tq__pg_run(db, id, p, &rc, what);
-    if (!r)
-        return rc;
-    *out = PQntuples(r) ? g_i64(r, 0, 0) : 0;
-    PQclear(r);
-    return 0;
-}
 
 /* Whether statement id (an EXISTS over queue's jobs) finds one. */
 static int queue_has(tq *db, enum stmt_id id, const char *queue, int *out,

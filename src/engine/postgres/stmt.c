@@ -212,18 +212,35 @@ PGresult *tq__pg_run(tq *db, enum stmt_id id, const params *p, int *rc, const ch
     return r;
 }
 
-/* Runs and discards; *changed gets the affected row count. */
-int tq__pg_run_count(tq *db, enum stmt_id id, const params *p, int64_t *changed,
-                     const char *what)
+/* Runs statement id for one number into *out (may be NULL): the first
+ * row's first column (0 with no row) when row, else the rows it changed. */
+static int run_i64(tq *db, enum stmt_id id, const params *p, int64_t *out, int row,
+                   const char *what)
 {
     int rc;
     PGresult *r = tq__pg_run(db, id, p, &rc, what);
     if (!r)
         return rc;
-    if (changed)
-        *changed = strtoll(PQcmdTuples(r), NULL, 10);
+    if (out && row)
+        *out = PQntuples(r) ? g_i64(r, 0, 0) : 0;
+    else if (out)
+        *out = strtoll(PQcmdTuples(r), NULL, 10);
     PQclear(r);
     return 0;
+}
+
+/* Runs and discards; *changed gets the affected row count. */
+int tq__pg_run_count(tq *db, enum stmt_id id, const params *p, int64_t *changed,
+                     const char *what)
+{
+    return run_i64(db, id, p, changed, 0, what);
+}
+
+/* One row, one int8/bool column. */
+int tq__pg_query_i64(tq *db, enum stmt_id id, const params *p, int64_t *out,
+                     const char *what)
+{
+    return run_i64(db, id, p, out, 1, what);
 }
 
 int tq__pg_simple(tq *db, const char *text, const char *what)
