@@ -182,36 +182,44 @@ int tq_open(tq **out, const char *url, const tq_open_opts *opts);
  * be rescued and run again with no trace of the first run's effect). Open
  * a handle on the connection the effect is written on (opts->conn: the
  * caller's sqlite3 * or PGconn *; the URL still names the store and its
- * options), begin a transaction on that connection yourself, write the
- * effect, then call tq_job_complete (or tq_job_complete_result, tq_job_fail,
- * tq_job_discard, tq_job_snooze, tq_job_release, tq_job_enqueue, ...) on the
- * handle, and commit yourself:
+ * options), claim the job (on any handle, outside the transaction), begin
+ * a transaction on that connection yourself, write the effect, end the job
+ * on the handle (tq_job_complete, tq_job_complete_result, tq_job_fail,
+ * tq_job_discard, tq_job_snooze, tq_job_release; tq_job_enqueue too), and
+ * commit yourself:
  *
+ *     tq_job_claim(...)                         -- outside the transaction
  *     BEGIN IMMEDIATE (SQLite) or BEGIN (PostgreSQL), on your connection
  *     INSERT INTO invoices ...                  -- the effect
  *     tq_job_complete(mine, job)                -- 0, or TQ_ELOST
  *     COMMIT                                    -- or ROLLBACK on any error
  *
  * While the caller's connection is in a transaction, every call on the
- * handle runs inside it (as a savepoint) and commits nothing: the
+ * handle runs inside it and commits nothing (a write, as a savepoint): the
  * caller's COMMIT commits it, the caller's ROLLBACK undoes it. Outside a
- * transaction each call commits on its own, as on a handle tq opened. The
- * job may have been claimed on any handle: the completion's fence (the
- * job's worker and claim) is checked in the caller's transaction, and
- * TQ_ELOST (the lease ran out and the job went back to the queue) means
- * the caller must roll back its effect, as the job will run again.
+ * transaction each call commits on its own, as on a handle tq opened. Any
+ * failure inside the transaction, TQ_ELOST included, means roll back:
+ * TQ_ELOST says the lease ran out and the job went back to the queue (it
+ * runs again, unless cancelled); another failure may have left the
+ * transaction aborted (PostgreSQL) or gone (SQLite, after a full disk or an
+ * I/O error). tq_job_claim and tq_job_heartbeat refuse to run inside the
+ * caller's transaction (TQ_EINVAL): a claim there would hold the job, and a
+ * limited queue's lock, until the caller commits, and a rollback would
+ * take back its claim number; a heartbeat would not be seen until then.
+ * On PostgreSQL a job's end is dated, as its every time, by its
+ * transaction's start, which is the caller's: begin it after the claim.
  *
- * tq leaves the connection's settings alone (SQLite: its busy handler,
- * its pragmas; PostgreSQL: its session settings), does not reconnect it
- * (a lost connection is TQ_ECONN), and does not close it: tq_close the
- * handle before closing the connection. On PostgreSQL the handle prepares
- * its statements on the connection under names of its own ("tq<N>_..."),
- * deallocated by tq_close when the connection is not in a failed
- * transaction. A worker (tq_worker_new) needs a handle of its own
- * connection: TQ_EINVAL on one that borrows. On SQLite, begin with BEGIN
- * IMMEDIATE and give the connection a busy timeout: a deferred transaction
- * that read before another connection wrote cannot write (SQLITE_BUSY,
- * here TQ_EBUSY).
+ * tq leaves the connection's settings alone (SQLite: its busy handler and
+ * pragmas, the URL's busy_timeout and synchronous unused; PostgreSQL: its
+ * session settings, tq's planner settings kept to its own transactions),
+ * does not reconnect it (a lost connection is TQ_ECONN) and does not close
+ * it: tq_close the handle before closing the connection. On PostgreSQL the
+ * handle prepares its statements under names of its own ("tq<N>_..."),
+ * deallocated by tq_close (and by tq_init, which leaves the caller's own
+ * alone). A worker (tq_worker_new) needs a handle of its own connection:
+ * TQ_EINVAL on one that borrows. On SQLite, begin with BEGIN IMMEDIATE and
+ * give the connection a busy timeout: a deferred transaction that read
+ * before another connection wrote cannot write (TQ_EBUSY).
  */
 /* Closes db's connection and frees it. db may be NULL, or a handle whose
  * tq_open failed. Free any worker on db (tq_worker_free) first. Returns
@@ -567,8 +575,9 @@ int tq_job_get(tq_job **out, tq *db, int64_t id);
  * job is acknowledged by passing it, as returned, to the calls below.
  * Returns 0 on success, also when nothing was claimed (*out_n 0, *out
  * NULL: nothing due, max 0, or a queue that is paused or does not exist),
- * or: TQ_EINVAL for an invalid queue or worker name; or a code of the
- * store's.
+ * or: TQ_EINVAL for an invalid queue or worker name, or on a handle of the
+ * caller's connection while the caller has a transaction open ("Your own
+ * connection"); or a code of the store's.
  */
 int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
                  const char *worker, size_t max);
@@ -607,7 +616,8 @@ int tq_job_complete(tq *db, const tq_job *job);
  * the store's. */
 int tq_job_fail(tq *db, const tq_job *job, const char *error);
 /* Extends the lease by the queue's lease length from now. Returns 0 on
- * success, or TQ_ELOST or TQ_EINVAL as above, or a code of the store's. */
+ * success, or TQ_ELOST or TQ_EINVAL as above (also inside the caller's
+ * transaction, as tq_job_claim), or a code of the store's. */
 int tq_job_heartbeat(tq *db, const tq_job *job);
 /* Gives the job back to ready without spending the attempt. Returns 0 on
  * success, or TQ_ELOST or TQ_EINVAL as above, or a code of the store's. */

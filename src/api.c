@@ -499,6 +499,21 @@ static int end_unrunnable(tq *db, const char *worker, tq_job *jobs, size_t *n)
     return rc;
 }
 
+/*
+ * What a handle on the caller's connection does not do inside the caller's
+ * transaction: a claim there would hold the job (and a limited queue's
+ * lock) until the caller commits, and a rollback would take back its claim
+ * number, which a later claim would then reuse (the fence must never
+ * repeat); a heartbeat there would not be seen until the caller commits.
+ */
+static int outside_caller_tx(tq *db, const char *what)
+{
+    return tq__seterr(db, TQ_EINVAL,
+                      "%s cannot run inside the caller's transaction "
+                      "(tq_open_opts.conn): make it outside one",
+                      what);
+}
+
 int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
                  const char *worker, size_t max)
 {
@@ -508,6 +523,8 @@ int tq_job_claim(tq_job **out, size_t *out_n, tq *db, const char *queue,
     USABLE(db);
     if (!worker || !*worker || strlen(worker) > 127)
         return tq__seterr(db, TQ_EINVAL, "worker name must be 1 to 127 bytes");
+    if (db->borrowed && db->engine->in_caller_tx(db))
+        return outside_caller_tx(db, "a claim");
     int rc = tq_queue_get(&q, db, queue);
     if (rc == TQ_ENOTFOUND)
         return 0; /* no such queue: nothing ready */
@@ -655,6 +672,8 @@ int tq_job_fail(tq *db, const tq_job *job, const char *error)
 int tq_job_heartbeat(tq *db, const tq_job *job)
 {
     CLAIMED(db, job);
+    if (db->borrowed && db->engine->in_caller_tx(db))
+        return outside_caller_tx(db, "a heartbeat");
     tq_queue_info q;
     int rc = queue_of(db, job, &q);
     if (rc)

@@ -255,12 +255,26 @@ static void t_complete_commits_with_effect(void **state)
     tq_job *job = claim1(mine, "mail", "w1");
     begin_effect(f, id);
     OK_ON(mine, tq_job_complete(mine, job));
+    /* Nothing of tq's left in the caller's transaction: no savepoint, no
+     * setting of its planner's. */
+    assert_true(native_exec(&f->own, f, "SAVEPOINT mine; RELEASE tq_savepoint") != 0);
+    if (on_postgres()) {
+        EXEC(&f->own, "ROLLBACK TO mine");
+        assert_int_equal(native_int(&f->own, f,
+                                    "SELECT (current_setting('enable_seqscan') = 'on'"
+                                    " AND current_setting('enable_sort') = 'on')::int"),
+                         1);
+    }
     /* From outside: not done yet, no effect yet. */
     assert_int_equal(state_of(state, id), TQ_RUNNING);
     native other = native_open(f);
     assert_int_equal(native_int(&other, f, "SELECT count(*) FROM @"), 0);
     EXEC(&f->own, "COMMIT");
-    assert_int_equal(state_of(state, id), TQ_DONE);
+    tq_job *got = NULL;
+    OK_ON(DB, tq_job_get(&got, DB, id));
+    assert_int_equal(got->state, TQ_DONE);
+    assert_true(got->finished_at >= got->started_at); /* begun after the claim */
+    tq_job_free(got);
     assert_int_equal(native_int(&other, f, "SELECT count(*) FROM @"), 1);
     assert_int_equal(effects_of(f, id), 1);
     native_close(&other);
@@ -301,8 +315,12 @@ static void t_enqueue_in_transaction(void **state)
     fx *f = F;
     tq *mine = borrow(f, &f->own);
     int64_t id = 0, bad = 0;
+    tq_stats st = {0};
     EXEC(&f->own, begin_sql());
     OK_ON(mine, tq_job_enqueue(&id, mine, "mail", "a", 1, NULL));
+    OK_ON(mine, tq_stats_get(&st, mine, "mail")); /* in the caller's transaction */
+    assert_int_equal(st.count[TQ_READY], 1);
+    assert_int_equal(state_of(state, id), -1); /* not seen outside it */
     EXEC(&f->own, "ROLLBACK");
     assert_int_equal(state_of(state, id), -1);
 
@@ -319,13 +337,45 @@ static void t_enqueue_in_transaction(void **state)
     assert_int_equal(effects_of(f, 1), 2);
     assert_int_equal(state_of(state, id), TQ_READY);
     /* A read after those leaves no transaction open behind it. */
-    tq_stats st = {0};
     OK_ON(mine, tq_stats_get(&st, mine, "mail"));
     assert_int_equal(st.count[TQ_READY], 1);
     if (on_postgres())
         assert_int_equal(PQtransactionStatus(f->own.pg), PQTRANS_IDLE);
     else
         assert_true(sqlite3_get_autocommit(f->own.lite));
+    tq_close(mine);
+}
+
+/* A parent's end in the caller's transaction releases its child, and
+ * keeps its result, with the caller's commit and not before; a rollback
+ * leaves the child waiting and the parent running. */
+static void t_children_wait_for_the_commit(void **state)
+{
+    fx *f = F;
+    int64_t parent = enq(state, "mail"), child = 0;
+    tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
+    o.after = &parent;
+    o.nafter = 1;
+    OK_ON(DB, tq_job_enqueue(&child, DB, "mail", "c", 1, &o));
+    tq *mine = borrow(f, &f->own);
+    tq_job *job = claim1(mine, "mail", "w1");
+    assert_int_equal(job->id, parent);
+    for (int commit = 0; commit < 2; commit++) {
+        begin_effect(f, parent);
+        OK_ON(mine, tq_job_complete_result(mine, job, "42", 2));
+        assert_int_equal(state_of(state, child), TQ_WAITING);
+        EXEC(&f->own, commit ? "COMMIT" : "ROLLBACK");
+        assert_int_equal(state_of(state, parent), commit ? TQ_DONE : TQ_RUNNING);
+        assert_int_equal(state_of(state, child), commit ? TQ_READY : TQ_WAITING);
+        assert_int_equal(effects_of(f, parent), commit);
+    }
+    void *r = NULL;
+    size_t len = 0;
+    OK_ON(DB, tq_job_result(&r, &len, DB, parent));
+    assert_int_equal(len, 2);
+    assert_memory_equal(r, "42", 2);
+    tq_free(r);
+    tq_job_array_free(job, 1);
     tq_close(mine);
 }
 
@@ -341,6 +391,16 @@ static void t_outside_transaction(void **state)
     OK_ON(again, tq_job_complete(again, job));
     assert_int_not_equal(state_of(state, id), TQ_RUNNING);
     tq_job_array_free(job, 1);
+    if (on_postgres()) /* the caller's own prepared statements stay */
+        EXEC(&f->own, "PREPARE callers AS SELECT 1");
+    OK_ON(again, tq_init(again));
+    OK_ON(mine, tq_job_enqueue(&id, mine, "mail", "b", 1, NULL));
+    OK_ON(again, tq_job_enqueue(&id, again, "mail", "c", 1, NULL));
+    if (on_postgres())
+        assert_int_equal(native_int(&f->own, f,
+                                    "SELECT count(*) FROM pg_prepared_statements"
+                                    " WHERE name = 'callers'"),
+                         1);
     tq_close(mine);
     tq_close(again);
     EXEC(&f->own, "INSERT INTO @ VALUES (7, 'still open')");
@@ -364,6 +424,22 @@ static void t_refusals(void **state)
     assert_int_equal(tq_worker_new(&w, mine, &wo), TQ_EINVAL);
     assert_null(w);
     assert_non_null(strstr(tq_errmsg(mine), "connection of its own"));
+    /* No claim and no heartbeat inside the caller's transaction; the
+     * transaction goes on. */
+    int64_t id = enq(state, "mail");
+    tq_job *job = claim1(DB, "mail", "w1"), *none = NULL;
+    size_t n = 9;
+    EXEC(&f->own, begin_sql());
+    assert_int_equal(tq_job_claim(&none, &n, mine, "mail", "w2", 1), TQ_EINVAL);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(tq_errmsg(mine), "inside the caller's transaction"));
+    assert_int_equal(tq_job_heartbeat(mine, job), TQ_EINVAL);
+    EXEC(&f->own, "INSERT INTO @ VALUES (3, 'goes on')");
+    EXEC(&f->own, "COMMIT");
+    assert_int_equal(effects_of(f, 3), 1);
+    assert_int_equal(state_of(state, id), TQ_RUNNING);
+    OK_ON(mine, tq_job_heartbeat(mine, job)); /* outside it */
+    tq_job_array_free(job, 1);
     tq_close(mine);
     if (on_postgres())
         return;
@@ -505,7 +581,9 @@ static void t_killed_between_effect_and_commit(void **state)
         pid_t pid = child_start(F, STOP_NONE);
         usleep((useconds_t)(rand() % 40000));
         kill_child(pid);
-        done = check_jobs(state, ids, JOBS);
+        const int now = check_jobs(state, ids, JOBS);
+        assert_true(now >= done); /* a done job stays done */
+        done = now;
         rescue(state);
     }
     /* Then one child runs what is left to the end. */
@@ -514,7 +592,6 @@ static void t_killed_between_effect_and_commit(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     assert_int_equal(check_jobs(state, ids, JOBS), JOBS);
-    (void)done;
 }
 
 int main(void)
@@ -529,6 +606,7 @@ int main(void)
         T(t_enqueue_in_transaction),
         T(t_outside_transaction),
         T(t_refusals),
+        T(t_children_wait_for_the_commit),
         T(t_killed_between_effect_and_commit),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -329,6 +329,9 @@ struct tq__engine {
     int (*init)(tq *db, const tq_grant *grants, size_t n, int *found);
     /* The schema version the store records: 0 when it has no tq schema. */
     int (*schema_version)(tq *db, int *version);
+    /* Whether db uses the caller's connection (tq_open_opts.conn) and the
+     * caller has a transaction open on it. */
+    int (*in_caller_tx)(tq *db);
 
     int (*queue_set)(tq *db, const char *name, const tq_queue_opts *o);
     int (*queue_get)(tq *db, const char *name, tq_queue_info *out);

@@ -305,7 +305,8 @@ const char *const tq__pg_sql_claim[S_COUNT] = {
     [S_PLAN] = "SELECT set_config('enable_seqscan', 'off', true),"
                " set_config('enable_bitmapscan', 'off', true),"
                " set_config('enable_sort', 'off', true),"
-               " set_config('enable_incremental_sort', 'off', true)",
+               " set_config('enable_incremental_sort', 'off', true),"
+               " set_config('jit', 'off', true)", /* SESSION_SETUP says why */
     /* And around the grouped acknowledgements, no nested loop: the jobs
      * side, expected at one row, was taken as the outer one and each of
      * its rows compared with every acknowledged id (2,049 ids on a 20,000
@@ -484,15 +485,19 @@ static int exchange_send(pipeline *pl, exchange_state *x)
     const params none = {0};
     const int grouped = x->nmany || x->ndel || x->nres;
     int rc;
-    if ((rc = tq__pg_pipe_sql(pl, tq__pg_begin_sql(pl->db))) ||
-        (rc = tq__pg_pipe_send(pl, S_PLAN, &none, 0)))
+    if ((rc = tq__pg_pipe_sql(pl, tq__pg_begin_sql(pl->db))))
+        return rc;
+    /* The planner settings last to the end of the transaction, which inside
+     * the caller's is the caller's: none there (it claims nothing). */
+    const int plan = C(pl->db)->tx != TX_SAVEPOINT;
+    if (plan && (rc = tq__pg_pipe_send(pl, S_PLAN, &none, 0)))
         return rc;
     /* Progress first: a job's last progress and its end may come in one
      * exchange, and the end's fence leaves no running row to report on. */
     for (size_t i = 0; i < x->nacks && !rc; i++)
         if (x->acks[i].kind == TQ__ACK_PROGRESS)
             rc = pipe_single(pl, x->worker, &x->acks[i], i);
-    if (rc || (grouped && (rc = tq__pg_pipe_send(pl, S_PLAN_GROUP, &none, 0))) ||
+    if (rc || (plan && grouped && (rc = tq__pg_pipe_send(pl, S_PLAN_GROUP, &none, 0))) ||
         (x->nmany && (rc = tq__pg_pipe_group(pl, x->many, x->worker, x->acks, x->idx,
                                              x->nmany, x->arrays))) ||
         (x->ndel &&
@@ -626,6 +631,23 @@ int tq__pg_exchange_read(tq *db, const pipeline *pl, exchange_state *x, int rc)
     return rc;
 }
 
+/* After a failed exchange on the caller's connection, which tq does not
+ * reconnect (that would end the pipeline): the rest of the pipeline's
+ * results read and dropped, so that the connection leaves pipeline mode.
+ * Bounded: a lost connection gives no more. */
+static void pipeline_abandon(tq *db)
+{
+    PGconn *pg = C(db)->pg;
+    for (int left = 64; left > 0 && PQpipelineStatus(pg) != PQ_PIPELINE_OFF; left--) {
+        if (PQexitPipelineMode(pg) || PQstatus(pg) != CONNECTION_OK)
+            break;
+        PGresult *r = PQgetResult(pg);
+        if (!r && !(r = PQgetResult(pg))) /* between two statements' results */
+            break;
+        PQclear(r);
+    }
+}
+
 /*
  * The hot path (engine.h): the acknowledgements and the claim in one
  * transaction, sent as one pipeline and read back in one round trip
@@ -669,9 +691,13 @@ int tq__pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
     rc = tq__pg_exchange_read(db, &pl, &x, rc);
     if (!rc && x.rate_after)
         rc = tq__pg_rate_take(db, &x);
-    if (rc && x.rate_after && PQpipelineStatus(pg) == PQ_PIPELINE_OFF)
-        tq__pg_rollback(db); /* left open, not aborted: a claim read wrong, say */
 done:
+    if (!rc)
+        C(db)->tx = TX_NONE; /* committed */
+    if (rc && C(db)->borrowed)
+        pipeline_abandon(db);
+    if (rc && PQpipelineStatus(pg) == PQ_PIPELINE_OFF)
+        tq__pg_rollback(db); /* left open, not aborted: a claim read wrong, say */
     free(x.idx);
     free(pl.what);
     free(pl.ack);
@@ -721,7 +747,6 @@ int tq__pg_rescue(tq *db, const char *worker, int64_t since, int64_t *count)
     } while (!rc && n == RESCUE_LIMIT);
     return rc;
 }
-
 
 /* Whether statement id (an EXISTS over queue's jobs) finds one. */
 static int queue_has(tq *db, enum stmt_id id, const char *queue, int *out,

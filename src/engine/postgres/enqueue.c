@@ -264,8 +264,10 @@ static int enqueue_settle(tq *db, int fail, const enqueue_tx *tx, const char *qu
 {
     char first[sizeof db->errmsg];
     memcpy(first, db->errmsg, sizeof first);
-    if (C(db)->savepoint) /* no commit of ours: the caller's was to come */
+    if (C(db)->tx == TX_SAVEPOINT) /* no commit of ours: the caller's was to come */
         return tq__seterr(db, fail, "%s; nothing was stored", first);
+    if (C(db)->borrowed) /* no new connection to ask on: the caller's is lost */
+        return tq__enqueue_unknown(db, first, ids, n);
     const int64_t until = tq__mono_us() + SETTLE_US;
     settled found = SETTLE_AGAIN;
     for (int64_t pause = 20000;; pause = pause < 640000 ? 2 * pause : pause) {

@@ -80,9 +80,10 @@ typedef struct conn {
     PGconn *pg;
     /* pg is the caller's (tq_open_opts.conn): not reconnected, not closed,
      * its session settings left alone, its statements named "tq<gen>_<id>".
-     * savepoint: the transaction begun last is a savepoint inside the
-     * caller's (tq__pg_begin_sql). */
-    int borrowed, savepoint;
+     * tx: what this handle has begun and not yet ended (tq__pg_begin_sql),
+     * so that a rollback on the caller's connection undoes only that. */
+    int borrowed;
+    enum { TX_NONE, TX_OWN, TX_SAVEPOINT } tx;
     unsigned gen;
     char *schema;
     char where[256];                 /* the redacted URL, for messages */
@@ -224,6 +225,7 @@ int tq__pg_worker_stop(tq *db, const tq_worker_info *me);
 int tq__pg_worker_prune(tq *db, int64_t older_than_us, int64_t *count);
 int tq__pg_worker_list(tq *db, tq_worker_info **out, size_t *out_n);
 int tq__pg_reconnect(tq *db);
+void tq__pg_unprepare(tq *db);
 int tq__pg_schedule_put(tq *db, const char *name, const tq_schedule_opts *o,
                         int64_t next_us);
 int tq__pg_schedule_remove(tq *db, const char *name);
@@ -270,13 +272,14 @@ static inline void stmt_name(const conn *c, char name[24], enum stmt_id id)
 static inline const char *tq__pg_begin_sql(tq *db)
 {
     conn *c = C(db);
-    c->savepoint = c->borrowed && PQtransactionStatus(c->pg) != PQTRANS_IDLE;
-    return c->savepoint ? "SAVEPOINT tq_savepoint" : "BEGIN";
+    c->tx =
+        c->borrowed && PQtransactionStatus(c->pg) != PQTRANS_IDLE ? TX_SAVEPOINT : TX_OWN;
+    return c->tx == TX_SAVEPOINT ? "SAVEPOINT tq_savepoint" : "BEGIN";
 }
 
 static inline const char *tq__pg_commit_sql(const tq *db)
 {
-    return C(db)->savepoint ? "RELEASE SAVEPOINT tq_savepoint" : "COMMIT";
+    return C(db)->tx == TX_SAVEPOINT ? "RELEASE SAVEPOINT tq_savepoint" : "COMMIT";
 }
 
 static inline int begin(tq *db)
@@ -286,7 +289,10 @@ static inline int begin(tq *db)
 
 static inline int commit(tq *db)
 {
-    return tq__pg_simple(db, tq__pg_commit_sql(db), "committing");
+    int rc = tq__pg_simple(db, tq__pg_commit_sql(db), "committing");
+    if (!rc)
+        C(db)->tx = TX_NONE;
+    return rc;
 }
 
 static inline int64_t g_i64(const PGresult *r, int row, int col)

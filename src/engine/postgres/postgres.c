@@ -40,31 +40,13 @@ const char *const tq__pg_sql_postgres[S_COUNT] = {
 
 /* ---- open, close, init --------------------------------------------------- */
 
-/* The statements a handle prepared on the caller's connection, gone with
- * it, unless the connection cannot take a statement now (a failed
- * transaction, a query of the caller's under way, lost): then they go
- * with the session. */
-static void unprepare(tq *db)
-{
-    conn *c = C(db);
-    char text[48];
-    for (int id = 0; id < S_COUNT; id++) {
-        const PGTransactionStatusType t = PQtransactionStatus(c->pg);
-        if (!c->prepared[id] || (t != PQTRANS_IDLE && t != PQTRANS_INTRANS))
-            continue;
-        memcpy(text, "DEALLOCATE ", 11);
-        stmt_name(c, text + 11, (enum stmt_id)id);
-        PQclear(tq__pg_exec_result(db, PQsendQuery(c->pg, text)));
-    }
-}
-
 static void pg_close(tq *db)
 {
     conn *c = C(db);
     if (!c)
         return;
     if (c->borrowed)
-        unprepare(db);
+        tq__pg_unprepare(db);
     else
         PQfinish(c->pg);
     free(c->schema);
@@ -161,6 +143,11 @@ static int borrow_open(tq *db, PGconn *pg)
     c->borrowed = 1;
     c->gen = ++handles;
     return 0;
+}
+
+static int pg_in_caller_tx(tq *db)
+{
+    return C(db)->borrowed && PQtransactionStatus(C(db)->pg) != PQTRANS_IDLE;
 }
 
 static int pg_open(tq *db, const tq__url *url, int create, void *borrow)
@@ -406,6 +393,7 @@ const struct tq__engine tq__engine_postgres = {
     .close = pg_close,
     .init = tq__pg_init,
     .schema_version = pg_schema_version,
+    .in_caller_tx = pg_in_caller_tx,
     .queue_set = tq__pg_queue_set,
     .queue_get = tq__pg_queue_get,
     .queue_list = tq__pg_queue_list,

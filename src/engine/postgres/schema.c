@@ -687,9 +687,7 @@ int tq__pg_init(tq *db, const tq_grant *grants, size_t ngrants, int *found)
     for (size_t i = 0; i < ngrants; i++)
         if ((rc = grant(db, &grants[i])))
             goto fail;
-    /* plans made against the old schema are stale */
-    memset(c->prepared, 0, sizeof c->prepared);
-    PQclear(tq__pg_exec_result(db, PQsendQuery(c->pg, "DEALLOCATE ALL")));
+    tq__pg_unprepare(db); /* plans made against the old schema are stale */
     return commit(db);
 fail:
     tq__pg_rollback(db);

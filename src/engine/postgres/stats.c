@@ -76,10 +76,10 @@ int tq__pg_stats(tq *db, const char *queue, tq_stats *out)
      * transaction, when the caller has one open on its connection, as
      * that transaction's isolation level has it). */
     const int own = PQtransactionStatus(C(db)->pg) == PQTRANS_IDLE;
-    C(db)->savepoint = 0; /* commit() below ends this read, not a savepoint */
     if (own && (rc = tq__pg_simple(db, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
                                    "starting a read")))
         return rc;
+    C(db)->tx = own ? TX_OWN : TX_NONE;
     PGresult *r = tq__pg_run(db, S_COUNTS, &p, &rc, "counting jobs");
     if (!r)
         goto done;

@@ -212,6 +212,41 @@ PGresult *tq__pg_run(tq *db, enum stmt_id id, const params *p, int *rc, const ch
     return r;
 }
 
+/*
+ * Forgets the statements this handle prepared, to be prepared again: all of
+ * the session's on tq's own connection (DEALLOCATE ALL), only its own on
+ * the caller's. There, inside the caller's transaction, under a savepoint
+ * (a name the caller deallocated must not abort the caller's transaction),
+ * and not at all when the connection cannot take a statement now (a failed
+ * transaction, a query of the caller's under way, lost): then they go with
+ * the session.
+ */
+void tq__pg_unprepare(tq *db)
+{
+    conn *c = C(db);
+    const PGTransactionStatusType t = PQtransactionStatus(c->pg);
+    char text[48] = "DEALLOCATE ";
+    if (!c->borrowed || t == PQTRANS_IDLE || t == PQTRANS_INTRANS) {
+        const int guard = c->borrowed && t == PQTRANS_INTRANS;
+        if (guard)
+            PQclear(tq__pg_exec_result(db, PQsendQuery(c->pg, "SAVEPOINT tq_unprepare")));
+        for (int id = 0; id < S_COUNT && c->borrowed; id++)
+            if (c->prepared[id]) {
+                stmt_name(c, text + 11, (enum stmt_id)id);
+                PQclear(tq__pg_exec_result(db, PQsendQuery(c->pg, text)));
+            }
+        if (!c->borrowed)
+            PQclear(tq__pg_exec_result(db, PQsendQuery(c->pg, "DEALLOCATE ALL")));
+        if (guard)
+            PQclear(tq__pg_exec_result(
+                db, PQsendQuery(c->pg, PQtransactionStatus(c->pg) == PQTRANS_INERROR
+                                           ? "ROLLBACK TO SAVEPOINT tq_unprepare;"
+                                             " RELEASE SAVEPOINT tq_unprepare"
+                                           : "RELEASE SAVEPOINT tq_unprepare")));
+    }
+    memset(c->prepared, 0, sizeof c->prepared);
+}
+
 /* Runs statement id for one number into *out (may be NULL): the first
  * row's first column (0 with no row) when row, else the rows it changed. */
 static int run_i64(tq *db, enum stmt_id id, const params *p, int64_t *out, int row,
@@ -252,19 +287,22 @@ int tq__pg_simple(tq *db, const char *text, const char *what)
     return 0;
 }
 
+/* Ends what this handle began (on tq's own connection: whatever is open).
+ * Inside the caller's transaction, back to the savepoint, the caller's
+ * transaction still open; never the caller's own transaction. */
 void tq__pg_rollback(tq *db)
 {
-    if (PQtransactionStatus(C(db)->pg) == PQTRANS_IDLE)
+    conn *c = C(db);
+    const int tx = c->tx;
+    c->tx = TX_NONE;
+    if (PQtransactionStatus(c->pg) == PQTRANS_IDLE || (c->borrowed && tx == TX_NONE))
         return;
     char keep[sizeof db->errmsg];
     memcpy(keep, db->errmsg, sizeof keep);
-    /* Inside the caller's transaction: back to the savepoint, the
-     * caller's transaction still open and usable. */
-    PQclear(tq__pg_exec_result(
-        db,
-        PQsendQuery(C(db)->pg, C(db)->savepoint ? "ROLLBACK TO SAVEPOINT tq_savepoint;"
-                                                  " RELEASE SAVEPOINT tq_savepoint"
-                                                : "ROLLBACK")));
+    const char *sql = tx == TX_SAVEPOINT ? "ROLLBACK TO SAVEPOINT tq_savepoint;"
+                                           " RELEASE SAVEPOINT tq_savepoint"
+                                         : "ROLLBACK";
+    PQclear(tq__pg_exec_result(db, PQsendQuery(c->pg, sql)));
     memcpy(db->errmsg, keep, sizeof keep);
 }
 

@@ -192,7 +192,7 @@ static int add_parents(tq *db, int64_t child, const tq_enqueue_opts *o, int chec
 static int enqueue_settle(tq *db, int fail, const char *queue, const int64_t *ids,
                           size_t n, int64_t created)
 {
-    if (C(db)->savepoint) { /* no commit of ours: the caller's is to come */
+    if (C(db)->tx == TX_SAVEPOINT) { /* no commit of ours: the caller's is to come */
         tq__sqlite_rollback(db);
         return fail;
     }

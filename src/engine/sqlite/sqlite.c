@@ -135,6 +135,11 @@ static int borrow_open(tq *db, const tq__url *url, sqlite3 *h)
     return 0;
 }
 
+static int sqlite_in_caller_tx(tq *db)
+{
+    return C(db)->borrowed && !sqlite3_get_autocommit(C(db)->h);
+}
+
 static int sqlite_open(tq *db, const tq__url *url, int create, void *borrow)
 {
     int rc;
@@ -356,6 +361,7 @@ const struct tq__engine tq__engine_sqlite = {
     .close = sqlite_close,
     .init = tq__sqlite_init,
     .schema_version = tq__sqlite_schema_version,
+    .in_caller_tx = sqlite_in_caller_tx,
     .queue_set = tq__sqlite_queue_set,
     .queue_get = tq__sqlite_queue_get,
     .queue_list = tq__sqlite_queue_list,

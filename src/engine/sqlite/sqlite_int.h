@@ -87,9 +87,10 @@ typedef struct conn {
     sqlite3 *h;
     tq *db;
     /* h is the caller's (tq_open_opts.conn): left open, its settings left
-     * alone. savepoint: the transaction begun last is a savepoint inside
-     * the caller's (begin). */
-    int borrowed, savepoint;
+     * alone. tx: what this handle has begun and not yet ended (begin), so
+     * that a rollback on the caller's connection undoes only that. */
+    int borrowed;
+    enum { TX_NONE, TX_OWN, TX_SAVEPOINT } tx;
     int busy_timeout_ms;
     int64_t busy_started; /* monotonic, when the current wait began */
     sqlite3_stmt *stmt[S_COUNT];
@@ -242,13 +243,19 @@ static inline int exec_id(tq *db, enum stmt_id id, const char *what)
 static inline int begin(tq *db)
 {
     conn *c = C(db);
-    c->savepoint = c->borrowed && !sqlite3_get_autocommit(c->h);
-    return exec_id(db, c->savepoint ? S_SAVEPOINT : S_BEGIN, "starting a transaction");
+    c->tx = c->borrowed && !sqlite3_get_autocommit(c->h) ? TX_SAVEPOINT : TX_OWN;
+    return exec_id(db, c->tx == TX_SAVEPOINT ? S_SAVEPOINT : S_BEGIN,
+                   "starting a transaction");
 }
 
 static inline int commit(tq *db)
 {
-    return exec_id(db, C(db)->savepoint ? S_SAVEPOINT_RELEASE : S_COMMIT, "committing");
+    conn *c = C(db);
+    int rc =
+        exec_id(db, c->tx == TX_SAVEPOINT ? S_SAVEPOINT_RELEASE : S_COMMIT, "committing");
+    if (!rc)
+        c->tx = TX_NONE;
+    return rc;
 }
 
 /* Binds text, or NULL when s is NULL. */

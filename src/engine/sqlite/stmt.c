@@ -73,17 +73,23 @@ int tq__sqlite_fail_rc(tq *db, int src, const char *what)
     return tq__seterr(db, TQ_EDB, "%s: %s", what, msg);
 }
 
+/* Ends what this handle began (on its own connection: whatever is open).
+ * Inside the caller's transaction, back to the savepoint, the caller's
+ * transaction still open; never the caller's own transaction. */
 void tq__sqlite_rollback(tq *db)
 {
-    if (!sqlite3_get_autocommit(C(db)->h)) {
-        char keep[sizeof db->errmsg];
-        memcpy(keep, db->errmsg, sizeof keep); /* keep the first error */
-        if (!C(db)->savepoint)
-            exec_id(db, S_ROLLBACK, "rolling back");
-        else if (!exec_id(db, S_SAVEPOINT_UNDO, "rolling back")) /* the caller's */
-            exec_id(db, S_SAVEPOINT_RELEASE, "rolling back");    /* stays open */
-        memcpy(db->errmsg, keep, sizeof keep);
-    }
+    conn *c = C(db);
+    const int tx = c->tx;
+    c->tx = TX_NONE;
+    if (sqlite3_get_autocommit(c->h) || (c->borrowed && tx == TX_NONE))
+        return;
+    char keep[sizeof db->errmsg];
+    memcpy(keep, db->errmsg, sizeof keep); /* keep the first error */
+    if (tx != TX_SAVEPOINT)
+        exec_id(db, S_ROLLBACK, "rolling back");
+    else if (!exec_id(db, S_SAVEPOINT_UNDO, "rolling back"))
+        exec_id(db, S_SAVEPOINT_RELEASE, "rolling back");
+    memcpy(db->errmsg, keep, sizeof keep);
 }
 
 static char *col_strdup(sqlite3_stmt *s, int i)
