@@ -53,38 +53,47 @@ int cli_rate(const char *cmd, const char *text, int64_t *n, int64_t *period_us);
 
 /*
  * A command: one defined at the bottom of each tools/cmd/NAME.c, listed in
- * tq.c's table, and run by main() the same way for each. main() zeroes an
- * arguments struct of size bytes; parse fills it from argv (argv[0] is the
- * command's name, the --db given into *url), checking all it can before
- * the store is touched, and returns 0, -1 after printing --help (the
- * command exits 0), or the exit code of a bad command line. Then, when
- * open says so, main() opens the store at the URL (cli_url) for run, and
- * closes it after (a command that opens its own connections keeps the URL
- * in its arguments); run does the work and returns the exit code. done,
- * when set, frees what parse allocated, whatever happened.
+ * tq.c's table, and run by main() the same way for each. main() fills an
+ * arguments struct of size bytes with defaults (zeroes when NULL) and
+ * reads the command's options into it by opts (cli_parse; NULL for a
+ * command that reads its own, as tq cron does after its subcommand). Then
+ * parse reads the arguments after them (argv[0] is the command's name,
+ * optind the first argument, the --db given in *url), checking all it can
+ * before the store is touched; each step returns 0, -1 after printing
+ * --help (the command exits 0), or the exit code of a bad command line.
+ * Then, when open says so, main() opens the store at the URL (cli_url) for
+ * run, and closes it after (a command that opens its own connections
+ * keeps the URL in its arguments); run does the work and returns the exit
+ * code. done, when set, frees what parse allocated, whatever happened.
  */
 enum { CLI_OPEN_NONE, CLI_OPEN, CLI_OPEN_CREATE };
+struct cli_opt;
 typedef struct cli_command {
-    const char *name;  /* "stats" */
-    const char *what;  /* its line in tq --help */
-    const char *usage; /* the line after "usage: " */
-    const char *help;  /* what --help prints after it */
-    size_t size;       /* of its arguments' struct */
-    int open;          /* CLI_OPEN_*: whether main() opens the store for run */
+    const char *name;           /* "stats" */
+    const char *what;           /* its line in tq --help */
+    const char *usage;          /* the line after "usage: " */
+    const char *help;           /* what --help prints after it */
+    size_t size;                /* of its arguments' struct */
+    const void *defaults;       /* its arguments before the options, or NULL */
+    const struct cli_opt *opts; /* its options, or NULL: parse reads them */
+    int open;                   /* CLI_OPEN_*: whether main() opens the store for run */
     int (*parse)(void *args, const char **url, int argc, char **argv);
     int (*run)(void *args, tq *db); /* db NULL with CLI_OPEN_NONE */
     void (*done)(void *args);
 } cli_command;
 
 /* The definition of cmd_NAME, at the bottom of tools/cmd/NAME.c, whose
- * arguments are a NAME_args, read by NAME_parse and used by NAME_run;
+ * arguments are a NAME_args, starting as DEFAULTS (or NULL), with the
+ * options of the table OPTS, read by NAME_parse and used by NAME_run;
  * DONE frees what parse allocated, or is NULL. */
-#define CLI_COMMAND(NAME, WHAT, OPEN, USAGE, HELP, DONE)                                 \
+#define CLI_COMMAND(NAME, WHAT, OPEN, DEFAULTS, OPTS, USAGE, HELP, DONE)                 \
     const cli_command cmd_##NAME = {.name = #NAME,                                       \
                                     .what = WHAT,                                        \
                                     .usage = USAGE,                                      \
                                     .help = HELP,                                        \
                                     .size = sizeof(NAME##_args),                         \
+                                    .defaults = DEFAULTS,                                \
+                                    .opts = OPTS,                                        \
                                     .open = OPEN,                                        \
                                     .parse = NAME##_parse,                               \
                                     .run = NAME##_run,                                   \
@@ -182,21 +191,18 @@ typedef struct cli_opt {
     }
 
 /*
- * Every option of a command (its parse function's first step), with
- * getopt_long over the table and --db and --help: the options in any
- * order among the arguments (until "--"), long ones also by an
- * unambiguous prefix (--queu), short ones grouped or with their value
- * attached (-jq mail, -qmail). --db's value goes into *url. Returns 0
- * when all are read (optind at the first argument), -1 after printing
- * --help (the command exits 0), or the exit code after one line: an
- * unknown or ambiguous option, a missing value, a bad one.
+ * Every option of a command (main() reads them before its parse function,
+ * tq cron's parse for its subcommand), with getopt_long over the table and
+ * --db and --help: the options in any order among the arguments (until
+ * "--"), long ones also by an unambiguous prefix (--queu), short ones
+ * grouped or with their value attached (-jq mail, -qmail). --db's value
+ * goes into *url. Returns 0 when all are read (optind at the first
+ * argument), -1 after printing --help (the command exits 0), or the exit
+ * code after one line: an unknown or ambiguous option, a missing value, a
+ * bad one.
  */
 int cli_parse(const cli_command *cmd, int argc, char **argv, const cli_opt *opts,
               const char **url, void *args);
-/* cli_parse, for a command that takes no arguments: then says one that is
- * given is not expected (cli_no_args). */
-int cli_parse_no_args(const cli_command *cmd, int argc, char **argv, const cli_opt *opts,
-                      const char **url, void *args);
 /* Of n choices, the one word is most likely a typo of (a small edit
  * distance), or NULL. */
 const char *cli_nearest(const char *word, const char *const *choices, size_t n);

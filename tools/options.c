@@ -237,13 +237,6 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, const cli_opt *opts
     }
 }
 
-int cli_parse_no_args(const cli_command *cmd, int argc, char **argv, const cli_opt *opts,
-                      const char **url, void *args)
-{
-    int ex = cli_parse(cmd, argc, argv, opts, url, args);
-    return ex ? ex : cli_no_args(cmd, argc, argv, optind);
-}
-
 int cli_no_args(const cli_command *cmd, int argc, char **argv, int from)
 {
     if (from >= argc)

@@ -42,8 +42,8 @@ static int usage_main(FILE *f)
     return f == stdout ? 0 : EXIT_USAGE;
 }
 
-/* A command, as every one runs (cli.h): parse, open the store if it says
- * so, run; its exit code. */
+/* A command, as every one runs (cli.h): its defaults, its options, parse,
+ * open the store if it says so, run; its exit code. */
 static int command_run(const cli_command *c, int argc, char **argv)
 {
     const char *url = NULL;
@@ -53,9 +53,13 @@ static int command_run(const cli_command *c, int argc, char **argv)
         cli_error(c->name, "out of memory");
         return EXIT_RUNTIME;
     }
+    if (c->defaults)
+        memcpy(args, c->defaults, c->size);
     optind = 1;
     opterr = 0;
-    int ex = c->parse(args, &url, argc, argv);
+    int ex = c->opts ? cli_parse(c, argc, argv, c->opts, &url, args) : 0;
+    if (!ex)
+        ex = c->parse(args, &url, argc, argv);
     if (!ex && c->open != CLI_OPEN_NONE)
         db = cli_open(c->name, cli_url(url), c->open == CLI_OPEN_CREATE, &ex);
     if (!ex)

@@ -484,6 +484,16 @@ static int opt_rate(void *args, const cli_opt *opt, const char *arg)
     return cli_rate("bench", arg, &c->rate, &c->rate_period_us) ? EXIT_USAGE : 0;
 }
 
+static const bench_args defaults = {.c = {.njobs = 20000,
+                                          .nworkers = 8,
+                                          .conc = 1,
+                                          .psize = 16,
+                                          .nlat = 100,
+                                          .prefetch = -1,
+                                          .ebatch = BATCH_MAX,
+                                          .rounds = 1,
+                                          .lease_us = 30000000}};
+
 #define INT_OPT(S, L, F, MIN, MAX) CLI_OPT_INT(S, L, bench_args, c.F, MIN, MAX)
 static const cli_opt opts[] = {
     INT_OPT(0, "jobs", njobs, 1, 100000000),
@@ -504,21 +514,11 @@ static const cli_opt opts[] = {
     INT_OPT(0, "result", result_bytes, 0, TQ_RESULT_MAX),
     CLI_OPT_END};
 
-/* The options: 0, -1 after --help, or the exit code of a bad command
- * line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int bench_parse(void *args, const char **url, int argc, char **argv)
 {
     bench_cfg *c = &((bench_args *)args)->c;
-    *c = (bench_cfg){.njobs = 20000,
-                     .nworkers = 8,
-                     .conc = 1,
-                     .psize = 16,
-                     .nlat = 100,
-                     .prefetch = -1,
-                     .ebatch = BATCH_MAX,
-                     .rounds = 1,
-                     .lease_us = 30000000};
-    int ex = cli_parse_no_args(&cmd_bench, argc, argv, opts, url, args);
+    int ex = cli_no_args(&cmd_bench, argc, argv, optind);
     if (ex)
         return ex;
     c->url = *url; /* none: $TQ_DB, else a throwaway file (bench_setup) */
@@ -867,4 +867,4 @@ static int bench_run(void *args, tq *unused)
 }
 
 CLI_COMMAND(bench, "enqueue and process N jobs, check each ran once", CLI_OPEN_NONE,
-            usage, help, NULL);
+            &defaults, opts, usage, help, NULL);

@@ -24,13 +24,11 @@ typedef struct cancel_args {
     size_t nids;
 } cancel_args;
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int cancel_parse(void *args, const char **url, int argc, char **argv)
 {
     cancel_args *a = args;
-    int ex = cli_parse(&cmd_cancel, argc, argv, opts, url, a);
-    if (ex)
-        return ex;
+    (void)url;
     if (optind >= argc) {
         cli_error("cancel", "expected one or more job IDs");
         return EXIT_USAGE;
@@ -55,4 +53,5 @@ static void cancel_done(void *args)
     free(((cancel_args *)args)->ids);
 }
 
-CLI_COMMAND(cancel, "cancel ready or running jobs", CLI_OPEN, usage, help, cancel_done);
+CLI_COMMAND(cancel, "cancel ready or running jobs", CLI_OPEN, NULL, opts, usage, help,
+            cancel_done);

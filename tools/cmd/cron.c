@@ -35,6 +35,8 @@ typedef struct cron_args {
     int json;
 } cron_args;
 
+static const cron_args defaults = {.so = TQ_SCHEDULE_OPTS_INIT};
+
 #define CRON_ROW "%-20s %-16s %-20s %-16s %-8s %-24s %s\n"
 
 static int cron_list(tq *db, int json)
@@ -186,7 +188,6 @@ static int other_parse(cron_args *a, const char **url, int argc, char **argv)
 static int cron_parse(void *args, const char **url, int argc, char **argv)
 {
     cron_args *a = args;
-    *a = (cron_args){.so = TQ_SCHEDULE_OPTS_INIT};
     const char *sub = argc > 1 ? argv[1] : "";
     if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
         printf("usage: %s\n%s", usage, help);
@@ -241,5 +242,6 @@ static int cron_run(void *args, tq *db)
     return ex;
 }
 
-CLI_COMMAND(cron, "periodic jobs: set, list or remove a schedule", CLI_OPEN, usage, help,
-            NULL);
+/* Its options are read by its subcommand's parse (set_opts, other_opts). */
+CLI_COMMAND(cron, "periodic jobs: set, list or remove a schedule", CLI_OPEN, &defaults,
+            NULL, usage, help, NULL);

@@ -479,6 +479,8 @@ static int opt_on_conflict(void *args, const cli_opt *opt, const char *arg)
                                       CLI_MARK(enqueue_args, key_opts, 1)                \
     }
 
+static const enqueue_args defaults = {.queue = "default", .eo = TQ_ENQUEUE_OPTS_INIT};
+
 static const cli_opt opts[] = {
     CLI_OPT_STRING('q', "queue", enqueue_args, queue),
     CLI_OPT_STRING(0, "key", enqueue_args, eo.key),
@@ -594,14 +596,12 @@ static int enqueue_payload(const enqueue_args *a, unsigned char **buf, size_t *l
     return 0;
 }
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int enqueue_parse(void *args, const char **url, int argc, char **argv)
 {
     enqueue_args *a = args;
-    *a = (enqueue_args){.queue = "default", .eo = TQ_ENQUEUE_OPTS_INIT};
-    int ex = cli_parse(&cmd_enqueue, argc, argv, opts, url, a);
-    if (ex)
-        return ex;
+    int ex;
+    (void)url;
     a->eo.after = a->after.v;
     a->eo.nafter = a->after.n;
     if (a->after_stdin &&
@@ -636,5 +636,5 @@ static void enqueue_done(void *args)
     free(a->read);
 }
 
-CLI_COMMAND(enqueue, "add a job (or one per line with --lines)", CLI_OPEN, usage, help,
-            enqueue_done);
+CLI_COMMAND(enqueue, "add a job (or one per line with --lines)", CLI_OPEN, &defaults,
+            opts, usage, help, enqueue_done);

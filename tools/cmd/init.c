@@ -40,11 +40,11 @@ static const cli_opt opts[] = {
     CLI_OPT_CALLBACK(0, "grant-producer", 1, opt_grant, TQ_GRANT_PRODUCER),
     CLI_OPT_CALLBACK(0, "grant-worker", 1, opt_grant, TQ_GRANT_WORKER), CLI_OPT_END};
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int init_parse(void *args, const char **url, int argc, char **argv)
 {
     init_args *a = args;
-    int ex = cli_parse_no_args(&cmd_init, argc, argv, opts, url, a);
+    int ex = cli_no_args(&cmd_init, argc, argv, optind);
     if (ex)
         return ex;
     if (a->ngrants && !cli_is_postgres(cli_url(*url))) {
@@ -73,4 +73,5 @@ static int init_run(void *args, tq *db)
     return ex;
 }
 
-CLI_COMMAND(init, "create or upgrade the schema", CLI_OPEN_CREATE, usage, help, NULL);
+CLI_COMMAND(init, "create or upgrade the schema", CLI_OPEN_CREATE, NULL, opts, usage,
+            help, NULL);

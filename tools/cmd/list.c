@@ -71,18 +71,19 @@ static int opt_state(void *args, const cli_opt *opt, const char *arg)
     return 0;
 }
 
+static const list_args defaults = {.lo = TQ_LIST_OPTS_INIT};
+
 static const cli_opt opts[] = {CLI_OPT_CALLBACK(0, "state", 1, opt_state, 0),
                                CLI_OPT_QUEUE('q', "queue", list_args, lo.queue),
                                CLI_OPT_INT(0, "limit", list_args, lo.limit, 1, 1000000),
                                CLI_OPT_FLAG('j', "json", list_args, json, 1),
                                CLI_OPT_END};
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int list_parse(void *args, const char **url, int argc, char **argv)
 {
-    list_args *a = args;
-    *a = (list_args){.lo = TQ_LIST_OPTS_INIT};
-    return cli_parse_no_args(&cmd_list, argc, argv, opts, url, a);
+    (void)args, (void)url;
+    return cli_no_args(&cmd_list, argc, argv, optind);
 }
 
 static int list_run(void *args, tq *db)
@@ -113,4 +114,4 @@ static int list_run(void *args, tq *db)
     return ex;
 }
 
-CLI_COMMAND(list, "list jobs", CLI_OPEN, usage, help, NULL);
+CLI_COMMAND(list, "list jobs", CLI_OPEN, &defaults, opts, usage, help, NULL);

@@ -36,13 +36,12 @@ static const cli_opt opts[] = {
     CLI_OPT_DURATION_MARK(0, "older-than", prune_args, age, have_age, 1),
     CLI_OPT_CALLBACK(0, "state", 1, opt_state, 0), CLI_OPT_END};
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int prune_parse(void *args, const char **url, int argc, char **argv)
 {
     prune_args *a = args;
-    int ex = cli_parse(&cmd_prune, argc, argv, opts, url, a);
-    if (ex)
-        return ex;
+    int ex;
+    (void)url;
     if (!a->have_age) {
         cli_error("prune", "--older-than DUR is required");
         return EXIT_USAGE;
@@ -82,4 +81,4 @@ static int prune_run(void *args, tq *db)
     return ex;
 }
 
-CLI_COMMAND(prune, "delete old finished jobs", CLI_OPEN, usage, help, NULL);
+CLI_COMMAND(prune, "delete old finished jobs", CLI_OPEN, NULL, opts, usage, help, NULL);

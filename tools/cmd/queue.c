@@ -154,14 +154,14 @@ static const cli_opt opts[] = {
     CLI_OPT_FLAG('j', "json", queue_args, json, 1),
     CLI_OPT_END};
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+static const queue_args defaults = {.qo = TQ_QUEUE_OPTS_INIT};
+
+/* After the options: 0, or the exit code of a bad command line. */
 static int queue_parse(void *args, const char **url, int argc, char **argv)
 {
     queue_args *a = args;
-    *a = (queue_args){.qo = TQ_QUEUE_OPTS_INIT};
-    int ex = cli_parse(&cmd_queue, argc, argv, opts, url, a);
-    if (ex)
-        return ex;
+    int ex;
+    (void)url;
     if (argc - optind > 1) {
         cli_error("queue", "unexpected argument '%s'", argv[optind + 1]);
         return EXIT_USAGE;
@@ -232,4 +232,5 @@ static int queue_run(void *args, tq *db)
     return a->name ? queue_set(db, a->name, &a->qo, a->json) : queue_list(db, a->json);
 }
 
-CLI_COMMAND(queue, "list queues, or create or change one", CLI_OPEN, usage, help, NULL);
+CLI_COMMAND(queue, "list queues, or create or change one", CLI_OPEN, &defaults, opts,
+            usage, help, NULL);

@@ -20,12 +20,11 @@ typedef struct result_args {
     int64_t id;
 } result_args;
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int result_parse(void *args, const char **url, int argc, char **argv)
 {
-    result_args *a = args;
-    int ex = cli_parse(&cmd_result, argc, argv, opts, url, a);
-    return ex ? ex : cli_one_job_id(&cmd_result, argc, argv, &a->id);
+    (void)url;
+    return cli_one_job_id(&cmd_result, argc, argv, &((result_args *)args)->id);
 }
 
 static int result_run(void *args, tq *db)
@@ -47,4 +46,4 @@ static int result_run(void *args, tq *db)
     return ex;
 }
 
-CLI_COMMAND(result, "print a done job's result", CLI_OPEN, usage, help, NULL);
+CLI_COMMAND(result, "print a done job's result", CLI_OPEN, NULL, opts, usage, help, NULL);

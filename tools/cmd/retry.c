@@ -24,13 +24,12 @@ static const cli_opt opts[] = {CLI_OPT_FLAG(0, "dead", retry_args, dead, 1),
                                CLI_OPT_STRING('q', "queue", retry_args, queue),
                                CLI_OPT_END};
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int retry_parse(void *args, const char **url, int argc, char **argv)
 {
     retry_args *a = args;
-    int ex = cli_parse(&cmd_retry, argc, argv, opts, url, a);
-    if (ex)
-        return ex;
+    int ex;
+    (void)url;
     if (a->queue && !a->dead) {
         cli_error("retry", "--queue only goes with --dead");
         return EXIT_USAGE;
@@ -90,5 +89,5 @@ static void retry_done(void *args)
     free(((retry_args *)args)->ids);
 }
 
-CLI_COMMAND(retry, "put dead or cancelled jobs back to ready", CLI_OPEN, usage, help,
-            retry_done);
+CLI_COMMAND(retry, "put dead or cancelled jobs back to ready", CLI_OPEN, NULL, opts,
+            usage, help, retry_done);

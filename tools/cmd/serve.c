@@ -150,16 +150,17 @@ static int parse_listen(const char *text, struct sockaddr_storage *out, socklen_
     return 0;
 }
 
+static const serve_args defaults = {.listen = "127.0.0.1:8080"};
+
 static const cli_opt opts[] = {CLI_OPT_STRING(0, "listen", serve_args, listen),
                                CLI_OPT_STRING(0, "token-file", serve_args, token_file),
                                CLI_OPT_END};
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int serve_parse(void *args, const char **url, int argc, char **argv)
 {
     serve_args *a = args;
-    a->listen = "127.0.0.1:8080";
-    int ex = cli_parse_no_args(&cmd_serve, argc, argv, opts, url, a);
+    int ex = cli_no_args(&cmd_serve, argc, argv, optind);
     if (ex)
         return ex;
     a->url = cli_url(*url);
@@ -325,4 +326,4 @@ static void serve_done(void *args)
 }
 
 CLI_COMMAND(serve, "an HTTP server: metrics, a dashboard, JSON and actions",
-            CLI_OPEN_NONE, usage, help, serve_done);
+            CLI_OPEN_NONE, &defaults, opts, usage, help, serve_done);

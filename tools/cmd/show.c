@@ -99,12 +99,11 @@ static void show_job(tq *db, const tq_job *j)
 static const cli_opt opts[] = {CLI_OPT_FLAG('j', "json", show_args, json, 1),
                                CLI_OPT_END};
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int show_parse(void *args, const char **url, int argc, char **argv)
 {
-    show_args *a = args;
-    int ex = cli_parse(&cmd_show, argc, argv, opts, url, a);
-    return ex ? ex : cli_one_job_id(&cmd_show, argc, argv, &a->id);
+    (void)url;
+    return cli_one_job_id(&cmd_show, argc, argv, &((show_args *)args)->id);
 }
 
 static int show_run(void *args, tq *db)
@@ -125,4 +124,4 @@ static int show_run(void *args, tq *db)
     return ex;
 }
 
-CLI_COMMAND(show, "show one job", CLI_OPEN, usage, help, NULL);
+CLI_COMMAND(show, "show one job", CLI_OPEN, NULL, opts, usage, help, NULL);

@@ -83,16 +83,15 @@ static const cli_opt opts[] = {CLI_OPT_STRING('q', "queue", stats_args, queue),
                                CLI_OPT_FLAG('j', "json", stats_args, json, 1),
                                CLI_OPT_END};
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int stats_parse(void *args, const char **url, int argc, char **argv)
 {
     stats_args *a = args;
-    int ex = cli_parse_no_args(&cmd_stats, argc, argv, opts, url, a);
-    if (ex)
-        return ex;
-    if (a->queue && (ex = cli_queue_name("stats", a->queue)))
-        return ex;
-    return 0;
+    (void)url;
+    int ex = cli_no_args(&cmd_stats, argc, argv, optind);
+    if (!ex && a->queue)
+        ex = cli_queue_name("stats", a->queue);
+    return ex;
 }
 
 static int stats_run(void *args, tq *db)
@@ -117,4 +116,4 @@ static int stats_run(void *args, tq *db)
     return ex;
 }
 
-CLI_COMMAND(stats, "counts, ages and durations", CLI_OPEN, usage, help, NULL);
+CLI_COMMAND(stats, "counts, ages and durations", CLI_OPEN, NULL, opts, usage, help, NULL);

@@ -16,10 +16,11 @@ typedef struct version_args {
 
 static const cli_opt opts[] = {CLI_OPT_END};
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int version_parse(void *args, const char **url, int argc, char **argv)
 {
-    return cli_parse_no_args(&cmd_version, argc, argv, opts, url, args);
+    (void)args, (void)url;
+    return cli_no_args(&cmd_version, argc, argv, optind);
 }
 
 static int version_run(void *args, tq *db)
@@ -29,4 +30,4 @@ static int version_run(void *args, tq *db)
     return 0;
 }
 
-CLI_COMMAND(version, "print tq's version", CLI_OPEN_NONE, usage, help, NULL);
+CLI_COMMAND(version, "print tq's version", CLI_OPEN_NONE, NULL, opts, usage, help, NULL);

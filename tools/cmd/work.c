@@ -228,6 +228,8 @@ static int opt_poll(void *args, const cli_opt *opt, const char *arg)
     return 0;
 }
 
+static const work_args defaults = {.wo = TQ_WORKER_OPTS_INIT, .log_level = TQ_LOG_INFO};
+
 static const cli_opt opts[] = {
     CLI_OPT_CALLBACK('q', "queue", 1, opt_queue, 0),
     CLI_OPT_INT('c', "concurrency", work_args, wo.concurrency, 1, TQ_CONCURRENCY_MAX),
@@ -243,16 +245,13 @@ static const cli_opt opts[] = {
     CLI_OPT_FLAG(0, "quiet", work_args, log_level, TQ_LOG_WARN),
     CLI_OPT_FLAG(0, "all-queues", work_args, wo.all_queues, 1), CLI_OPT_END};
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int work_parse(void *args, const char **url, int argc, char **argv)
 {
     work_args *a = args;
-    *a = (work_args){.wo = TQ_WORKER_OPTS_INIT, .log_level = TQ_LOG_INFO};
     tq_worker_opts *wo = &a->wo;
-    wo->concurrency = 1;
-    int ex = cli_parse(&cmd_work, argc, argv, opts, url, a);
-    if (ex)
-        return ex;
+    if (!wo->concurrency) /* no -c */
+        wo->concurrency = 1;
     if (wo->all_queues && wo->nqueues) {
         cli_error("work", "--all-queues and --queue cannot be used together");
         return EXIT_USAGE;
@@ -474,4 +473,5 @@ static int work_run(void *args, tq *unused)
     return ex;
 }
 
-CLI_COMMAND(work, "run a command for each job", CLI_OPEN_NONE, usage, help, NULL);
+CLI_COMMAND(work, "run a command for each job", CLI_OPEN_NONE, &defaults, opts, usage,
+            help, NULL);

@@ -56,11 +56,11 @@ static const cli_opt opts[] = {
     CLI_OPT_FLAG('j', "json", workers_args, json, 1),
     CLI_OPT_DURATION_MARK(0, "prune", workers_args, age, prune, 1), CLI_OPT_END};
 
-/* 0, -1 after --help, or the exit code of a bad command line. */
+/* After the options: 0, or the exit code of a bad command line. */
 static int workers_parse(void *args, const char **url, int argc, char **argv)
 {
-    workers_args *a = args;
-    return cli_parse_no_args(&cmd_workers, argc, argv, opts, url, a);
+    (void)args, (void)url;
+    return cli_no_args(&cmd_workers, argc, argv, optind);
 }
 
 static int workers_run(void *args, tq *db)
@@ -82,5 +82,5 @@ static int workers_run(void *args, tq *db)
     return ex;
 }
 
-CLI_COMMAND(workers, "list registered workers, or prune old ones", CLI_OPEN, usage, help,
-            NULL);
+CLI_COMMAND(workers, "list registered workers, or prune old ones", CLI_OPEN, NULL, opts,
+            usage, help, NULL);
