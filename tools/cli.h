@@ -105,9 +105,10 @@ typedef struct cli_command {
  * command line by into the command's arguments struct. Each names its
  * long option, its short letter or 0, its kind, and the field it fills
  * (offsetof): a string, a flag (an int set to a value), an integer within
- * a range, a duration, a queue name (checked at once), or a callback for
- * the odd ones. An option may also mark that it was given: its bits ORed
- * into an unsigned (or int) field (tq_queue_opts.set, a "given" flag).
+ * a range, a duration (one that cannot be 0 says why: .zero), a queue
+ * name (checked at once), or a callback for the odd ones. An option may also mark that it
+ * was given: its bits ORed into an unsigned (or int) field (tq_queue_opts.set, a "given"
+ * flag).
  * --db (-d) and --help come first in every command's, added by cli_parse.
  */
 typedef enum cli_opt_kind {
@@ -133,6 +134,7 @@ typedef struct cli_opt {
     size_t off, size;   /* the field in the arguments struct */
     long long min, max; /* CLI_INT's range */
     long long value;    /* CLI_FLAG's value; a CLI_CALLBACK's to read */
+    const char *zero;   /* CLI_DURATION: when set, 0 is refused with this line */
     int arg; /* CLI_CALLBACK: whether it takes a value (2: optional, as --name=VALUE) */
     cli_opt_fn *fn;  /* CLI_CALLBACK's */
     size_t mark_off; /* when given: mark ORed into the field here */

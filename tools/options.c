@@ -181,6 +181,10 @@ static int option_fill(const char *cmd, const cli_opt *o, const char *arg, void 
     case CLI_DURATION:
         if (cli_duration(cmd, name, arg, &us))
             return EXIT_USAGE;
+        if (us == 0 && o->zero) {
+            cli_error(cmd, "%s", o->zero);
+            return EXIT_USAGE;
+        }
         memcpy(field, &us, sizeof us);
         return 0;
     case CLI_CALLBACK:

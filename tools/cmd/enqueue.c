@@ -447,19 +447,6 @@ static int opt_unique(void *args, const cli_opt *opt, const char *arg)
     return 0;
 }
 
-static int opt_unique_for(void *args, const cli_opt *opt, const char *arg)
-{
-    (void)opt;
-    tq_enqueue_opts *eo = &((enqueue_args *)args)->eo;
-    if (cli_duration("enqueue", "--unique-for", arg, &eo->unique_for_us))
-        return EXIT_USAGE;
-    if (!eo->unique_for_us) {
-        cli_error("enqueue", "--unique-for needs a duration above 0");
-        return EXIT_USAGE;
-    }
-    return 0;
-}
-
 static int opt_on_conflict(void *args, const cli_opt *opt, const char *arg)
 {
     (void)opt;
@@ -491,7 +478,9 @@ static const cli_opt opts[] = {
     CLI_OPT_FLAG(0, "lines", enqueue_args, lines, 1),
     CLI_OPT_FLAG('j', "json", enqueue_args, json, 1),
     KEY_OPTION("unique", opt_unique),
-    KEY_OPTION("unique-for", opt_unique_for),
+    {CLI_OPT_(0, "unique-for", CLI_DURATION), CLI_FIELD(enqueue_args, eo.unique_for_us),
+     .zero = "--unique-for needs a duration above 0",
+     CLI_MARK(enqueue_args, key_opts, 1)},
     KEY_OPTION("on-conflict", opt_on_conflict),
     CLI_OPT_STRING(0, "traceparent", enqueue_args, eo.traceparent),
     CLI_OPT_STRING(0, "group", enqueue_args, eo.group),

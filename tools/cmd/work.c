@@ -215,19 +215,6 @@ static int opt_grace(void *args, const cli_opt *opt, const char *arg)
     return 0;
 }
 
-static int opt_poll(void *args, const cli_opt *opt, const char *arg)
-{
-    (void)opt;
-    tq_worker_opts *wo = &((work_args *)args)->wo;
-    if (cli_duration("work", "--poll", arg, &wo->poll_max_us))
-        return EXIT_USAGE;
-    if (wo->poll_max_us == 0) {
-        cli_error("work", "--poll 0 would poll without a pause: give at least 1ms");
-        return EXIT_USAGE;
-    }
-    return 0;
-}
-
 static const work_args defaults = {.wo = TQ_WORKER_OPTS_INIT, .log_level = TQ_LOG_INFO};
 
 static const cli_opt opts[] = {
@@ -238,12 +225,14 @@ static const cli_opt opts[] = {
     CLI_OPT_CALLBACK(0, "drain", 2, opt_drain, 0),
     CLI_OPT_DURATION(0, "timeout", work_args, wo.timeout_us),
     CLI_OPT_CALLBACK(0, "grace", 1, opt_grace, 0),
-    CLI_OPT_CALLBACK(0, "poll", 1, opt_poll, 0),
+    {CLI_OPT_(0, "poll", CLI_DURATION), CLI_FIELD(work_args, wo.poll_max_us),
+     .zero = "--poll 0 would poll without a pause: give at least 1ms"},
     /* --verbose also logs each job's end (wo.log_jobs, which --quiet
      * after it leaves on) */
     CLI_OPT_FLAG_MARK(0, "verbose", work_args, log_level, TQ_LOG_DEBUG, wo.log_jobs, 1),
     CLI_OPT_FLAG(0, "quiet", work_args, log_level, TQ_LOG_WARN),
-    CLI_OPT_FLAG(0, "all-queues", work_args, wo.all_queues, 1), CLI_OPT_END};
+    CLI_OPT_FLAG(0, "all-queues", work_args, wo.all_queues, 1),
+    CLI_OPT_END};
 
 /* After the options: 0, or the exit code of a bad command line. */
 static int work_parse(void *args, const char **url, int argc, char **argv)
