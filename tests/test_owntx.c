@@ -211,6 +211,29 @@ static tq_job *claim1(tq *db, const char *queue, const char *worker)
     return jobs;
 }
 
+/* Most tests' start: a job of "mail", a handle on the caller's connection,
+ * and the job claimed as "w1" on claimer (the borrowing handle when NULL). */
+typedef struct claimed {
+    int64_t id;
+    tq *mine;
+    tq_job *job;
+} claimed;
+
+static claimed claim_one(void **state, tq *claimer)
+{
+    fx *f = *state;
+    claimed c = {.id = enq(state, "mail"), .mine = borrow(f, &f->own)};
+    c.job = claim1(claimer ? claimer : c.mine, "mail", "w1");
+    assert_int_equal(c.job->id, c.id);
+    return c;
+}
+
+static void claimed_free(claimed *c)
+{
+    tq_job_array_free(c->job, 1);
+    tq_close(c->mine);
+}
+
 /* The state of job id, seen from tq's own handle; -1 when it is gone. */
 static int state_of(void **state, int64_t id)
 {
@@ -250,36 +273,33 @@ static void t_complete_commits_with_effect(void **state)
     q.set = TQ_SET_KEEP_DONE;
     q.keep_done = 1;
     OK_ON(DB, tq_queue_set(DB, "mail", &q));
-    int64_t id = enq(state, "mail");
-    tq *mine = borrow(f, &f->own);
-    tq_job *job = claim1(mine, "mail", "w1");
-    begin_effect(f, id);
-    OK_ON(mine, tq_job_complete(mine, job));
+    claimed c = claim_one(state, NULL);
+    begin_effect(f, c.id);
+    OK_ON(c.mine, tq_job_complete(c.mine, c.job));
     /* Nothing of tq's left in the caller's transaction: no savepoint, no
      * setting of its planner's. */
-    assert_true(native_exec(&f->own, f, "SAVEPOINT mine; RELEASE tq_savepoint") != 0);
+    assert_true(native_exec(&f->own, f, "SAVEPOINT callers; RELEASE tq_savepoint") != 0);
     if (on_postgres()) {
-        EXEC(&f->own, "ROLLBACK TO mine");
+        EXEC(&f->own, "ROLLBACK TO callers");
         assert_int_equal(native_int(&f->own, f,
                                     "SELECT (current_setting('enable_seqscan') = 'on'"
                                     " AND current_setting('enable_sort') = 'on')::int"),
                          1);
     }
     /* From outside: not done yet, no effect yet. */
-    assert_int_equal(state_of(state, id), TQ_RUNNING);
+    assert_int_equal(state_of(state, c.id), TQ_RUNNING);
     native other = native_open(f);
     assert_int_equal(native_int(&other, f, "SELECT count(*) FROM @"), 0);
     EXEC(&f->own, "COMMIT");
     tq_job *got = NULL;
-    OK_ON(DB, tq_job_get(&got, DB, id));
+    OK_ON(DB, tq_job_get(&got, DB, c.id));
     assert_int_equal(got->state, TQ_DONE);
     assert_true(got->finished_at >= got->started_at); /* begun after the claim */
     tq_job_free(got);
     assert_int_equal(native_int(&other, f, "SELECT count(*) FROM @"), 1);
-    assert_int_equal(effects_of(f, id), 1);
+    assert_int_equal(effects_of(f, c.id), 1);
     native_close(&other);
-    tq_job_array_free(job, 1);
-    tq_close(mine);
+    claimed_free(&c);
 }
 
 /* The caller's rollback undoes the end too: the job is still the caller's,
@@ -289,23 +309,20 @@ static void t_complete_commits_with_effect(void **state)
 static void t_rollback_undoes_both(void **state)
 {
     fx *f = F;
-    int64_t id = enq(state, "mail");
-    tq *mine = borrow(f, &f->own);
-    tq_job *job = claim1(DB, "mail", "w1"); /* claimed on another handle */
-    begin_effect(f, id);
-    OK_ON(mine, tq_job_complete(mine, job));
+    claimed c = claim_one(state, DB); /* claimed on another handle */
+    begin_effect(f, c.id);
+    OK_ON(c.mine, tq_job_complete(c.mine, c.job));
     EXEC(&f->own, "ROLLBACK");
-    assert_int_equal(effects_of(f, id), 0);
-    assert_int_equal(state_of(state, id), TQ_RUNNING);
+    assert_int_equal(effects_of(f, c.id), 0);
+    assert_int_equal(state_of(state, c.id), TQ_RUNNING);
 
-    OK_ON(DB, tq_job_release(DB, job)); /* as a rescue would */
-    begin_effect(f, id);
-    assert_int_equal(tq_job_complete(mine, job), TQ_ELOST);
+    OK_ON(DB, tq_job_release(DB, c.job)); /* as a rescue would */
+    begin_effect(f, c.id);
+    assert_int_equal(tq_job_complete(c.mine, c.job), TQ_ELOST);
     EXEC(&f->own, "ROLLBACK");
-    assert_int_equal(effects_of(f, id), 0);
-    assert_int_equal(state_of(state, id), TQ_READY);
-    tq_job_array_free(job, 1);
-    tq_close(mine);
+    assert_int_equal(effects_of(f, c.id), 0);
+    assert_int_equal(state_of(state, c.id), TQ_READY);
+    claimed_free(&c);
 }
 
 /* An enqueue in the caller's transaction is the caller's too; one the
@@ -384,24 +401,22 @@ static void t_children_wait_for_the_commit(void **state)
 static void t_outside_transaction(void **state)
 {
     fx *f = F;
-    int64_t id = enq(state, "mail");
-    tq *mine = borrow(f, &f->own);
+    claimed c = claim_one(state, NULL);
     tq *again = borrow(f, &f->own); /* two handles on one connection */
-    tq_job *job = claim1(mine, "mail", "w1");
-    OK_ON(again, tq_job_complete(again, job));
-    assert_int_not_equal(state_of(state, id), TQ_RUNNING);
-    tq_job_array_free(job, 1);
+    OK_ON(again, tq_job_complete(again, c.job));
+    assert_int_not_equal(state_of(state, c.id), TQ_RUNNING);
     if (on_postgres()) /* the caller's own prepared statements stay */
         EXEC(&f->own, "PREPARE callers AS SELECT 1");
     OK_ON(again, tq_init(again));
-    OK_ON(mine, tq_job_enqueue(&id, mine, "mail", "b", 1, NULL));
+    int64_t id;
+    OK_ON(c.mine, tq_job_enqueue(&id, c.mine, "mail", "b", 1, NULL));
     OK_ON(again, tq_job_enqueue(&id, again, "mail", "c", 1, NULL));
     if (on_postgres())
         assert_int_equal(native_int(&f->own, f,
                                     "SELECT count(*) FROM pg_prepared_statements"
                                     " WHERE name = 'callers'"),
                          1);
-    tq_close(mine);
+    claimed_free(&c);
     tq_close(again);
     EXEC(&f->own, "INSERT INTO @ VALUES (7, 'still open')");
     assert_int_equal(effects_of(f, 7), 1);
