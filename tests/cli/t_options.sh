@@ -55,4 +55,16 @@ expect_eq "$(fingerprint)" "$before" "the store after refused options"
 expect_exit 0 "$TQ" queue mail --max-running 2 # a whole name is never ambiguous
 expect_eq "$("$TQ" queue -j | jq '.[] | select(.name == "mail") | .max_running')" 2 \
     "--max-running"
+
+# ---- --forget-stopped: which stopped workers a worker's start forgets ----------
+expect_exit 2 "$TQ" work --forget-stopped 0 -- true
+grep -q "give at least 1s, or never" "$T/err" || fail "--forget-stopped 0: $(cat "$T/err")"
+expect_exit 2 "$TQ" work --forget-stopped soon -- true
+expect_exit 0 "$TQ" work -q none -n f1 --drain -- true
+sleep 1.2
+expect_exit 0 "$TQ" work -q none -n f2 --drain --forget-stopped never -- true
+names() { "$TQ" workers -j | jq -r '[.[].name | select(startswith("f"))] | sort | join(" ")'; }
+expect_eq "$(names)" "f1 f2" "never: the worker stopped a second ago is kept"
+expect_exit 0 "$TQ" work -q none -n f3 --drain --forget-stopped 1s -- true
+expect_eq "$(names)" "f2 f3" "1s: the one stopped over a second ago is forgotten"
 echo ok

@@ -64,7 +64,7 @@ static void work_log(void *ud, int level, const char *msg)
 static const char usage[] =
     "tq work [-q|--queue Q]... [--all-queues] [-c|--concurrency N] [--prefetch N] "
     "[-n|--name WORKER] [--drain[=due]] [--timeout DUR] [--grace DUR] [--poll DUR] "
-    "[--verbose|--quiet] [-d|--db URL] -- COMMAND [ARG...]";
+    "[--forget-stopped DUR|never] [--verbose|--quiet] [-d|--db URL] -- COMMAND [ARG...]";
 static const char help[] =
     "Runs COMMAND (no shell) once per job of the queues Q (default: the "
     "queue\nnamed 'default'): payload on stdin; TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT, "
@@ -89,6 +89,8 @@ static const char help[] =
     "--verbose: log each job's end and its handler's stderr; --quiet: "
     "warnings only.\n--prefetch N: claim up to N jobs ahead of free slots "
     "when jobs are\nshort (about 20 ms of work; default 2048, 0: none).\n"
+    "--forget-stopped DUR: at its start, forget workers stopped or silent for "
+    "longer\n(default 1d; never: keep them for tq workers --prune).\n"
     "PostgreSQL: a server not up yet is waited for (the wait is logged).\n";
 
 typedef struct drain_watch {
@@ -204,6 +206,25 @@ static int opt_drain(void *args, const cli_opt *opt, const char *arg)
     return 0;
 }
 
+/* --forget-stopped DUR, or never (wo.forget_stopped_us -1). */
+static int opt_forget(void *args, const cli_opt *opt, const char *arg)
+{
+    (void)opt;
+    tq_worker_opts *wo = &((work_args *)args)->wo;
+    if (strcmp(arg, "never") == 0) {
+        wo->forget_stopped_us = -1;
+        return 0;
+    }
+    if (cli_duration("work", "--forget-stopped", arg, &wo->forget_stopped_us))
+        return EXIT_USAGE;
+    if (wo->forget_stopped_us == 0) {
+        cli_error("work", "--forget-stopped 0 would forget workers still stopping: give "
+                          "at least 1s, or never");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
 static int opt_grace(void *args, const cli_opt *opt, const char *arg)
 {
     (void)opt;
@@ -232,6 +253,7 @@ static const cli_opt opts[] = {
     CLI_OPT_FLAG_MARK(0, "verbose", work_args, log_level, TQ_LOG_DEBUG, wo.log_jobs, 1),
     CLI_OPT_FLAG(0, "quiet", work_args, log_level, TQ_LOG_WARN),
     CLI_OPT_FLAG(0, "all-queues", work_args, wo.all_queues, 1),
+    CLI_OPT_CALLBACK(0, "forget-stopped", 1, opt_forget, 0),
     CLI_OPT_END};
 
 /* After the options: 0, or the exit code of a bad command line. */
