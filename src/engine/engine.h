@@ -241,7 +241,6 @@ static inline enum tq__claim_kind tq__claim_kind(const tq__claim *c)
     X(S_CLAIM_ROOM_ANY, CLAIM_ROOM, UNORDERED)
 /* clang-format on */
 
-/* The place of the claim statement of an order and a kind among them. */
 /* Whether order and kind name a claim statement, of an engine whose last
  * kind is last (for the plan tests' tq__*_claim_sql). */
 static inline int tq__claim_known(tq_order order, int kind, enum tq__claim_kind last)
@@ -249,6 +248,15 @@ static inline int tq__claim_known(tq_order order, int kind, enum tq__claim_kind 
     return (unsigned)order < 3 && (unsigned)kind <= (unsigned)last;
 }
 
+/* The list's order, as tq__claim_stmt's table has it (each engine's enum
+ * stmt_id begins with the list). */
+#define TQ__CLAIM_STMT_PLACE(id, text, order) TQ__PLACE_##id,
+enum tq__claim_stmt_place { TQ__CLAIM_STMTS(TQ__CLAIM_STMT_PLACE) };
+_Static_assert(TQ__PLACE_S_CLAIM_FIFO == 0 && TQ__PLACE_S_CLAIM_LIMITED_LIFO == 4 &&
+                   TQ__PLACE_S_CLAIM_CHAIN_ANY == 7 && TQ__PLACE_S_CLAIM_ROOM_ANY == 10,
+               "the claim statements are in tq__claim_stmt's places");
+
+/* The place of the claim statement of an order and a kind among them. */
 static inline int tq__claim_stmt(tq_order order, enum tq__claim_kind kind)
 {
     static const unsigned char at[5][3] = {

@@ -351,10 +351,9 @@ const char *const tq__pg_sql_claim[S_COUNT] = {
 };
 /* clang-format on */
 
-/* The claim statements lead the statement ids as engine.h lists them. */
-_Static_assert(S_CLAIM_FIFO == 0 && S_CLAIM_LIMITED_LIFO == 4 && S_CLAIM_CHAIN_ANY == 7 &&
-                   S_CLAIM_ROOM_ANY == 10 && S_CLAIM_RATE_ANY == 13,
-               "the claim statements are in tq__claim_stmt's places");
+/* The ids begin with engine.h's list, then this engine's rate claims. */
+_Static_assert(S_CLAIM_RATE_FIFO == 11 && S_CLAIM_RATE_ANY == 13,
+               "the rate claims are in tq__claim_stmt's places");
 
 /* The claim statement of a queue order and a kind. */
 enum stmt_id tq__pg_claim_id(tq_order order, enum tq__claim_kind kind)

@@ -289,13 +289,8 @@ const char *const tq__sqlite_sql_claim[S_COUNT] = {
 };
 /* clang-format on */
 
-/* The claim statements lead the statement ids as engine.h lists them
- * (this engine has no TQ__CLAIM_RATE). */
-_Static_assert(S_CLAIM_FIFO == 0 && S_CLAIM_LIMITED_LIFO == 4 && S_CLAIM_CHAIN_ANY == 7 &&
-                   S_CLAIM_ROOM_ANY == 10,
-               "the claim statements are in tq__claim_stmt's places");
-
-/* The claim statement of a queue order and a kind (not TQ__CLAIM_RATE). */
+/* The claim statement of a queue order and a kind (not TQ__CLAIM_RATE: the
+ * ids begin with engine.h's list, without PostgreSQL's). */
 enum stmt_id tq__sqlite_claim_id(tq_order order, enum tq__claim_kind kind)
 {
     return (enum stmt_id)tq__claim_stmt(order, kind);
