@@ -16,7 +16,7 @@ DESTDIR ?=
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps test-deps build demo install bench bench-quick bench-regress test test-plain test-asan test-tsan test-model fuzz format format-check clean
+.PHONY: all deps test-deps build demo install bench bench-quick bench-regress bench-pressure test test-plain test-asan test-tsan test-model fuzz format format-check clean
 
 all: build
 
@@ -52,6 +52,10 @@ bench: build
 bench-regress: build
 	@[ -n "$(REV)" ] || { echo "make bench-regress REV=COMMIT (bench/regress.sh --help)"; exit 2; }
 	bench/regress.sh $(REGRESS_ARGS) $(REV) $(BUILD)
+
+# The rate under pressure (a held xmin horizon, readers) against clean runs.
+bench-pressure: build
+	bench/pressure.sh $(PRESSURE_ARGS) $(BUILD)
 
 bench-quick: build
 	@command -v gnuplot >/dev/null || apt-get install -y gnuplot-nox
