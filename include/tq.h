@@ -861,6 +861,27 @@ typedef struct tq_stats {
  * of the store's. */
 int tq_stats_get(tq_stats *out, tq *db, const char *queue);
 
+/* A SQLite store's write-ahead log (its -wal file), after a checkpoint. */
+typedef struct tq_wal_info {
+    int64_t bytes;      /* the -wal file's size */
+    int64_t frames;     /* pages written to it since it last started over */
+    int64_t backfilled; /* of those, copied into the store */
+    /* 1 when a reader's open transaction holds the checkpoint back: past
+     * 4,000 pages (four times SQLite's automatic checkpoint) with pages the
+     * checkpoint could not copy. The file then grows with every job and
+     * every read is slower for it, until that transaction ends
+     * (docs/operations.md). */
+    int held;
+} tq_wal_info;
+
+/* Runs a passive checkpoint of db's store (it copies what no reader holds
+ * back and waits for nobody) and fills *out; on PostgreSQL, whose server
+ * keeps its own log, all zero. Workers do this every 5 seconds and log a
+ * warning once the checkpoint has been held back for 10. Returns 0 on
+ * success (also when another connection's checkpoint was under way: *out
+ * all zero), or a code of the store's. */
+int tq_wal_check(tq_wal_info *out, tq *db);
+
 /*
  * Durations (finished_at - started_at) of up to limit most recently finished
  * done jobs of queue (NULL: all), in no particular order (limit 0: none).

@@ -884,6 +884,14 @@ int tq_rescue_expired(int64_t *out_count, tq *db)
 
 /* ---- stats ------------------------------------------------------------- */
 
+int tq_wal_check(tq_wal_info *out, tq *db)
+{
+    USABLE(db);
+    if (!out)
+        return tq__seterr(db, TQ_EINVAL, "no place for the answer");
+    return db->engine->checkpoint(db, out);
+}
+
 int tq_stats_get(tq_stats *out, tq *db, const char *queue)
 {
     int64_t *d = NULL;

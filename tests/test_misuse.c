@@ -74,6 +74,8 @@ static void every_call_fails(tq *db)
     FAILS(tq_schedule_list(&sv, &n, db));
     FAILS(tq_schedule_run(db, &n64, &next));
     FAILS(tq_stats_get(&st, db, NULL));
+    tq_wal_info wal;
+    FAILS(tq_wal_check(&wal, db));
     FAILS(tq_job_durations(&ids, &n, db, NULL, 10));
     FAILS(tq_count_jobs(&cv, &n, db, TQ_READY, 0));
     FAILS(tq_finished_since(&fv, &n, db, &at, &after, 0, 10));

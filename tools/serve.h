@@ -48,6 +48,7 @@ typedef struct server {
     int64_t at_us, after_id; /* tq_finished_since's position */
     int seeding;             /* reading the hour before the start: chart only */
     int64_t scrape_us;       /* the last scrape's gathering */
+    int64_t wal_held_since;  /* wall clock: a scrape first saw it held; 0: not */
 
     /* The count of kept finished jobs, by the thread serve_counter(). */
     pthread_mutex_t cmu;
@@ -95,6 +96,9 @@ typedef struct gathering {
     int64_t counted_at, count_us;
     int have_count;
     int64_t took_us;
+    tq_wal_info wal; /* a SQLite store's log (have_wal) */
+    int have_wal;
+    int64_t wal_held_since;
 } gathering;
 
 /* One request's state, from its headers to its answer. */

@@ -246,6 +246,21 @@ void serve_gathering_free(gathering *g)
     tq_free(g->by_worker);
 }
 
+/* A SQLite store's log, as a checkpoint finds it, and since when (as far
+ * as this server has seen) a reader holds it back. Not worth failing a
+ * scrape for: without it, the gauges are left out. */
+static void gather_wal(server *s, gathering *g)
+{
+    if (strcmp(tq_engine_name(s->db), "sqlite") != 0 || tq_wal_check(&g->wal, s->db))
+        return;
+    g->have_wal = 1;
+    if (!g->wal.held)
+        s->wal_held_since = 0;
+    else if (!s->wal_held_since)
+        s->wal_held_since = now_us();
+    g->wal_held_since = s->wal_held_since;
+}
+
 /* Everything /metrics and /api/overview show (s->mu held). */
 int serve_gather(server *s, gathering *g)
 {
@@ -307,6 +322,7 @@ int serve_gather(server *s, gathering *g)
         return rc;
     }
     rows_merge(g);
+    gather_wal(s, g);
     for (size_t i = 0; i < g->nrows; i++) /* info points into queues: still valid */
         g->rows[i].seen =
             s->nq ? bsearch(g->rows[i].name, s->q, s->nq, sizeof *s->q, qstat_cmp) : NULL;

@@ -127,6 +127,20 @@ static void metrics_server(FILE *f, server *s, const gathering *g)
         fprintf(f, "tq_finished_count_duration_seconds %.6f\n",
                 (double)g->count_us / 1e6);
     }
+    if (g->have_wal) {
+        head(f, "tq_sqlite_wal_bytes", "gauge",
+             "The size of the SQLite store's -wal file.");
+        fprintf(f, "tq_sqlite_wal_bytes %lld\n", (long long)g->wal.bytes);
+        head(f, "tq_sqlite_checkpoint_held", "gauge",
+             "1 while a reader's open transaction holds the store's checkpoint back "
+             "(the -wal file grows; docs/operations.md).");
+        fprintf(f, "tq_sqlite_checkpoint_held %d\n", g->wal.held);
+        head(
+            f, "tq_sqlite_checkpoint_held_seconds", "gauge",
+            "For how long this server has seen the checkpoint held back (0: it is not).");
+        fprintf(f, "tq_sqlite_checkpoint_held_seconds %.3f\n",
+                g->wal_held_since ? (double)(now_us() - g->wal_held_since) / 1e6 : 0.0);
+    }
     head(f, "tq_serve_start_time_seconds", "gauge", "When this server started.");
     fprintf(f, "tq_serve_start_time_seconds %.3f\n", (double)s->started_at / 1e6);
     head(f, "tq_scrape_duration_seconds", "gauge",

@@ -322,6 +322,14 @@ enum {
         1 << 1, /* reconnect, set_wait_limit: a connection that can be lost */
 };
 
+/* The size SQLite's -wal file is cut back to once its log restarts
+ * (journal_size_limit): four times what its automatic checkpoint lets it
+ * reach (1,000 pages of 4 KiB). */
+#define TQ__WAL_LIMIT (16LL << 20)
+/* Past this many pages (four times the automatic checkpoint's), pages a
+ * checkpoint could not copy say a reader holds the log back (tq_wal_info). */
+#define TQ__WAL_HELD_FRAMES 4000
+
 struct tq__engine {
     const char *name;
     unsigned caps;
@@ -438,6 +446,10 @@ struct tq__engine {
     /* 0 while the store the handle opened is still the one its address
      * names; else why not (a store file deleted or replaced under it). */
     int (*same_store)(tq *db);
+    /* A passive checkpoint of the store's write-ahead log, and what it
+     * found (tq_wal_check; all zero for an engine without a log of its
+     * own). */
+    int (*checkpoint)(tq *db, tq_wal_info *out);
     int (*worker_list)(tq *db, tq_worker_info **out, size_t *out_n);
 
     /* TQ__CAP_NOTIFY only: start listening for enqueues;

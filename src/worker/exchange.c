@@ -92,6 +92,54 @@ int tq__try_reconnect(tq_worker *w, int64_t now)
     return 1;
 }
 
+/* How often the log is looked at, and for how long it must be held back
+ * (tq_wal_info.held) before the worker says so. */
+#define WAL_LOOK_EVERY_US 5000000LL
+#define WAL_SAY_AFTER_US  10000000LL
+
+/*
+ * A reader that keeps a transaction open on a SQLite store (a connection
+ * left in BEGIN, a long report) holds its snapshot's frames in the -wal
+ * file: no checkpoint can copy past them, the log cannot restart, and it
+ * grows with every job, each read slower for it. The worker cannot end
+ * that transaction, but says so once it has lasted (a warning with the
+ * log's size and since when), and again when it ends; the log is then cut
+ * back (TQ__WAL_LIMIT) at its next restart.
+ */
+void tq__watch_wal(tq_worker *w, int64_t now)
+{
+    worker_store *st = &w->store;
+    tq_wal_info wal;
+    if (now - st->wal_looked < WAL_LOOK_EVERY_US ||
+        w->db->engine->checkpoint(w->db, &wal) != 0)
+        return;
+    st->wal_looked = now;
+    const int held = wal.held;
+    char since[40], mb[24];
+    snprintf(mb, sizeof mb, "%lld MB", (long long)(wal.bytes >> 20));
+    if (held && !st->wal_held_since) {
+        st->wal_held_since = now;
+    } else if (held && !st->wal_said && now - st->wal_held_since >= WAL_SAY_AFTER_US) {
+        tq_time_format(since, sizeof since, tq__now_us() - (now - st->wal_held_since));
+        tq__worker_log(
+            w, TQ_LOG_WARN,
+            "the store's -wal file is %s and growing: since %s a reader's open "
+            "transaction (a connection left in BEGIN, a long read) holds back "
+            "its checkpoint, and every job is slower for it; end that "
+            "transaction (docs/operations.md)",
+            mb, since);
+        st->wal_said = 1;
+    } else if (!held && st->wal_held_since) {
+        if (st->wal_said)
+            tq__worker_log(w, TQ_LOG_INFO,
+                           "the store's checkpoint is no longer held back (-wal file %s; "
+                           "cut back at the log's next restart)",
+                           mb);
+        st->wal_held_since = 0;
+        st->wal_said = 0;
+    }
+}
+
 /* After any write that went through: a full disk has room again. */
 void tq__store_wrote(tq_worker *w)
 {

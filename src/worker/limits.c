@@ -231,6 +231,7 @@ int tq__maintain_settings(tq_worker *w, const pass *p)
         if ((rc = db->engine->same_store(db)) || (rc = reread_settings(w)))
             return rc;
         w->run->upkeep(w);
+        tq__watch_wal(w, p->now);
         w->settings.last_refresh = p->now;
     }
     return tq__ride_out(w, tq__set_wait_limit(w));

@@ -233,6 +233,10 @@ typedef struct worker_store {
     /* After TQ_ECONN: reconnecting, with capped exponential backoff. */
     int disconnected;
     int64_t reconnect_at, reconnect_backoff;
+    /* The write-ahead log's checkpoint (watch_wal): when last looked at,
+     * since when a reader holds it back (0: it does not), said or not. */
+    int64_t wal_looked, wal_held_since;
+    int wal_said;
 } worker_store;
 
 /* Command mode (command.c). */
@@ -494,6 +498,7 @@ int tq__send_progress(tq_worker *w, int64_t now, int64_t *next_us);
 /* exchange.c */
 int tq__exchange(tq_worker *w, tq__claim *claim, size_t qi, int *claimed);
 int tq__ride_out(tq_worker *w, int rc);
+void tq__watch_wal(tq_worker *w, int64_t now);
 int tq__try_reconnect(tq_worker *w, int64_t now);
 void tq__store_wrote(tq_worker *w);
 

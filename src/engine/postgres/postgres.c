@@ -375,6 +375,14 @@ static int pg_same_store(tq *db)
     return 0;
 }
 
+/* The server keeps its own write-ahead log, checkpointed by itself. */
+static int pg_checkpoint(tq *db, tq_wal_info *out)
+{
+    (void)db;
+    *out = (tq_wal_info){0};
+    return 0;
+}
+
 static int pg_clock(tq *db, int64_t *now_us)
 {
     int rc;
@@ -420,6 +428,7 @@ const struct tq__engine tq__engine_postgres = {
     .worker_stop = tq__pg_worker_stop,
     .worker_list = tq__pg_worker_list,
     .same_store = pg_same_store,
+    .checkpoint = pg_checkpoint,
     .listen = pg_listen,
     .reconnect = tq__pg_reconnect,
     .set_wait_limit = pg_set_wait_limit,

@@ -180,9 +180,13 @@ static int sqlite_open(tq *db, const tq__url *url, int create, void *borrow)
         c->dev = st.st_dev;
         c->ino = st.st_ino;
     }
-    const char *pragmas = url->sync_normal
-                              ? "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;"
-                              : "PRAGMA synchronous = FULL; PRAGMA foreign_keys = OFF;";
+    /* A -wal file that grew behind a reader (TQ__WAL_LIMIT) shrinks back to
+     * the limit at the first commit after the log restarts. */
+    char pragmas[160];
+    snprintf(pragmas, sizeof pragmas,
+             "PRAGMA synchronous = %s; PRAGMA foreign_keys = OFF;"
+             " PRAGMA journal_size_limit = %lld;",
+             url->sync_normal ? "NORMAL" : "FULL", (long long)TQ__WAL_LIMIT);
     src = sqlite3_exec(c->h, pragmas, NULL, NULL, NULL);
     if (src != SQLITE_OK) {
         rc = tq__sqlite_fail_rc(db, src, "configuring the connection");
@@ -328,6 +332,29 @@ const char *tq__sqlite_ack_sql(void)
  * it opened, which nobody else sees any more. What the path names now is
  * compared with what was opened.
  */
+/* A passive checkpoint: copies what no reader's snapshot holds back, waits
+ * for nobody. (Another connection's checkpoint under way: nothing known.) */
+static int sqlite_checkpoint(tq *db, tq_wal_info *out)
+{
+    conn *c = C(db);
+    int frames = 0, backfilled = 0;
+    *out = (tq_wal_info){0};
+    int src = sqlite3_wal_checkpoint_v2(c->h, "main", SQLITE_CHECKPOINT_PASSIVE, &frames,
+                                        &backfilled);
+    if (src == SQLITE_BUSY || frames < 0)
+        return 0;
+    if (src != SQLITE_OK)
+        return tq__sqlite_fail_rc(db, src, "checkpointing the store");
+    char wal[4200];
+    struct stat st;
+    snprintf(wal, sizeof wal, "%s-wal", sqlite3_db_filename(c->h, "main"));
+    out->bytes = stat(wal, &st) == 0 ? (int64_t)st.st_size : 0;
+    out->frames = frames;
+    out->backfilled = backfilled;
+    out->held = frames > TQ__WAL_HELD_FRAMES && backfilled < frames;
+    return 0;
+}
+
 static int sqlite_same_store(tq *db)
 {
     conn *c = C(db);
@@ -388,6 +415,7 @@ const struct tq__engine tq__engine_sqlite = {
     .worker_stop = tq__sqlite_worker_stop,
     .worker_list = tq__sqlite_worker_list,
     .same_store = sqlite_same_store,
+    .checkpoint = sqlite_checkpoint,
     .listen = sqlite_listen,
     .notify_fd = sqlite_notify_fd,
     .notify_drain = sqlite_notify_drain,
