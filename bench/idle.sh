@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# bench/idle.sh - what idle workers cost: N `tq work` processes with nothing
+# to do, for S seconds after they settled, on each engine. PostgreSQL: the
+# server's transactions a second (pg_stat_database.xact_commit, in all and
+# per worker) and the CPU its processes used; both engines: the CPU the
+# workers used. A throwaway cluster is started here (unix socket only,
+# stopped on exit); its max_connections (200) bounds N.
+#
+# usage: bench/idle.sh [--workers "20 100"] [--seconds 20]
+#                      [--engine sqlite|postgres|both] [BUILD_DIR]
+set -euo pipefail
+counts="20 100"
+seconds=20
+engines="sqlite postgres"
+while [ $# -gt 0 ]; do
+    case $1 in
+    --workers) counts=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --engine) engines=$([ "$2" = both ] && echo "sqlite postgres" || echo "$2"); shift 2 ;;
+    -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "idle.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) break ;;
+    esac
+done
+build=$(cd "${1:-build}" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+tq=$build/tq
+[ -x "$tq" ] || { echo "idle.sh: no $tq (make build)" >&2; exit 2; }
+export PGOPTIONS="-c client_min_messages=warning"
+hz=$(getconf CLK_TCK)
+
+dir=$(mktemp -d /tmp/tq-idle.XXXXXX)
+chmod 755 "$dir"
+pids=()
+pg_started=0
+cleanup() {
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    [ $pg_started = 0 ] || bash "$here/../tests/pg/cluster.sh" stop "$dir/pg" >/dev/null
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+# CPU ticks (user + system) used so far by the processes given.
+ticks() {
+    local sum=0 p f
+    for p in "$@"; do
+        f=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+        f=${f##*) } # past the command name, which may hold spaces
+        read -r -a v <<<"$f"
+        sum=$((sum + v[11] + v[12]))
+    done
+    echo "$sum"
+}
+server_pids() { # the postmaster and its children (the backends among them)
+    local pm
+    pm=$(head -1 "$dir/pg/data/postmaster.pid")
+    echo "$pm"
+    pgrep -P "$pm" || true
+}
+commits() { psql -X -At "$pg" -c "SELECT xact_commit FROM pg_stat_database WHERE datname = 'postgres'"; }
+
+printf '| engine | idle workers | transactions/s | per worker | server CPU (%% of a core) | workers CPU (%% of a core) |\n'
+printf '|---|---|---|---|---|---|\n'
+for engine in $engines; do
+    if [ "$engine" = postgres ] && [ $pg_started = 0 ]; then
+        bash "$here/../tests/pg/cluster.sh" start "$dir/pg" >/dev/null
+        pg_started=1
+        pg="postgresql:///postgres?host=$dir/pg&user=tq"
+    fi
+    for n in $counts; do
+        if [ "$engine" = postgres ]; then
+            store="$pg&tq_schema=idle_$n"
+        else
+            store="$dir/idle_$n.db"
+        fi
+        "$tq" init --db "$store" >/dev/null
+        pids=()
+        for i in $(seq "$n"); do
+            "$tq" work --db "$store" --queue idle --name "idle-$i" --quiet -- true \
+                2>>"$dir/workers.log" &
+            pids+=($!)
+        done
+        sleep 5 # started, registered, settled
+        w0=$(ticks "${pids[@]}")
+        if [ "$engine" = postgres ]; then
+            # shellcheck disable=SC2046
+            s0=$(ticks $(server_pids))
+            c0=$(commits)
+        fi
+        sleep "$seconds"
+        w1=$(ticks "${pids[@]}")
+        wcpu=$(jq -n "($w1 - $w0) / $hz / $seconds * 100 | . * 10 | round / 10")
+        if [ "$engine" = postgres ]; then
+            c1=$(commits)
+            # shellcheck disable=SC2046
+            s1=$(ticks $(server_pids))
+            tps=$(jq -n "($c1 - $c0 - 1) / $seconds | . * 10 | round / 10")
+            per=$(jq -n "$tps / $n | . * 100 | round / 100")
+            scpu=$(jq -n "($s1 - $s0) / $hz / $seconds * 100 | . * 10 | round / 10")
+        else
+            tps=- per=- scpu=-
+        fi
+        printf '| %s | %s | %s | %s | %s | %s |\n' "$engine" "$n" "$tps" "$per" "$scpu" "$wcpu"
+        for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+        for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+        pids=()
+    done
+done
