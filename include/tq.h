@@ -174,52 +174,27 @@ typedef struct tq_open_opts {
 int tq_open(tq **out, const char *url, const tq_open_opts *opts);
 
 /*
- * Your own connection: exactly-once effects in the database.
- *
- * A program that claims a job and writes its effect into the same database
- * can make the effect and the job's end one transaction, so that both
- * commit or neither does (a crash between them leaves the job running, to
- * be rescued and run again with no trace of the first run's effect). Open
- * a handle on the connection the effect is written on (opts->conn: the
- * caller's sqlite3 * or PGconn *; the URL still names the store and its
- * options), claim the job (on any handle, outside the transaction), begin
- * a transaction on that connection yourself, write the effect, end the job
- * on the handle (tq_job_complete, tq_job_complete_result, tq_job_fail,
- * tq_job_discard, tq_job_snooze, tq_job_release; tq_job_enqueue too), and
- * commit yourself:
- *
- *     tq_job_claim(...)                         -- outside the transaction
- *     BEGIN IMMEDIATE (SQLite) or BEGIN (PostgreSQL), on your connection
- *     INSERT INTO invoices ...                  -- the effect
- *     tq_job_complete(mine, job)                -- 0, or TQ_ELOST
- *     COMMIT                                    -- or ROLLBACK on any error
+ * Your own connection (tq_open_opts.conn): a job's end in the caller's own
+ * transaction, so that it commits with the effect the caller wrote there,
+ * or neither does (docs/library.md walks through it).
  *
  * While the caller's connection is in a transaction, every call on the
- * handle runs inside it and commits nothing (a write, as a savepoint): the
- * caller's COMMIT commits it, the caller's ROLLBACK undoes it. Outside a
- * transaction each call commits on its own, as on a handle tq opened. Any
- * failure inside the transaction, TQ_ELOST included, means roll back:
- * TQ_ELOST says the lease ran out and the job went back to the queue (it
- * runs again, unless cancelled); another failure may have left the
- * transaction aborted (PostgreSQL) or gone (SQLite, after a full disk or an
- * I/O error). tq_job_claim and tq_job_heartbeat refuse to run inside the
- * caller's transaction (TQ_EINVAL): a claim there would hold the job, and a
- * limited queue's lock, until the caller commits, and a rollback would
- * take back its claim number; a heartbeat would not be seen until then.
- * On PostgreSQL a job's end is dated, as its every time, by its
- * transaction's start, which is the caller's: begin it after the claim.
+ * handle runs inside it and commits nothing (a write, as a savepoint); the
+ * caller's COMMIT or ROLLBACK decides. Outside a transaction each call
+ * commits on its own. Claim first, outside the transaction (on any handle),
+ * then begin, write the effect, end the job, commit. Any failure inside the
+ * transaction means roll back: TQ_ELOST says the lease ran out and the job
+ * went back (it runs again unless cancelled); another failure may have left
+ * the transaction aborted or gone. tq_job_claim and tq_job_heartbeat refuse
+ * to run inside the caller's transaction (TQ_EINVAL), and tq_worker_new
+ * refuses such a handle. On PostgreSQL the end is dated at the
+ * transaction's start.
  *
- * tq leaves the connection's settings alone (SQLite: its busy handler and
- * pragmas, the URL's busy_timeout and synchronous unused; PostgreSQL: its
- * session settings, tq's planner settings kept to its own transactions),
- * does not reconnect it (a lost connection is TQ_ECONN) and does not close
- * it: tq_close the handle before closing the connection. On PostgreSQL the
- * handle prepares its statements under names of its own ("tq<N>_..."),
- * deallocated by tq_close (and by tq_init, which leaves the caller's own
- * alone). A worker (tq_worker_new) needs a handle of its own connection:
- * TQ_EINVAL on one that borrows. On SQLite, begin with BEGIN IMMEDIATE and
- * give the connection a busy timeout: a deferred transaction that read
- * before another connection wrote cannot write (TQ_EBUSY).
+ * tq leaves the connection's settings alone (on SQLite give it a busy
+ * timeout and begin with BEGIN IMMEDIATE), never reconnects it (a lost
+ * connection is TQ_ECONN) and never closes it: tq_close the handle first.
+ * On PostgreSQL the handle's prepared statements have names of its own
+ * ("tq<N>_..."), deallocated by tq_close.
  */
 /* Closes db's connection and frees it. db may be NULL, or a handle whose
  * tq_open failed. Free any worker on db (tq_worker_free) first. Returns

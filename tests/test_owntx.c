@@ -113,35 +113,63 @@ static int native_exec(const native *n, const fx *f, const char *sql)
             fail_msg("%s failed", (sql));                                                \
     } while (0)
 
-/* The one integer sql returns (@: the effects table). */
-static int64_t native_int(const native *n, const fx *f, const char *sql)
+/* Runs the one statement sql (@: the effects table) with nparams values
+ * bound: $1 a job's id, $2 a note; *out (may be NULL) gets its row's first
+ * column. Returns 0 when it ran. */
+static int native_bound(const native *n, const fx *f, const char *sql, int nparams,
+                        int64_t id, const char *note, int64_t *out)
 {
-    char text[512];
-    int64_t v = -1;
+    char text[512], idtext[24];
+    int bad = 1;
     with_table(text, sizeof text, sql, f);
     if (n->lite) {
         sqlite3_stmt *s = NULL;
-        if (sqlite3_prepare_v2(n->lite, text, -1, &s, NULL) == SQLITE_OK &&
-            sqlite3_step(s) == SQLITE_ROW)
-            v = sqlite3_column_int64(s, 0);
+        if (sqlite3_prepare_v2(n->lite, text, -1, &s, NULL) == SQLITE_OK) {
+            if (nparams > 0)
+                sqlite3_bind_int64(s, 1, id);
+            if (nparams > 1)
+                sqlite3_bind_text(s, 2, note, -1, SQLITE_STATIC);
+            const int src = sqlite3_step(s);
+            if (src == SQLITE_ROW && out)
+                *out = sqlite3_column_int64(s, 0);
+            bad = src != SQLITE_ROW && src != SQLITE_DONE;
+        }
         sqlite3_finalize(s);
-    } else {
-        PGresult *r = PQexec(n->pg, text);
-        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
-            v = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-        PQclear(r);
+        return bad;
     }
-    if (v < 0)
-        fail_msg("%s returned nothing", text);
+    snprintf(idtext, sizeof idtext, "%lld", (long long)id);
+    const char *values[] = {idtext, note};
+    PGresult *r = PQexecParams(n->pg, text, nparams, NULL, values, NULL, NULL, 0);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && out)
+        *out = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    bad = PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK;
+    PQclear(r);
+    return bad;
+}
+
+/* The one integer sql returns (@: the effects table). */
+static int64_t native_int(const native *n, const fx *f, const char *sql)
+{
+    int64_t v = -1;
+    if (native_bound(n, f, sql, 0, 0, NULL, &v) || v < 0)
+        fail_msg("%s returned nothing", sql);
     return v;
 }
 
 /* The effects written for job id. */
 static int64_t effects_of(const fx *f, int64_t id)
 {
-    char sql[128];
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM @ WHERE job = %lld", (long long)id);
-    return native_int(&f->own, f, sql);
+    int64_t v = -1;
+    if (native_bound(&f->own, f, "SELECT count(*) FROM @ WHERE job = $1", 1, id, NULL,
+                     &v))
+        fail_msg("counting the effects of job %lld", (long long)id);
+    return v;
+}
+
+/* Writes job id's effect, noted as note. Returns 0 when it ran. */
+static int write_effect(const native *n, const fx *f, int64_t id, const char *note)
+{
+    return native_bound(n, f, "INSERT INTO @ VALUES ($1, $2)", 2, id, note, NULL);
 }
 
 /* A tq handle on the caller's connection n. */
@@ -256,10 +284,9 @@ static const char *begin_sql(void)
  * effect in it. */
 static void begin_effect(const fx *f, int64_t id)
 {
-    char sql[128];
-    snprintf(sql, sizeof sql, "INSERT INTO @ VALUES (%lld, 'sent')", (long long)id);
     EXEC(&f->own, begin_sql());
-    EXEC(&f->own, sql);
+    if (write_effect(&f->own, f, id, "sent"))
+        fail_msg("writing the effect of job %lld", (long long)id);
 }
 
 /* ---- the effect and the end, together -------------------------------------- */
@@ -486,16 +513,14 @@ static void child_run(const fx *f, enum stop stop, int fd)
 {
     native n = native_open(f);
     tq *mine = borrow(f, &n);
-    char worker[32], sql[128];
+    char worker[32];
     snprintf(worker, sizeof worker, "child-%d", (int)getpid());
     for (;;) {
         tq_job *job = NULL;
         size_t got = 0;
         if (tq_job_claim(&job, &got, mine, "kill", worker, 1) || got == 0)
             break;
-        snprintf(sql, sizeof sql, "INSERT INTO @ VALUES (%lld, '%s')", (long long)job->id,
-                 worker);
-        if (native_exec(&n, f, begin_sql()) || native_exec(&n, f, sql))
+        if (native_exec(&n, f, begin_sql()) || write_effect(&n, f, job->id, worker))
             _exit(3);
         if (stop == STOP_EFFECT && write(fd, "e", 1) == 1)
             pause();

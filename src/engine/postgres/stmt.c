@@ -212,6 +212,13 @@ PGresult *tq__pg_run(tq *db, enum stmt_id id, const params *p, int *rc, const ch
     return r;
 }
 
+/* Runs text and drops its answer: what the caller does next does not
+ * depend on it (db's message keeps a failure). */
+static void quiet(tq *db, const char *text)
+{
+    PQclear(tq__pg_exec_result(db, PQsendQuery(C(db)->pg, text)));
+}
+
 /*
  * Forgets the statements this handle prepared, to be prepared again: all of
  * the session's on tq's own connection (DEALLOCATE ALL), only its own on
@@ -225,24 +232,22 @@ void tq__pg_unprepare(tq *db)
 {
     conn *c = C(db);
     const PGTransactionStatusType t = PQtransactionStatus(c->pg);
-    char text[48] = "DEALLOCATE ";
-    if (!c->borrowed || t == PQTRANS_IDLE || t == PQTRANS_INTRANS) {
-        const int guard = c->borrowed && t == PQTRANS_INTRANS;
-        if (guard)
-            PQclear(tq__pg_exec_result(db, PQsendQuery(c->pg, "SAVEPOINT tq_unprepare")));
-        for (int id = 0; id < S_COUNT && c->borrowed; id++)
+    if (!c->borrowed) {
+        quiet(db, "DEALLOCATE ALL");
+    } else if (t == PQTRANS_IDLE || t == PQTRANS_INTRANS) {
+        char text[48] = "DEALLOCATE ";
+        if (t == PQTRANS_INTRANS)
+            quiet(db, "SAVEPOINT tq_unprepare");
+        for (int id = 0; id < S_COUNT; id++)
             if (c->prepared[id]) {
                 stmt_name(c, text + 11, (enum stmt_id)id);
-                PQclear(tq__pg_exec_result(db, PQsendQuery(c->pg, text)));
+                quiet(db, text);
             }
-        if (!c->borrowed)
-            PQclear(tq__pg_exec_result(db, PQsendQuery(c->pg, "DEALLOCATE ALL")));
-        if (guard)
-            PQclear(tq__pg_exec_result(
-                db, PQsendQuery(c->pg, PQtransactionStatus(c->pg) == PQTRANS_INERROR
-                                           ? "ROLLBACK TO SAVEPOINT tq_unprepare;"
-                                             " RELEASE SAVEPOINT tq_unprepare"
-                                           : "RELEASE SAVEPOINT tq_unprepare")));
+        if (t == PQTRANS_INTRANS)
+            quiet(db, PQtransactionStatus(c->pg) == PQTRANS_INERROR
+                          ? "ROLLBACK TO SAVEPOINT tq_unprepare;"
+                            " RELEASE SAVEPOINT tq_unprepare"
+                          : "RELEASE SAVEPOINT tq_unprepare");
     }
     memset(c->prepared, 0, sizeof c->prepared);
 }
@@ -302,7 +307,7 @@ void tq__pg_rollback(tq *db)
     const char *sql = tx == TX_SAVEPOINT ? "ROLLBACK TO SAVEPOINT tq_savepoint;"
                                            " RELEASE SAVEPOINT tq_savepoint"
                                          : "ROLLBACK";
-    PQclear(tq__pg_exec_result(db, PQsendQuery(c->pg, sql)));
+    quiet(db, sql);
     memcpy(db->errmsg, keep, sizeof keep);
 }
 
