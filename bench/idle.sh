@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
 # bench/idle.sh - what idle workers cost: N `tq work` processes with nothing
-# to do, for S seconds after they settled, on each engine. PostgreSQL: the
-# server's transactions a second (pg_stat_database.xact_commit, in all and
-# per worker) and the CPU its processes used; both engines: the CPU the
-# workers used. A throwaway cluster is started here (unix socket only,
-# stopped on exit); its max_connections (200) bounds N.
+# to do, for S seconds once all of them have registered and settled, on each
+# engine. PostgreSQL: the server's transactions a second
+# (pg_stat_database.xact_commit, in all and per worker) and the CPU its
+# processes used; both engines: the CPU the workers used. An idle worker
+# reads the store every 30 s at the latest (src/worker/idle.c), so S should
+# span two of those. A throwaway cluster is started here (unix socket only,
+# stopped on exit), with room for N workers.
 #
-# usage: bench/idle.sh [--workers "20 100"] [--seconds 20]
+# usage: bench/idle.sh [--workers "20 200"] [--seconds 60]
 #                      [--engine sqlite|postgres|both] [BUILD_DIR]
 set -euo pipefail
-counts="20 100"
-seconds=20
+counts="20 200"
+seconds=60
 engines="sqlite postgres"
 while [ $# -gt 0 ]; do
     case $1 in
     --workers) counts=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --engine) engines=$([ "$2" = both ] && echo "sqlite postgres" || echo "$2"); shift 2 ;;
-    -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "idle.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;
     esac
@@ -64,7 +66,10 @@ printf '| engine | idle workers | transactions/s | per worker | server CPU (%% o
 printf '|---|---|---|---|---|---|\n'
 for engine in $engines; do
     if [ "$engine" = postgres ] && [ $pg_started = 0 ]; then
-        bash "$here/../tests/pg/cluster.sh" start "$dir/pg" >/dev/null
+        most=0
+        for n in $counts; do [ "$n" -le $most ] || most=$n; done
+        TQ_PG_MAX_CONNECTIONS=$((most + 20)) \
+            bash "$here/../tests/pg/cluster.sh" start "$dir/pg" >/dev/null
         pg_started=1
         pg="postgresql:///postgres?host=$dir/pg&user=tq"
     fi
@@ -81,7 +86,13 @@ for engine in $engines; do
                 2>>"$dir/workers.log" &
             pids+=($!)
         done
-        sleep 5 # started, registered, settled
+        # All started and registered, then 15 s to settle: an idle backend
+        # reports its transactions to pg_stat_database up to 10 s late.
+        for _ in $(seq 600); do
+            [ "$("$tq" workers --db "$store" --json | jq '[.[] | select(.status == "alive")] | length')" -ge "$n" ] && break
+            sleep 0.1
+        done
+        sleep 15
         w0=$(ticks "${pids[@]}")
         if [ "$engine" = postgres ]; then
             # shellcheck disable=SC2046

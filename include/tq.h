@@ -1014,7 +1014,7 @@ typedef struct tq_worker_opts {
     int drain;
     int64_t timeout_us;  /* per job (commands only); 0: none */
     int64_t grace_us;    /* on stop, and from SIGTERM to SIGKILL; 0: 10 s */
-    int64_t poll_max_us; /* longest idle sleep between polls; 0: 500 ms */
+    int64_t poll_max_us; /* longest sleep between polls while polling; 0: 500 ms */
     /* Exactly one of handler and argv. argv is a NULL-terminated command run
      * without a shell, payload on stdin, TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT,
      * TQ_CLAIM and TQ_CONTROL_FD in its environment, its control channel on

@@ -1010,10 +1010,16 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
  * version by tq init, keeping its jobs. */
 /* Takes a store of schema s back to what schema 6 made: migrations 8 and
  * 7 undone, the insert trigger's function as 6 had it. */
-/* Undo migrations 15 (the claiming registration), 14 (the group index),
- * 13 (dependencies), 12 (the control channel), 11 (periodic jobs) and 10
+/* Undo migrations 16 (the notifications of jobs ready again and of
+ * changes), 15 (the claiming registration), 14 (the group index), 13
+ * (dependencies), 12 (the control channel), 11 (periodic jobs) and 10
  * (rate limits). */
+#define UNDO_16                                                                          \
+    "DROP TRIGGER jobs_ready_again ON TQ.jobs; DROP FUNCTION TQ.ready_again();"          \
+    "DROP TRIGGER queues_changed ON TQ.queues;"                                          \
+    "DROP TRIGGER schedules_changed ON TQ.schedules; DROP FUNCTION TQ.changed();"
 #define UNDO_15                                                                          \
+    UNDO_16                                                                              \
     "ALTER TABLE TQ.jobs DROP COLUMN worker_since;"                                      \
     "ALTER TABLE TQ.workers DROP COLUMN reaper_pid;"
 #define UNDO_14 UNDO_15 "DROP INDEX TQ.jobs_ready_group;"
@@ -1367,6 +1373,89 @@ static void version_12_store_migrates(void **state)
  * tq init it runs on, its claim unknown to any registration, so that a
  * worker taking the name over leaves it to its lease; new claims record
  * theirs. */
+/* The notifications on c so far: their payloads, each followed by '|',
+ * into buf. */
+static void heard(PGconn *c, char *buf, size_t size)
+{
+    PGnotify *n;
+    buf[0] = '\0';
+    PQclear(PQexec(c, "SELECT 1")); /* a round trip: what was sent has come */
+    PQconsumeInput(c);
+    while ((n = PQnotifies(c))) {
+        snprintf(buf + strlen(buf), size - strlen(buf), "%s|", n->extra);
+        PQfreemem(n);
+    }
+}
+
+/* A store of version 15 gains migration 16's notifications, which idle
+ * workers wait on: a job that becomes ready by an update (put back, a
+ * dead one retried, a run_at brought forward) names its queue; a queue's
+ * settings or a schedule changed send an empty one; what workers write
+ * as they run (claims, acknowledgements, a rate's bucket, a schedule's
+ * slot) and the queue every enqueue ensures send none. */
+static void version_15_store_migrates(void **state)
+{
+    (void)state;
+    char url[512], got[256];
+    tq *db = store("v15");
+    tq_close(db);
+    PGconn *c = pg(), *l = pg();
+    make_older(c, "v15", UNDO_16, 15);
+    db = upgraded(url, sizeof url, "v15");
+    exec(l, "LISTEN tq_v15");
+    int64_t a, b;
+    assert_int_equal(tq_job_enqueue(&a, db, "q", "a", 1, NULL), 0);
+    assert_int_equal(tq_job_enqueue(&b, db, "r", "b", 1, NULL), 0);
+    heard(l, got, sizeof got);
+    /* Each a new queue (a change: workers of every queue read them again),
+     * and its insert. */
+    assert_string_equal(got, "|q||r|");
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 1), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(tq_job_complete(db, &jobs[0]), 0);
+    tq_job_array_free(jobs, n);
+    exec(c, "UPDATE v15.queues SET rate_tokens = 1, rate_at = now() WHERE name = 'q'");
+    exec(c, "INSERT INTO v15.queues (name) VALUES ('q') ON CONFLICT DO NOTHING");
+    exec(c, "UPDATE v15.jobs SET run_at = run_at + interval '1 hour' WHERE queue = 'r'");
+    heard(l, got, sizeof got);
+    assert_string_equal(got, ""); /* a claim, an ack, a bucket, a later run_at */
+    exec(c, "UPDATE v15.jobs SET run_at = now() WHERE queue = 'r'");
+    heard(l, got, sizeof got);
+    assert_string_equal(got, "r|"); /* brought forward */
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "r", "w", 1), 0);
+    assert_int_equal(n, 1);
+    tq_job_array_free(jobs, n);
+    /* As S_RATE_TAKE puts back what its tokens do not cover: unseen. */
+    exec(c, "UPDATE v15.jobs SET state = 'ready', claims = claims - 1,"
+            " lease_until = NULL WHERE queue = 'r'");
+    heard(l, got, sizeof got);
+    assert_string_equal(got, "");
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "r", "w", 1), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(tq_job_release(db, &jobs[0]), 0);
+    tq_job_array_free(jobs, n);
+    heard(l, got, sizeof got);
+    assert_string_equal(got, "r|"); /* put back */
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.paused = 1;
+    qo.set = TQ_SET_PAUSED;
+    assert_int_equal(tq_queue_set(db, "q", &qo), 0);
+    heard(l, got, sizeof got);
+    assert_string_equal(got, "|");
+    tq_schedule_opts so = {.version = 1, .queue = "q", .spec = "@hourly"};
+    assert_int_equal(tq_schedule_set(db, "hourly", &so), 0);
+    heard(l, got, sizeof got);
+    assert_string_equal(got, "|");
+    exec(c, "UPDATE v15.schedules SET next_slot = next_slot + 1");
+    heard(l, got, sizeof got);
+    assert_string_equal(got, ""); /* a slot taken */
+    tq_close(db);
+    PQfinish(l);
+    PQfinish(c);
+}
+
 static void version_14_store_migrates(void **state)
 {
     (void)state;
@@ -1549,6 +1638,7 @@ int main(void)
         cmocka_unit_test(keyed_enqueue_when_the_kept_row_vanishes),
         cmocka_unit_test(version_1_store_migrates),
         cmocka_unit_test(version_6_store_migrates),
+        cmocka_unit_test(version_15_store_migrates),
         cmocka_unit_test(version_8_store_migrates),
         cmocka_unit_test(version_9_store_migrates),
         cmocka_unit_test(version_10_store_migrates),

@@ -188,6 +188,15 @@ typedef struct tq__claim {
      * has a rate limit, whatever rate said (its jobs must then start soon,
      * a limit set since the claimer last read the queue's settings). */
     int rate_found;
+    /* In: look, in the claim's transaction, for what an idle claimer waits
+     * for (S_SOONEST; not with a claim of a queue whose only limit is a
+     * rate). Out: how long until the queue's first ready job is due (<= 0:
+     * one is due now, that this claim did not take: held back by a limit,
+     * or taken by it), and until the first lease of any running job ends
+     * (<= 0: one has ended, not yet rescued); TQ__NEVER when there is none
+     * or the engine did not look. */
+    int look;
+    int64_t due_in, lease_in;
 } tq__claim;
 
 /* A claim's limited, grouped, rate and capped, from the queue's settings q
@@ -276,7 +285,7 @@ static inline int tq__claim_stmt(tq_order order, enum tq__claim_kind kind)
     X(S_RESCUE_EXPIRED) X(S_RESCUE_WORKER)                                               \
     X(S_ENQUEUE_KEY) X(S_FIND_KEY) X(S_ENQUEUE_UKEY) X(S_FIND_UKEY) X(S_EXPIRE_KEY)      \
     X(S_QUEUE_ENSURE) X(S_QUEUE_UPDATE) X(S_QUEUE_GET) X(S_QUEUE_LIST)                   \
-    X(S_PENDING) X(S_PENDING_DUE)                                                        \
+    X(S_PENDING) X(S_PENDING_DUE) X(S_SOONEST)                                           \
     X(S_JOB_GET) X(S_JOB_LIST) X(S_JOB_LIST_READY) X(S_JOB_LIST_RUNNING)                 \
     X(S_JOB_LIST_WAITING) X(S_JOB_LIST_FINISHED) X(S_JOB_STATE) X(S_JOB_RESULT)          \
     X(S_JOB_PARENTS) X(S_DEPS_ADD) X(S_DEPS_HOLD)                                        \
@@ -330,6 +339,9 @@ enum {
  * checkpoint could not copy say a reader holds the log back (tq_wal_info). */
 #define TQ__WAL_HELD_FRAMES 4000
 
+/* tq__claim.due_in and lease_in: "there is none". */
+#define TQ__NEVER INT64_MAX
+
 struct tq__engine {
     const char *name;
     unsigned caps;
@@ -379,6 +391,11 @@ struct tq__engine {
     int (*pending)(tq *db, const char *queue, int *out);
     /* Whether any job of queue is ready and due now (tq work --drain=due). */
     int (*pending_due)(tq *db, const char *queue, int *out);
+    /* What a claim's look finds (tq__claim.look: due_in, lease_in), without
+     * a claim, when reading is cheaper than claiming: SQLite's, whose claim
+     * takes the write lock; NULL where a notification says what changed
+     * (PostgreSQL). */
+    int (*peek)(tq *db, const char *queue, int64_t *due_in, int64_t *lease_in);
 
     int (*job_get)(tq *db, int64_t id, tq_job **out);
     /* Job id's result into *out (malloc'd, NUL after its *len bytes) when
@@ -454,10 +471,14 @@ struct tq__engine {
 
     /* TQ__CAP_NOTIFY only: start listening for enqueues;
      * the descriptor that becomes readable when a notification may have
-     * arrived; and take the arrived ones, *count of them. Notifications are
+     * arrived; and take the arrived ones, *count of them that concern
+     * queues[0..nqueues) (NULL: any queue). Notifications are
      * a hint to claim now: they are lost while disconnected, so workers
-     * still poll. *again_us > 0: a sign of a change the engine could not
-     * confirm yet; call notify_drain again after that long even if the
+     * still poll. *changed: something else was written since the last
+     * drain that may change what a worker does (queue settings or
+     * schedules; on SQLite, any other connection's commit: a job put back
+     * or retried, too). *again_us > 0: a sign of a change the engine could
+     * not confirm yet; call notify_drain again after that long even if the
      * descriptor stays quiet. */
     int (*listen)(tq *db);
     /* TQ__CAP_NETWORK only: connect again after TQ_ECONN; prepared
@@ -469,7 +490,8 @@ struct tq__engine {
      * a transaction idle that long. 0: wait as long as it takes. */
     int (*set_wait_limit)(tq *db, int64_t us);
     int (*notify_fd)(tq *db);
-    int (*notify_drain)(tq *db, int *count, int64_t *again_us);
+    int (*notify_drain)(tq *db, const char *const *queues, size_t nqueues, int *count,
+                        int *changed, int64_t *again_us);
 
     /* Periodic jobs (cron.c finds the slots). The store's clock, in
      * microseconds since the epoch (PostgreSQL's server clock). */

@@ -182,9 +182,24 @@ static int allocate(tq_worker *w, const tq_worker_opts *o, const char *name,
     return 0;
 }
 
-/* The worker meets the system and the store: its wake pipe, the queues'
- * settings, the bound on its waits, the runner, its name registered on
- * host, and new jobs listened for. */
+/* Listens for new jobs, if the engine can; w->loop.can_listen says whether
+ * it does (a worker that cannot polls, and is never idle: idle.c). Called
+ * at the start and after each reconnection. */
+void tq__listen(tq_worker *w)
+{
+    tq *db = w->db;
+    w->loop.can_listen = 0;
+    if (!(db->engine->caps & TQ__CAP_NOTIFY))
+        return;
+    if (db->engine->listen(db)) {
+        tq__worker_log(w, TQ_LOG_WARN, "cannot listen for new jobs, polling only: %s",
+                       tq_errmsg(db));
+        tq__clearerr(db);
+        return;
+    }
+    w->loop.can_listen = 1;
+}
+
 /* Stopped workers' registrations older than forget_stopped_us go, as
  * tq_worker_prune would delete them: a worker that cannot (a PostgreSQL
  * worker role may not delete) carries on, saying so only in a debug line. */
@@ -201,6 +216,9 @@ static void forget_stopped(tq_worker *w)
     tq__clearerr(w->db);
 }
 
+/* The worker meets the system and the store: its wake pipe, the queues'
+ * settings, the bound on its waits, the runner, its name registered on
+ * host, and new jobs listened for. */
 static int start(tq_worker *w, const char *host)
 {
     tq *db = w->db;
@@ -220,11 +238,7 @@ static int start(tq_worker *w, const char *host)
     if ((rc = tq__register_name(w, host)))
         return rc;
     forget_stopped(w);
-    if ((db->engine->caps & TQ__CAP_NOTIFY) && db->engine->listen(db)) {
-        tq__worker_log(w, TQ_LOG_WARN, "cannot listen for new jobs, polling only: %s",
-                       tq_errmsg(db));
-        tq__clearerr(db);
-    }
+    tq__listen(w);
     return 0;
 }
 

@@ -83,9 +83,8 @@ int tq__try_reconnect(tq_worker *w, int64_t now)
     w->store.disconnected = 0;
     w->live.beat_failed = 1; /* beat at once; no rescue before that beat */
     w->live.last_beat = 0;
-    if ((db->engine->caps & TQ__CAP_NOTIFY) && db->engine->listen(db))
-        tq__worker_log(w, TQ_LOG_WARN, "cannot listen for new jobs, polling only: %s",
-                       tq_errmsg(db));
+    tq__listen(w);
+    tq__idle_heard(w, 1, 1); /* what was said meanwhile is lost: look at all */
     tq__clearerr(db);
     tq__worker_log(w, TQ_LOG_WARN,
                    "reconnected to the store; %zu acknowledgement(s) to send", w->acks.n);
@@ -405,8 +404,13 @@ static int claim_queue(tq_worker *w, pass *p, size_t qi, size_t room, size_t tar
                    .chain = tq__chain_of(w, q, target),
                    .worker_since = w->me.started_at};
     tq__claim_limits(&c, q);
+    c.look = w->loop.idle;
     int claimed = 0;
     int rc = tq__exchange(w, &c, qi, &claimed);
+    if (!rc && c.due_in < p->due_in)
+        p->due_in = c.due_in;
+    if (!rc && c.lease_in < p->lease_in)
+        p->lease_in = c.lease_in;
     if (!rc && c.rate_found && !c.rate) /* a rate set since: read the settings now */
         w->settings.last_refresh = 0;
     if (!rc && c.rate)
@@ -436,7 +440,7 @@ int tq__claim_jobs(tq_worker *w, pass *p)
     tq__set_low_water(w, target);
     size_t nheld = tq__held_count(w);
     if (!w->store.disconnected && !w->loop.stopping && w->nqueues &&
-        (p->free_slots > 0 || 2 * nheld < target)) {
+        (p->free_slots > 0 || 2 * nheld < target) && tq__idle_may_claim(w, p->now)) {
         for (size_t k = 0; k < w->nqueues && !rc; k++) {
             size_t qi = (w->loop.next_queue + k) % w->nqueues;
             size_t room = (size_t)p->free_slots + target;
@@ -450,6 +454,8 @@ int tq__claim_jobs(tq_worker *w, pass *p)
             nheld = tq__held_count(w);
         }
         w->loop.next_queue = (w->loop.next_queue + 1) % w->nqueues;
+        if (!rc) /* else the next pass claims again */
+            tq__idle_plan(w, p);
     }
     /* From here on the loop starts nothing, so these only go down
      * (callback threads may start a held job: only while one is held). */

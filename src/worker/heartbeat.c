@@ -16,8 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define RESCUE_EVERY_US 1000000LL
-
 /* How often the leases are renewed: a third of the shortest one held. */
 static int64_t beat_every_us(const tq_worker *w)
 {
@@ -165,15 +163,15 @@ static int heartbeat(tq_worker *w)
     return rc ? rc : beat_name(w);
 }
 
-/* Every RESCUE_EVERY_US, once the beat went through and the results that
- * ended before it are in (maintain_leases): jobs whose lease expired are
- * put back, or end dead. */
+/* Every RESCUE_EVERY_US (idle: when idle.c says), once the beat went
+ * through and the results that ended before it are in (maintain_leases):
+ * jobs whose lease expired are put back, or end dead. */
 static int rescue_expired(tq_worker *w, int64_t now)
 {
     tq *db = w->db;
     int rc, claimed;
-    if (w->store.disconnected || w->loop.stopping ||
-        now - w->live.last_rescue < RESCUE_EVERY_US || w->live.beat_failed)
+    if (w->store.disconnected || w->loop.stopping || !tq__idle_rescue_due(w, now) ||
+        w->live.beat_failed)
         return 0;
     if ((rc = w->run->collect(w)) || (rc = tq__give_back_short(w)))
         return rc;
@@ -188,6 +186,8 @@ static int rescue_expired(tq_worker *w, int64_t now)
         tq__worker_log(w, TQ_LOG_WARN, "rescued %lld job(s) whose lease expired",
                        (long long)n);
     w->live.last_rescue = now;
+    if (w->loop.idle)
+        tq__idle_rescued(w, now);
     return 0;
 }
 

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REFRESH_EVERY_US   1000000LL
 #define PREFETCH_WINDOW_US 20000LL /* hold about this much work beyond the slots */
 /* A held job starts only while what the worker knows of its queue's
  * settings is this recent (settings_fresh): the bound on how long after a
@@ -187,11 +186,14 @@ static int release_unstartable(tq_worker *w)
 }
 
 /* Reads every queue's settings again, gives back the held jobs that may no
- * longer start (release_unstartable), and then lets the rest start. */
-static int reread_settings(tq_worker *w)
+ * longer start (release_unstartable), and then lets the rest start; *read
+ * (may be NULL) says whether the store answered. */
+static int reread_settings(tq_worker *w, int *read)
 {
     int64_t asked;
     int rc = tq__refresh_queues(w, &asked);
+    if (read)
+        *read = !rc;
     if (rc)
         return tq__ride_out(w, rc);
     const int64_t answered = tq__mono_us();
@@ -211,7 +213,7 @@ int tq__refresh_stale(tq_worker *w)
     w->run->unlock(w);
     if (!stale || w->store.disconnected)
         return 0;
-    int rc = reread_settings(w);
+    int rc = reread_settings(w, NULL);
     if (!rc) {
         w->run->lock(w);
         w->run->held_changed(w);
@@ -220,19 +222,33 @@ int tq__refresh_stale(tq_worker *w)
     return rc;
 }
 
-/* Now and then: the store is still the one opened, the queues' settings
- * (held jobs of a paused queue go back), and the bound on every wait for
- * the store. */
+/* Each second: the store is still the one opened, and the runner's and
+ * the log's upkeep; the queues' settings (held jobs of a paused queue go
+ * back) each second too, or, idle, when a change was heard (within a
+ * second) or after idle.c's wait; and the bound on every wait for the
+ * store. */
 int tq__maintain_settings(tq_worker *w, const pass *p)
 {
     tq *db = w->db;
     int rc;
-    if (!w->loop.stopping && p->now - w->settings.last_refresh >= REFRESH_EVERY_US) {
-        if ((rc = db->engine->same_store(db)) || (rc = reread_settings(w)))
+    if (!w->loop.stopping && p->now - w->settings.last_upkeep >= REFRESH_EVERY_US) {
+        if ((rc = db->engine->same_store(db)))
             return rc;
         w->run->upkeep(w);
         tq__watch_wal(w, p->now);
+        w->settings.last_upkeep = p->now;
+    }
+    const int64_t every =
+        w->settings.changed ? REFRESH_EVERY_US : tq__idle_every(w, REFRESH_EVERY_US);
+    int read = 0;
+    if (!w->loop.stopping && p->now - w->settings.last_refresh >= every) {
+        if ((rc = reread_settings(w, &read)))
+            return rc;
         w->settings.last_refresh = p->now;
+    }
+    if (read && w->settings.changed) { /* a pause lifted, say */
+        tq__idle_settings_read(w);
+        w->settings.changed = 0;
     }
     return tq__ride_out(w, tq__set_wait_limit(w));
 }

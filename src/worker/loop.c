@@ -34,8 +34,11 @@
  *   finished           stopped, or drained;
  *   next_wakeup        then poll() until a child writes, reads, exits, a
  *                      callback finishes, a stop is asked for, or the next
- *                      timer is due. When idle it backs off (1 ms doubling
- *                      to poll_max) instead of spinning.
+ *                      timer is due. A claim that found nothing backs off
+ *                      (1 ms doubling to poll_max) instead of spinning.
+ * An idle worker (idle.c: nothing to run, listening) claims, rescues and
+ * reads settings and schedules only when told of a change or when
+ * something comes due, instead of at each pass and each second.
  * Holding: a worker claims beyond its free slots about PREFETCH_WINDOW_US of
  * work (from the mean run time of its recent jobs, at most opts.prefetch),
  * so short jobs go in batches and slow jobs are not hoarded; none while a
@@ -56,8 +59,6 @@
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
-
-#define SCHEDULES_EVERY_US 1000000LL /* new schedules are seen within this */
 
 /* Lowers *t to due_in, the time until something is due (at least 1 us). */
 static void sooner(int64_t *t, int64_t due_in)
@@ -208,7 +209,8 @@ static int store_unavailable(tq_worker *w, const pass *p, int *leave)
 /*
  * Periodic jobs: every worker enqueues the due slots of every schedule
  * (the store lets one of them win each slot), then looks again at the
- * soonest next slot, or in a second for schedules set meanwhile. A failure
+ * soonest next slot, or in a second for schedules set meanwhile (idle: when
+ * told of a change, or after idle.c's wait). A failure
  * other than the store's being out of reach is said (once a minute) and
  * does not stop the worker: a role without the grants still runs jobs.
  */
@@ -218,9 +220,9 @@ static int run_schedules(tq_worker *w, const pass *p)
         return 0;
     int64_t n = 0, next = -1;
     int rc = tq_schedule_run(w->db, &n, &next);
-    w->loop.schedules_at =
-        p->now +
-        (next >= 0 && next < SCHEDULES_EVERY_US ? next + 1000 : SCHEDULES_EVERY_US);
+    const int64_t every = tq__idle_every(w, SCHEDULES_EVERY_US);
+    w->loop.schedules_ran = p->now;
+    w->loop.schedules_at = p->now + (next >= 0 && next < every ? next + 1000 : every);
     if (rc == TQ_ECONN || rc == TQ_EBUSY || rc == TQ_EFULL)
         return tq__ride_out(w, rc);
     /* A failure of the store's own (a role without the grants) is not
@@ -234,8 +236,10 @@ static int run_schedules(tq_worker *w, const pass *p)
                        tq_errmsg(w->db));
         w->loop.schedules_warned = p->now;
     }
-    if (n)
+    if (n) { /* its own: no notification tells it (SQLite) */
+        w->loop.claim_at = 0;
         tq__worker_log(w, TQ_LOG_DEBUG, "enqueued %lld periodic job(s)", (long long)n);
+    }
     return 0;
 }
 
@@ -271,12 +275,12 @@ static int finished(tq_worker *w, const pass *p, int *done)
     return 0;
 }
 
-/* A notification of new jobs (PostgreSQL) with a slot free means: claim
- * now. */
+/* A notification of new jobs in the worker's queues with a slot free
+ * means: claim now; of a change: idle.c's. */
 static int take_notifications(tq_worker *w, const pass *p, int *notified)
 {
     tq *db = w->db;
-    int k = 0, rc = 0;
+    int k = 0, changed = 0, rc = 0;
     *notified = 0;
     /* Only while a new job could start at once: a slot free and nothing
      * held to fill it. A busy worker claims as its slots free up anyway,
@@ -287,10 +291,13 @@ static int take_notifications(tq_worker *w, const pass *p, int *notified)
     if (!(db->engine->caps & TQ__CAP_NOTIFY) || !w->loop.listening)
         return 0;
     int64_t again = 0;
-    if ((rc = tq__ride_out(w, db->engine->notify_drain(db, &k, &again))))
+    const char *const *mine = w->all_queues ? NULL : (const char *const *)w->queues;
+    if ((rc = tq__ride_out(
+             w, db->engine->notify_drain(db, mine, w->nqueues, &k, &changed, &again))))
         return rc;
     w->loop.notify_look_at = again > 0 ? p->now + again : 0;
     *notified = k > 0; /* listening: a slot is free */
+    tq__idle_heard(w, k > 0, changed);
     return 0;
 }
 
@@ -307,6 +314,7 @@ static int64_t next_wakeup(tq_worker *w, const pass *p)
             w->loop.idle_us = w->poll_max_us;
         timeout = w->loop.idle_us;
     }
+    tq__idle_timers(w, p, &timeout);
     if (w->acks.n)
         sooner(&timeout, w->acks.since + ACK_DELAY_US - now);
     if (w->acks.progress_next)
@@ -352,7 +360,7 @@ int tq_worker_run(tq_worker *w)
     sigaction(SIGPIPE, &ign, &old_pipe);
 
     for (;;) {
-        pass p = {.now = tq__mono_us()};
+        pass p = {.now = tq__mono_us(), .due_in = TQ__NEVER, .lease_in = TQ__NEVER};
         int leave = 0, notified = 0;
         if ((rc = stop_if_asked(w, p.now)) || (rc = reap_and_start(w)))
             break;
@@ -362,7 +370,8 @@ int tq_worker_run(tq_worker *w)
                 break;
             continue;
         }
-        if ((rc = tq__maintain_settings(w, &p)))
+        tq__idle_update(w, &p);
+        if ((rc = tq__maintain_settings(w, &p)) || (rc = tq__idle_peek(w, &p)))
             break;
         if (w->store.disconnected)
             continue;

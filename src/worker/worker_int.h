@@ -13,7 +13,8 @@
  *   exchange.c   the exchange with the store: acks and claims in one;
  *   heartbeat.c  leases renewed, the name registered, expired ones rescued;
  *   limits.c     the queues' settings, how fresh, and what they let it hold;
- *   notes.c      what an idle worker says of the store.
+ *   notes.c      what an idle worker says of the store;
+ *   idle.c       what an idle worker reads of the store, and when.
  * The two runners are one table of operations (tq__runner): no part asks
  * which one it runs with.
  *
@@ -48,6 +49,11 @@
  * within this of the moment the store took their tokens: most of the
  * rate's margin (tq__rate_burst), the rest being for a command's exec. */
 #define LIMITED_HOLD_US (TQ__RATE_MARGIN_US * 4 / 5)
+/* A busy worker's pace (an idle one's: idle.c): the queues' settings read,
+ * schedules looked at, expired leases rescued, at least this often. */
+#define REFRESH_EVERY_US   1000000LL
+#define SCHEDULES_EVERY_US 1000000LL
+#define RESCUE_EVERY_US    1000000LL
 
 typedef enum slot_state {
     SLOT_FREE = 0,
@@ -179,8 +185,9 @@ typedef struct worker_settings {
      * than S + SETTINGS_FRESH_US or A + SETTINGS_ANSWER_US (settings_seen).
      * Guarded by mu in callback mode. */
     int64_t *until;
-    int stale; /* a held job waits for them to be read (mu) */
-    int64_t last_refresh;
+    int stale;   /* a held job waits for them to be read (mu) */
+    int changed; /* a notification said they changed: read within a second */
+    int64_t last_refresh, last_upkeep;
 } worker_settings;
 
 /* The pending acknowledgements (acks.c), sent by exchange.c. */
@@ -276,8 +283,15 @@ typedef struct worker_loop {
     int64_t notify_look_at;   /* monotonic: the engine asked to drain again then */
     int64_t schedules_at;     /* monotonic: when to enqueue due periodic jobs */
     int64_t schedules_warned; /* monotonic: when their failure was last said */
+    int64_t schedules_ran;    /* monotonic: when they were last run */
     int listening;            /* a new job could start now: notifications matter */
+    int can_listen;           /* the engine's listen went through on this connection */
     size_t next_queue;        /* round robin start for claims */
+    /* Idle (idle.c): this pass, and when it next claims (0: each pass) and
+     * rescues, and when it last claimed; a peek asked for by a change, and
+     * when it last peeked; monotonic. */
+    int idle, peek_asked;
+    int64_t claim_at, rescue_at, claim_last, peek_last;
 } worker_loop;
 
 /* What an idle worker said of the store (notes.c: note_empty, note_waiting). */
@@ -429,6 +443,9 @@ typedef struct pass {
     size_t nheld;      /* likewise */
     size_t unrecorded; /* running jobs whose start the store lacks */
     int64_t unrecorded_since, beat_every;
+    /* An idle worker's claims' looks (tq__claim.look): the soonest of them;
+     * TQ__NEVER when none looked or found anything. */
+    int64_t due_in, lease_in;
 } pass;
 
 /* The i-th held job, oldest first (held.c's ring). */
@@ -457,6 +474,7 @@ void tq__worker_log(tq_worker *w, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+void tq__listen(tq_worker *w);
 
 /* loop.c's phases, in their parts. */
 int tq__claim_jobs(tq_worker *w, pass *p);
@@ -465,6 +483,18 @@ int tq__maintain_settings(tq_worker *w, const pass *p);
 int tq__maintain_leases(tq_worker *w, pass *p);
 void tq__note_empty(tq_worker *w, const pass *p, int known_empty);
 void tq__note_waiting(tq_worker *w, const pass *p, int waiting);
+
+/* idle.c: what an idle worker reads of the store, and when. */
+void tq__idle_update(tq_worker *w, const pass *p);
+int64_t tq__idle_every(const tq_worker *w, int64_t busy_us);
+int tq__idle_may_claim(const tq_worker *w, int64_t now);
+void tq__idle_plan(tq_worker *w, const pass *p);
+void tq__idle_heard(tq_worker *w, int jobs, int changed);
+int tq__idle_peek(tq_worker *w, const pass *p);
+void tq__idle_settings_read(tq_worker *w);
+int tq__idle_rescue_due(const tq_worker *w, int64_t now);
+void tq__idle_rescued(tq_worker *w, int64_t now);
+void tq__idle_timers(const tq_worker *w, const pass *p, int64_t *timeout);
 
 /* held.c */
 int tq__pop_startable(tq_worker *w, held_job *out);

@@ -4,12 +4,15 @@
 # fsync on; `stop DIR` stops it and removes DIR. CTest runs these as the
 # setup and cleanup fixtures of every postgres-labelled test, so the server
 # is stopped also when tests fail. As root, the server runs as the postgres
-# user (initdb refuses root).
+# user (initdb refuses root). TQ_PG_MAX_CONNECTIONS (default 200) sets its
+# max_connections (bench/idle.sh runs more workers than that).
 set -euo pipefail
 cmd=${1:?start|stop}
 dir=${2:?directory}
 bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 [ -x "$bindir/pg_ctl" ] || { echo "PostgreSQL server not installed (make deps)" >&2; exit 1; }
+opts="-c listen_addresses='' -k $dir -p 5432 -c fsync=on"
+opts+=" -c max_connections=${TQ_PG_MAX_CONNECTIONS:-200}"
 as_pg() {
     if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
@@ -28,8 +31,7 @@ start)
     as_pg "$bindir/initdb" -D "$dir/data" -U tq --auth=trust -E UTF8 --no-locale \
         >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
     as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-        -o "-c listen_addresses='' -k $dir -p 5432 -c fsync=on -c max_connections=200" \
-        start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
+        -o "$opts" start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
     echo "PostgreSQL running: postgresql:///postgres?host=$dir&user=tq"
     ;;
 stop)
@@ -38,8 +40,7 @@ stop)
     ;;
 restart) # a crash and restart: every connection is cut, recovery runs
     as_pg "$bindir/pg_ctl" -D "$dir/data" -m immediate -w -t 60 restart \
-        -o "-c listen_addresses='' -k $dir -p 5432 -c fsync=on -c max_connections=200" \
-        >/dev/null
+        -o "$opts" >/dev/null
     ;;
 *)
     echo "usage: cluster.sh start|stop|restart DIR" >&2

@@ -348,6 +348,16 @@ const char *const tq__pg_sql_claim[S_COUNT] = {
     /* A ready job due now, along the ready index's queue. */
     [S_PENDING_DUE] = "SELECT EXISTS (SELECT 1 FROM TQ.jobs WHERE queue = $1 AND"
                       " state = 'ready' AND run_at <= now())",
+    /* What an idle worker waits for (tq__claim.look): 0 when a ready job of
+     * queue $1 is due (found at the first such entry of its ready index: a
+     * backlog held back by a limit costs one), else when the first is due;
+     * the first lease to end, the first entry of jobs_running. NULL: none. */
+    [S_SOONEST] = "SELECT CASE WHEN EXISTS (SELECT 1 FROM TQ.jobs WHERE queue = $1"
+                  " AND state = 'ready' AND run_at <= now()) THEN 0"
+                  " ELSE (SELECT " US("min(run_at)") " FROM TQ.jobs"
+                  " WHERE queue = $1 AND state = 'ready') - " US("now()") " END,"
+                  " (SELECT " US("lease_until") " FROM TQ.jobs"
+                  " WHERE lease_until IS NOT NULL ORDER BY lease_until LIMIT 1) - " US("now()"),
 };
 /* clang-format on */
 
@@ -434,6 +444,14 @@ static int pipe_single(pipeline *pl, const char *worker, const tq__ack *a, size_
     return tq__pg_pipe_send(pl, single_stmt(a), &p, i);
 }
 
+/* Whether the exchange's own pipeline looks for what an idle claimer
+ * waits for (a claim that takes its tokens after its rows looks in
+ * tq__pg_rate_take's, which commits). */
+static int looks(const exchange_state *x)
+{
+    return x->claim && x->claim->look && !x->rate_after;
+}
+
 /* Sorts the acks into the grouped statements and prepares every statement
  * the exchange will send (statements cannot be prepared inside a
  * pipeline). */
@@ -471,7 +489,8 @@ static int exchange_prepare(tq *db, exchange_state *x)
         ((rc = tq__pg_prepare(db, claim_stmt(x), "claiming jobs")) ||
          (limited && (rc = tq__pg_prepare(db, S_LIMIT_LOCK, "claiming jobs"))) ||
          (limited && (rc = tq__pg_prepare(db, S_RATE_WAIT, "claiming jobs"))) ||
-         (x->rate_after && (rc = tq__pg_prepare(db, S_RATE_TAKE, "claiming jobs")))))
+         (x->rate_after && (rc = tq__pg_prepare(db, S_RATE_TAKE, "claiming jobs"))) ||
+         (x->claim->look && (rc = tq__pg_prepare(db, S_SOONEST, "claiming jobs")))))
         return rc;
     return 0;
 }
@@ -535,8 +554,19 @@ static int exchange_send(pipeline *pl, exchange_state *x)
         p_text(&p, x->claim->queue);
         rc = tq__pg_pipe_send(pl, S_RATE_WAIT, &p, 0);
     }
+    if (!rc && looks(x)) {
+        params p = {0};
+        p_text(&p, x->claim->queue);
+        rc = tq__pg_pipe_send(pl, S_SOONEST, &p, 0);
+    }
     /* rate_take commits. */
     return rc || x->rate_after ? rc : tq__pg_pipe_sql(pl, tq__pg_commit_sql(pl->db));
+}
+
+/* A column of S_SOONEST's row: TQ__NEVER when NULL. */
+static int64_t in_or_never(const PGresult *r, int col)
+{
+    return PQgetisnull(r, 0, col) ? TQ__NEVER : g_i64(r, 0, col);
 }
 
 /* One statement's answer: which acks it applied, or the claimed jobs. */
@@ -580,6 +610,10 @@ static int exchange_take(tq *db, const pipeline *pl, size_t q, PGresult *r,
         x->claim->taken_after_us = PQntuples(r) ? g_i64(r, 0, 1) : 0;
         if (x->claim->taken_after_us < 0) /* it took none: an older rate_at */
             x->claim->taken_after_us = 0;
+        break;
+    case S_SOONEST:
+        x->claim->due_in = in_or_never(r, 0);
+        x->claim->lease_in = in_or_never(r, 1);
         break;
     default: /* the claim: read_jobs takes r */
         return tq__pg_read_jobs(db, r, &tq__claimed_cols, x->claim->queue, x->worker,
@@ -665,12 +699,14 @@ int tq__pg_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
         *out = NULL;
         *out_n = 0;
     }
+    if (claim)
+        claim->due_in = claim->lease_in = TQ__NEVER;
     x.idx = malloc((2 * nacks + 1) * sizeof *x.idx);
     x.ridx = x.idx ? x.idx + nacks : NULL;
     /* At most: BEGIN, three settings, three groups, the lock, the claim,
-     * the rate's wait, COMMIT, and one statement per other ack. */
-    pipeline pl = {db, 0, malloc((nacks + 11) * sizeof *pl.what),
-                   malloc((nacks + 11) * sizeof *pl.ack)};
+     * the rate's wait, the look, COMMIT, and one statement per other ack. */
+    pipeline pl = {db, 0, malloc((nacks + 12) * sizeof *pl.what),
+                   malloc((nacks + 12) * sizeof *pl.ack)};
     if (!x.idx || !pl.what || !pl.ack) {
         rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
         goto done;

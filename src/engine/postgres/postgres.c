@@ -321,16 +321,26 @@ static int pg_notify_fd(tq *db)
     return PQsocket(C(db)->pg);
 }
 
-static int pg_notify_drain(tq *db, int *count, int64_t *again_us)
+/* A notification names the queue whose jobs became ready (inserted, put
+ * back, retried, released by their parents); an empty one says that queue
+ * settings or schedules changed (TQ.changed, migration 16). */
+static int pg_notify_drain(tq *db, const char *const *queues, size_t nqueues, int *count,
+                           int *changed, int64_t *again_us)
 {
     conn *c = C(db);
     PGnotify *n;
-    *count = 0;
+    *count = *changed = 0;
     *again_us = 0;
     if (!PQconsumeInput(c->pg))
         return tq__pg_fail_res(db, NULL, "reading notifications");
     while ((n = PQnotifies(c->pg))) {
-        (*count)++;
+        size_t i = 0;
+        while (queues && i < nqueues && strcmp(queues[i], n->extra))
+            i++;
+        if (!n->extra[0])
+            *changed = 1;
+        else if (!queues || i < nqueues)
+            (*count)++;
         PQfreemem(n);
     }
     return 0;

@@ -79,8 +79,8 @@ const char *const tq__pg_sql_rate[S_COUNT] = {
 int tq__pg_rate_take(tq *db, exchange_state *x)
 {
     PGconn *pg = C(db)->pg;
-    enum stmt_id what[3]; /* the lock and S_RATE_TAKE, or S_RATE_WAIT; COMMIT */
-    size_t ack[3];
+    enum stmt_id what[4]; /* the lock and S_RATE_TAKE, or S_RATE_WAIT; the look; COMMIT */
+    size_t ack[4];
     pipeline pl = {db, 0, what, ack};
     char *ids = NULL, *claims = NULL;
     int rc = 0;
@@ -118,6 +118,11 @@ int tq__pg_rate_take(tq *db, exchange_state *x)
             rc = tq__pg_pipe_send(&pl, S_RATE_TAKE, &p, 0);
     } else { /* none: the bucket may be empty, and say when it is not */
         rc = tq__pg_pipe_send(&pl, S_RATE_WAIT, &p, 0);
+    }
+    if (!rc && x->claim->look) {
+        params q = {0};
+        p_text(&q, x->claim->queue);
+        rc = tq__pg_pipe_send(&pl, S_SOONEST, &q, 0);
     }
     if (!rc)
         rc = tq__pg_pipe_sql(&pl, tq__pg_commit_sql(db));

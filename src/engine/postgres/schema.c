@@ -543,6 +543,37 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "  EXECUTE format('GRANT SELECT (created_at) ON TQ.jobs TO %s', r.role);"
     " END LOOP;"
     "END $g$;",
+    /* 16: idle workers wait for notifications instead of reading the store
+     * each second. Jobs that become ready by an update (put back, retried,
+     * rescued, released by their parents, a run_at brought forward) wake
+     * the workers of their queue as inserts do; a change of a queue's
+     * settings or of a schedule sends an empty notification, on which
+     * workers read them again. The rate bucket's columns and a schedule's
+     * slots, which workers write as they run, send none, nor do the jobs a
+     * rate-limited claim puts back unseen (S_RATE_TAKE undoes their claim:
+     * one less); row triggers, so that the INSERT ... ON CONFLICT DO
+     * NOTHING of every enqueue's queue sends none either. */
+    "CREATE FUNCTION TQ.ready_again() RETURNS trigger LANGUAGE plpgsql AS $f$"
+    " BEGIN"
+    "  PERFORM pg_notify('tq_' || TG_TABLE_SCHEMA, NEW.queue);"
+    "  RETURN NULL;"
+    " END $f$;"
+    "CREATE TRIGGER jobs_ready_again AFTER UPDATE OF state, run_at ON TQ.jobs"
+    "  FOR EACH ROW WHEN (NEW.state = 'ready' AND NEW.claims >= OLD.claims"
+    "   AND (OLD.state <> 'ready' OR NEW.run_at < OLD.run_at))"
+    "  EXECUTE FUNCTION TQ.ready_again();"
+    "CREATE FUNCTION TQ.changed() RETURNS trigger LANGUAGE plpgsql AS $f$"
+    " BEGIN"
+    "  PERFORM pg_notify('tq_' || TG_TABLE_SCHEMA, '');"
+    "  RETURN NULL;"
+    " END $f$;"
+    "CREATE TRIGGER queues_changed AFTER INSERT OR DELETE OR UPDATE OF ord, lease_us,"
+    "  max_attempts, backoff_base_us, backoff_cap_us, keep_done, paused, max_running,"
+    "  max_running_per_group, rate_limit, rate_period_us, rate_burst, max_snoozes,"
+    "  results ON TQ.queues FOR EACH ROW EXECUTE FUNCTION TQ.changed();"
+    "CREATE TRIGGER schedules_changed AFTER INSERT OR DELETE OR UPDATE OF queue, spec,"
+    "  tz, payload, priority, overlap_skip ON TQ.schedules"
+    "  FOR EACH ROW EXECUTE FUNCTION TQ.changed();",
 };
 
 /* Runs one-off SQL ("TQ." standing for the schema) with text parameters. */

@@ -286,6 +286,16 @@ const char *const tq__sqlite_sql_claim[S_COUNT] = {
     /* A ready job due now (?2), along the ready index's queue. */
     [S_PENDING_DUE] = "SELECT EXISTS (SELECT 1 FROM tq_jobs WHERE queue = ?1 AND"
                       " state = 'ready' AND run_at <= ?2)",
+    /* What an idle worker waits for, from ?2 now (tq__claim.look): 0 when a
+     * ready job of queue ?1 is due (found at the first such entry of its
+     * ready index: a backlog held back by a limit costs one), else when the
+     * first is due; the first lease to end, the first entry of
+     * tq_jobs_running. NULL: none. */
+    [S_SOONEST] = "SELECT CASE WHEN EXISTS (SELECT 1 FROM tq_jobs WHERE queue = ?1"
+                  " AND state = 'ready' AND run_at <= ?2) THEN 0"
+                  " ELSE (SELECT min(run_at) FROM tq_jobs WHERE queue = ?1"
+                  " AND state = 'ready') - ?2 END, (SELECT min(lease_until)"
+                  " FROM tq_jobs WHERE state = 'running') - ?2",
 };
 /* clang-format on */
 
@@ -357,6 +367,40 @@ static int claim_jobs(tq *db, const char *worker, tq__claim *c, int64_t now,
     return take_tokens(db, c, at > now ? at : now, *njobs - before); /* a clock step */
 }
 
+/* Column col of S_SOONEST's row: TQ__NEVER when NULL. */
+static int64_t in_or_never(sqlite3_stmt *s, int col)
+{
+    return sqlite3_column_type(s, col) == SQLITE_NULL ? TQ__NEVER
+                                                      : sqlite3_column_int64(s, col);
+}
+
+/* What an idle claimer of queue waits for, as of now (S_SOONEST). */
+static int soonest(tq *db, const char *queue, int64_t now, int64_t *due_in,
+                   int64_t *lease_in)
+{
+    int rc;
+    sqlite3_stmt *s = stmt(db, S_SOONEST, &rc);
+    if (!s)
+        return rc;
+    bind_text(s, 1, queue);
+    sqlite3_bind_int64(s, 2, now);
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW) {
+        *due_in = in_or_never(s, 0);
+        *lease_in = in_or_never(s, 1);
+    } else {
+        rc = tq__sqlite_fail_rc(db, src, "looking for the next job");
+    }
+    done_with(s);
+    return rc;
+}
+
+/* engine.h: peek. One statement, a read: no write lock. */
+int tq__sqlite_peek(tq *db, const char *queue, int64_t *due_in, int64_t *lease_in)
+{
+    return soonest(db, queue, tq__now_us(), due_in, lease_in);
+}
+
 int tq__sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
                         tq__claim *claim, tq_job **out, size_t *out_n)
 {
@@ -369,6 +413,8 @@ int tq__sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
         *out_n = 0;
     }
     const int64_t entered = tq__mono_us(), asked = tq__now_us();
+    if (claim)
+        claim->due_in = claim->lease_in = TQ__NEVER;
     if ((rc = begin(db)))
         return rc;
     const int64_t now = tq__now_us();
@@ -380,6 +426,9 @@ int tq__sqlite_exchange(tq *db, const char *worker, tq__ack *acks, size_t nacks,
         goto fail;
     if (claim && claim->max > 0 &&
         (rc = claim_jobs(db, worker, claim, now, entered, &jobs, &njobs)))
+        goto fail;
+    if (claim && claim->max > 0 && claim->look &&
+        (rc = soonest(db, claim->queue, now, &claim->due_in, &claim->lease_in)))
         goto fail;
     if ((rc = commit(db)))
         goto fail;

@@ -474,6 +474,10 @@ static const char *const migrations[SCHEMA_VERSION] = {
     /* and the process that ends a worker's handler groups when it dies
      * (reaper.h), which a worker taking its name over waits for. */
     "ALTER TABLE tq_workers ADD COLUMN reaper_pid INTEGER;",
+    /* 16: PostgreSQL's notifications of jobs ready again and of changed
+     * settings. Nothing to do here: an idle worker sees every other
+     * connection's commit (PRAGMA data_version, sqlite_notify_drain). */
+    "SELECT 1;",
 };
 
 int tq__sqlite_schema_version(tq *db, int *version)

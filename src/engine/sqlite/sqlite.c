@@ -257,13 +257,16 @@ static int sqlite_notify_fd(tq *db)
  * another connection's with no insert in it (an acknowledgement, a
  * heartbeat) ends the looking.
  */
-static int sqlite_notify_drain(tq *db, int *count, int64_t *again_us)
+static int sqlite_notify_drain(tq *db, const char *const *queues, size_t nqueues,
+                               int *count, int *changed, int64_t *again_us)
 {
     conn *c = C(db);
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
     int wrote = 0, gone = 0;
     ssize_t n;
-    *count = 0;
+    (void)queues; /* an insert is not told by queue: any of them wakes */
+    (void)nqueues;
+    *count = *changed = 0;
     *again_us = 0;
     if (c->notify_fd < 0)
         return 0;
@@ -298,6 +301,7 @@ static int sqlite_notify_drain(tq *db, int *count, int64_t *again_us)
     if (version != c->seen_version) { /* another connection committed */
         c->seen_version = version;
         c->look_at = 0;
+        *changed = 1;
         if ((rc = jobs_seq(db, &seq)))
             return rc;
         if (seq > c->seen_seq)
@@ -395,6 +399,7 @@ const struct tq__engine tq__engine_sqlite = {
     .enqueue = tq__sqlite_enqueue,
     .exchange = tq__sqlite_exchange,
     .rescue = tq__sqlite_rescue,
+    .peek = tq__sqlite_peek,
     .pending = tq__sqlite_pending,
     .pending_due = tq__sqlite_pending_due,
     .job_get = tq__sqlite_job_get,

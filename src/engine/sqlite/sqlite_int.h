@@ -163,6 +163,7 @@ int tq__sqlite_query_int(tq *db, enum stmt_id id, const char *t1, int64_t i2,
                          int64_t *out, const char *what);
 int tq__sqlite_pending(tq *db, const char *queue, int *out);
 int tq__sqlite_pending_due(tq *db, const char *queue, int *out);
+int tq__sqlite_peek(tq *db, const char *queue, int64_t *due_in, int64_t *lease_in);
 int tq__sqlite_job_get(tq *db, int64_t id, tq_job **out);
 int tq__sqlite_job_result(tq *db, int64_t id, void **out, size_t *len, int *state);
 int tq__sqlite_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n);
