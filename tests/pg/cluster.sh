@@ -36,6 +36,15 @@ start)
     ;;
 stop)
     stop
+    # A backend that crashed put every session through recovery ("the
+    # database system is in recovery mode" in other tests): its log is
+    # kept beside the cluster as DIR-crash.log, and the lines said.
+    if [ -f "$dir/server.log" ] &&
+        grep -q "terminated by signal" "$dir/server.log"; then
+        cp "$dir/server.log" "$dir-crash.log"
+        echo "cluster.sh: a server process crashed during the run (log: $dir-crash.log):" >&2
+        grep -B2 -A6 "terminated by signal" "$dir/server.log" | head -60 >&2
+    fi
     rm -rf "$dir"
     ;;
 restart) # a crash and restart: every connection is cut, recovery runs
