@@ -46,6 +46,14 @@ static int64_t at_most(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
+/* The schedules looked at again at the busy pace (SCHEDULES_EVERY_US after
+ * the last look), if not sooner. */
+static void schedules_soon(tq_worker *w)
+{
+    w->loop.schedules_at =
+        at_most(w->loop.schedules_at, w->loop.schedules_ran + SCHEDULES_EVERY_US);
+}
+
 int64_t tq__idle_every(const tq_worker *w, int64_t busy_us)
 {
     return w->loop.idle ? idle_wait(w) : busy_us;
@@ -66,8 +74,7 @@ void tq__idle_update(tq_worker *w, const pass *p)
         w->loop.peek_asked = 0;
         w->loop.rescue_at = p->now + idle_wait(w);
     } else if (!w->loop.idle && was) {
-        w->loop.schedules_at =
-            at_most(w->loop.schedules_at, w->loop.schedules_ran + SCHEDULES_EVERY_US);
+        schedules_soon(w);
     }
 }
 
@@ -117,8 +124,7 @@ void tq__idle_heard(tq_worker *w, int jobs, int changed)
     if (!changed)
         return;
     w->settings.changed = 1;
-    w->loop.schedules_at =
-        at_most(w->loop.schedules_at, w->loop.schedules_ran + SCHEDULES_EVERY_US);
+    schedules_soon(w);
     if (w->db->engine->peek)
         w->loop.peek_asked = 1;
     else if (w->loop.claim_at)
