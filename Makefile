@@ -2,8 +2,10 @@
 #   make demo   install what is needed, build, run `tq bench` on SQLite,
 #               and say where the tq binary is
 #   make test   install what is needed, check the formatting (format-check),
-#               build with -Werror, run every test,
-#               then again under AddressSanitizer + UndefinedBehaviorSanitizer,
+#               build with -Werror, run every test
+#               (PostgreSQL ones directly and through a throwaway PgBouncer),
+#               then again under AddressSanitizer + UndefinedBehaviorSanitizer
+#               (through the pooler: the C suites and tpgb_*.sh only),
 #               and the tests that run threads under ThreadSanitizer
 JOBS ?= 2
 BUILD ?= build
@@ -63,9 +65,10 @@ bench-quick: build
 
 test: format-check test-plain test-asan test-tsan
 
-# What only the tests need: a browser for the dashboard's tests (tq serve).
+# What only the tests need: a browser for the dashboard's tests (tq serve),
+# a connection pooler to run the PostgreSQL tests through.
 test-deps:
-	@scripts/deps.sh chromium fonts-dejavu-core
+	@scripts/deps.sh chromium fonts-dejavu-core pgbouncer
 
 test-plain: build test-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -76,7 +79,7 @@ test-asan: deps test-deps
 	$(call quiet_build,$(ASAN_BUILD))
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	    ctest --output-on-failure -j $(JOBS)
+	    ctest --output-on-failure -j $(JOBS) -E '^cli_t_.*_pgb$$'
 
 # ThreadSanitizer over the tests whose workers run callback threads (the
 # worker pool shares its slots with them under a mutex) and the concurrent
@@ -87,7 +90,7 @@ test-tsan: deps test-deps
 	@cmake -S . -B $(TSAN_BUILD) -DTQ_WERROR=ON -DTQ_TSAN=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	$(call quiet_build,$(TSAN_BUILD),--target $(TSAN_TESTS))
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	    ctest --output-on-failure -j $(JOBS) -R '^(test_(store|exchange|postgres)|cli_t_serve)'
+	    ctest --output-on-failure -j $(JOBS) -R '^(test_(store|exchange|postgres)|cli_t_serve)' -E '_pgb$$'
 
 # The state machine against its model (tests/test_model.c) for many more
 # seeds than `make test` runs, on both engines (a throwaway PostgreSQL

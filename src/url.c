@@ -3,9 +3,12 @@
  *
  *   jobs.db, ./jobs.db, /var/lib/tq.db     SQLite file
  *   sqlite:PATH[?synchronous=normal|full&busy_timeout=MS]
- *   postgres://... or postgresql://...     PostgreSQL (libpq URI); the
- *       extra parameter tq_schema=NAME picks the schema (default "tq") and
- *       is removed before the URI reaches libpq.
+ *   postgres://... or postgresql://...     PostgreSQL (libpq URI); tq's own
+ *       parameters are removed before the URI reaches libpq: tq_schema=NAME
+ *       picks the schema (default "tq"); tq_pool=transaction says a pooler
+ *       in transaction mode is in between (no session state: no prepared
+ *       statements, no session settings, no LISTEN); tq_listen=URL
+ *       (%XX-encoded) is where a worker listens for new jobs, directly.
  *
  * No message produced here contains a password.
  */
@@ -24,6 +27,7 @@ void tq__url_free(tq__url *u)
     free(u->path);
     free(u->conninfo);
     free(u->schema);
+    free(u->listen);
     memset(u, 0, sizeof *u);
 }
 
@@ -159,6 +163,69 @@ static int is_hex(char c)
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
+/* A %XX-encoded value, decoded in place (parse_postgres has checked every
+ * escape). */
+static void percent_decode(char *s)
+{
+    char *o = s;
+    for (const char *p = s; *p; o++) {
+        if (*p == '%') {
+            char hex[3] = {p[1], p[2], '\0'};
+            *o = (char)strtol(hex, NULL, 16);
+            p += 3;
+        } else {
+            *o = *p++;
+        }
+    }
+    *o = '\0';
+}
+
+/* One of tq's own parameters of a PostgreSQL URL, key=value (value
+ * %XX-decoded). Values are not echoed: in a URL whose userinfo runs past
+ * the '?', a value may hold the password. */
+static int postgres_param(tq__url *u, tq *db, const char *key, char *value)
+{
+    percent_decode(value);
+    const size_t n = strlen(value);
+    if (strcmp(key, "tq_schema") == 0) {
+        if (n == 0 || n > 48) /* the channel tq_<schema> must fit in 63 */
+            return tq__seterr(db, TQ_EINVAL,
+                              "bad tq_schema in store URL: 1 to 48 characters");
+        for (const char *c = value; *c; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
+                return tq__seterr(db, TQ_EINVAL,
+                                  "bad tq_schema in store URL: lower-case letters, "
+                                  "digits and '_'");
+        free(u->schema);
+        return (u->schema = tq__strdup(value))
+                   ? 0
+                   : tq__seterr(db, TQ_ENOMEM, "out of memory");
+    }
+    if (strcmp(key, "tq_pool") == 0) {
+        if (strcmp(value, "transaction") && strcmp(value, "session") &&
+            strcmp(value, "none"))
+            return tq__seterr(db, TQ_EINVAL,
+                              "bad tq_pool in store URL: transaction (behind a pooler "
+                              "in transaction mode), session or none");
+        u->pooled = strcmp(value, "transaction") == 0;
+        return 0;
+    }
+    if (strcmp(key, "tq_listen") == 0) {
+        if (n == 0)
+            return tq__seterr(db, TQ_EINVAL,
+                              "bad tq_listen in store URL: a PostgreSQL URL (%%-encoded) "
+                              "that reaches the server itself, not through the pooler");
+        free(u->listen);
+        return (u->listen = tq__strdup(value))
+                   ? 0
+                   : tq__seterr(db, TQ_ENOMEM, "out of memory");
+    }
+    return tq__seterr(db, TQ_EINVAL,
+                      "unknown store URL parameter '%s' (tq's own: tq_schema, tq_pool, "
+                      "tq_listen)",
+                      key);
+}
+
 static int parse_postgres(tq__url *u, tq *db, const char *url)
 {
     u->kind = TQ__POSTGRES;
@@ -174,37 +241,41 @@ static int parse_postgres(tq__url *u, tq *db, const char *url)
     u->schema = tq__strdup("tq");
     if (!u->conninfo || !u->schema)
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
-    /* Pull tq_schema=NAME out of the query string. */
-    char *p = strstr(u->conninfo, "tq_schema=");
-    if (p && (p[-1] == '?' || p[-1] == '&')) {
-        char *end = p + 10;
-        while (*end && *end != '&')
-            end++;
-        char name[80];
-        size_t n = (size_t)(end - (p + 10));
-        if (n == 0 || n > 48) /* the channel tq_<schema> must fit in 63 */
+    /* Pull tq's own parameters (tq_NAME=VALUE) out of the query string:
+     * libpq refuses keys it does not know. */
+    char *q = strchr(u->conninfo, '?');
+    for (char *p = q; p && *p;) {
+        char *end = p + 1 + strcspn(p + 1, "&");
+        if (strncmp(p + 1, "tq_", 3) != 0) {
+            p = end;
+            continue;
+        }
+        char param[1024];
+        size_t len = (size_t)(end - (p + 1));
+        if (len >= sizeof param)
             return tq__seterr(db, TQ_EINVAL,
-                              "bad tq_schema in store URL: 1 to 48 characters");
-        memcpy(name, p + 10, n);
-        name[n] = '\0';
-        for (char *c = name; *c; c++)
-            if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
-                /* Not echoed: in a URL whose userinfo runs past the '?',
-                 * the value may hold the password. */
-                return tq__seterr(db, TQ_EINVAL,
-                                  "bad tq_schema in store URL: lower-case letters, "
-                                  "digits and '_'");
-        free(u->schema);
-        u->schema = tq__strdup(name);
-        if (!u->schema)
-            return tq__seterr(db, TQ_ENOMEM, "out of memory");
-        /* Remove "tq_schema=...", and its joining '&' or the lone '?'. */
-        if (*end == '&')
+                              "a tq_ parameter of the store URL is too long");
+        memcpy(param, p + 1, len);
+        param[len] = '\0';
+        char *eq = strchr(param, '=');
+        if (!eq)
+            return tq__seterr(db, TQ_EINVAL,
+                              "bad store URL parameter: tq_%.40s without '=VALUE'",
+                              param + 3);
+        *eq = '\0';
+        int rc = postgres_param(u, db, param, eq + 1);
+        memset(param, 0, sizeof param); /* it may have held a password */
+        if (rc)
+            return rc;
+        /* Removed with its leading '?' or '&'; a following '&' becomes
+         * the '?' when it was the first. */
+        if (*p == '?' && *end == '&')
             end++;
-        memmove(p, end, strlen(end) + 1);
-        size_t l = strlen(u->conninfo);
-        if (l && (u->conninfo[l - 1] == '?' || u->conninfo[l - 1] == '&'))
-            u->conninfo[l - 1] = '\0';
+        memmove(*p == '?' ? p + 1 : p, end, strlen(end) + 1);
+        if (*p == '?' && !p[1])
+            *p = '\0';
+        else if (*p != '?' && *p != '&')
+            break; /* the end */
     }
     return 0;
 }

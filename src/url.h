@@ -15,6 +15,8 @@ typedef struct tq__url {
     int busy_timeout_ms; /* SQLite: how long a write waits for the lock */
     char *conninfo;      /* PostgreSQL: the URL as given, for libpq */
     char *schema;        /* PostgreSQL: schema name, default "tq" */
+    int pooled;          /* PostgreSQL: tq_pool=transaction (no session state) */
+    char *listen;        /* PostgreSQL: tq_listen, where workers LISTEN; or NULL */
 } tq__url;
 
 /* Parses url into out (which the caller frees with tq__url_free). Messages

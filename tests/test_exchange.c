@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "pg_url.h"
 #include "scratch.h"
 
 #include <stdio.h>
@@ -37,9 +38,9 @@ static int setup(void **state)
     o.create = 1;
     store_seq++;
     if (is_postgres()) {
-        const char *base = getenv("TQ_TEST_PG_URL");
-        snprintf(url, sizeof url, "%s%stq_schema=x%d_%d", base,
-                 strchr(base, '?') ? "&" : "?", (int)getpid(), store_seq);
+        char schema[40];
+        snprintf(schema, sizeof schema, "x%d_%d", (int)getpid(), store_seq);
+        test_pg_url(url, sizeof url, schema);
     } else {
         snprintf(url, sizeof url, "%s/x%d.db", tmpdir, store_seq);
     }

@@ -33,6 +33,7 @@
  * its seed and the steps that led to it.
  */
 #define _DEFAULT_SOURCE
+#include "pg_url.h"
 #include "scratch.h"
 
 #include <libpq-fe.h>
@@ -998,8 +999,7 @@ int main(void)
             return 1;
         }
         snprintf(schema, sizeof schema, "model_%d", (int)getpid());
-        snprintf(url, sizeof url, "%s%stq_schema=%s", pg_base,
-                 strchr(pg_base, '?') ? "&" : "?", schema);
+        test_pg_url(url, sizeof url, schema);
     } else {
         if (!mkdtemp(dir))
             return 1;

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "pg_url.h"
 #include "scratch.h"
 #include "tq.h"
 
@@ -192,10 +193,10 @@ static int setup(void **state)
     o.create = 1;
     store_seq++;
     if (on_postgres()) {
-        const char *base = getenv("TQ_TEST_PG_URL");
-        snprintf(f->table, sizeof f->table, "o%d_%d.effects", (int)getpid(), store_seq);
-        snprintf(f->url, sizeof f->url, "%s%stq_schema=o%d_%d", base,
-                 strchr(base, '?') ? "&" : "?", (int)getpid(), store_seq);
+        char schema[40];
+        snprintf(schema, sizeof schema, "o%d_%d", (int)getpid(), store_seq);
+        snprintf(f->table, sizeof f->table, "%s.effects", schema);
+        test_pg_url(f->url, sizeof f->url, schema);
     } else {
         snprintf(f->table, sizeof f->table, "effects");
         snprintf(f->url, sizeof f->url, "%s/s%d.db", tmpdir, store_seq);

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "check.h"
+#include "pg_url.h"
 #include "scratch.h"
 
 #include <pthread.h>
@@ -41,9 +42,9 @@ static void fresh_url(char *buf, size_t len)
     const char *engine = getenv("TQ_TEST_ENGINE");
     store_seq++;
     if (engine && strcmp(engine, "postgres") == 0) {
-        const char *base = getenv("TQ_TEST_PG_URL");
-        snprintf(buf, len, "%s%stq_schema=t%d_%d", base, strchr(base, '?') ? "&" : "?",
-                 (int)getpid(), store_seq);
+        char schema[40];
+        snprintf(schema, sizeof schema, "t%d_%d", (int)getpid(), store_seq);
+        test_pg_url(buf, len, schema);
     } else {
         snprintf(buf, len, "%s/s%d.db", tmpdir, store_seq);
     }

@@ -237,8 +237,32 @@ static void urls(void **state)
     assert_string_equal(u.conninfo, "postgresql://h/db?sslmode=disable");
     tq__url_free(&u);
 
+    /* tq's own parameters anywhere in the query, the rest left for libpq
+     * in their order; tq_listen's value %XX-decoded. */
+    assert_int_equal(
+        tq__url_parse(&u, NULL,
+                      "postgresql://h:6432/db?tq_pool=transaction&sslmode=require"
+                      "&tq_listen=postgresql%3A%2F%2Fh%3A5432%2Fdb%3Fa%3D1%26b%3D2"
+                      "&connect_timeout=5&tq_schema=s1"),
+        0);
+    assert_string_equal(u.conninfo,
+                        "postgresql://h:6432/db?sslmode=require&connect_timeout=5");
+    assert_int_equal(u.pooled, 1);
+    assert_string_equal(u.listen, "postgresql://h:5432/db?a=1&b=2");
+    assert_string_equal(u.schema, "s1");
+    tq__url_free(&u);
+    assert_int_equal(tq__url_parse(&u, NULL, "postgresql://h/db?tq_pool=session"), 0);
+    assert_string_equal(u.conninfo, "postgresql://h/db");
+    assert_int_equal(u.pooled, 0);
+    assert_null(u.listen);
+    tq__url_free(&u);
+
     const char *bad[] = {"",
                          "mysql://h/db",
+                         "postgres://h/db?tq_pool=statement",
+                         "postgres://h/db?tq_pool",
+                         "postgres://h/db?tq_listen=",
+                         "postgres://h/db?sslmode=require&tq_lisen=x",
                          "sqlite:",
                          "sqlite:x.db?synchronous=off",
                          "x.db?busy_timeout=-1",

@@ -10,7 +10,8 @@ ENGINE=${TQ_TEST_ENGINE:-sqlite}
 if [ "$ENGINE" = postgres ]; then
     : "${TQ_TEST_PG_URL:?set TQ_TEST_PG_URL for the postgres engine}"
     SCHEMA="t_$(basename "$T" | tr -dc 'a-z0-9' | head -c 12)_$$"
-    export TQ_DB="$TQ_TEST_PG_URL&tq_schema=$SCHEMA"
+    # tq through the pooler when the tests run behind one; psql always direct
+    export TQ_DB="${TQ_TEST_PG_POOL_URL:-$TQ_TEST_PG_URL}&tq_schema=$SCHEMA"
     JOBS="$SCHEMA.jobs"
 else
     export TQ_DB="$T/store.db"
@@ -69,7 +70,7 @@ cleanup() {
     fi
     # A test's own last step (say, unmounting), once its processes are gone.
     if declare -F cleanup_hook >/dev/null; then cleanup_hook || true; fi
-    rm -rf "$T"
+    [ -n "${KEEP:-}" ] || rm -rf "$T" # KEEP=1: left to read (logs, runs)
 }
 trap cleanup EXIT
 

@@ -88,6 +88,11 @@ if [ "$ENGINE" = postgres ]; then
     expect_exit 0 "$TQ" --db "$pw_url&tq_schema=$SCHEMA" work --drain --verbose -- true
     grep -q hunter2 "$T/out" "$T/err" && fail "password in worker log"
     before=$(fingerprint)
+    # tq's own URL parameters: a bad pool mode, a misspelt name, refused.
+    bad 2 "$TQ" --db "$TQ_DB&tq_pool=statement" enqueue x
+    grep -q "bad tq_pool.*transaction" "$T/err" || fail "tq_pool: $(cat "$T/err")"
+    bad 2 "$TQ" --db "$TQ_DB&tq_lisen=x" enqueue x
+    grep -q "unknown store URL parameter 'tq_lisen'" "$T/err" || fail "tq_lisen: $(cat "$T/err")"
 fi
 
 # Every command has --help.

@@ -154,15 +154,9 @@ char *tq__pg_int_array(const int64_t *v, size_t n)
 int tq__pg_pipe_send(pipeline *pl, enum stmt_id id, const params *p, size_t ack)
 {
     tq *db = pl->db;
-    PGconn *pg = C(db)->pg;
-    char name[24];
-    int ok;
-    if (id == S_COUNT) {
-        ok = PQsendQueryParams(pg, p->v[0], 0, NULL, NULL, NULL, NULL, 0);
-    } else {
-        stmt_name(C(db), name, id);
-        ok = PQsendQueryPrepared(pg, name, p->n, p->v, p->len, p->fmt, 1);
-    }
+    const int ok = id == S_COUNT ? PQsendQueryParams(C(db)->pg, p->v[0], 0, NULL, NULL,
+                                                     NULL, NULL, 0)
+                                 : tq__pg_send(db, id, p);
     if (!ok)
         return tq__pg_fail_res(pl->db, NULL, "sending to the store");
     pl->what[pl->n] = id;

@@ -83,6 +83,15 @@ typedef struct conn {
      * tx: what this handle has begun and not yet ended (tq__pg_begin_sql),
      * so that a rollback on the caller's connection undoes only that. */
     int borrowed;
+    /* Behind a pooler in transaction mode (tq_pool=transaction): each
+     * transaction may run on another server session, so this one keeps
+     * none: statements are sent whole, unnamed (text: each one's, for this
+     * schema), no session settings, and notifications come on listen_pg, a
+     * connection of its own to listen_url (tq_listen), or not at all. */
+    int pooled;
+    char *text[S_COUNT];
+    char *listen_url;
+    PGconn *listen_pg;
     enum { TX_NONE, TX_OWN, TX_SAVEPOINT } tx;
     unsigned gen;
     char *schema;
@@ -164,6 +173,7 @@ PGresult *tq__pg_exec_result(tq *db, int sent);
 char *tq__pg_with_schema(const char *text, const char *schema);
 int tq__pg_prepare(tq *db, enum stmt_id id, const char *what);
 PGresult *tq__pg_run(tq *db, enum stmt_id id, const params *p, int *rc, const char *what);
+int tq__pg_send(tq *db, enum stmt_id id, const params *p);
 int tq__pg_run_count(tq *db, enum stmt_id id, const params *p, int64_t *changed,
                      const char *what);
 /* Fills one element of a tq__pg_rows array from row row of r. */

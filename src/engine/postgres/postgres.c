@@ -49,6 +49,10 @@ static void pg_close(tq *db)
         tq__pg_unprepare(db);
     else
         PQfinish(c->pg);
+    PQfinish(c->listen_pg);
+    for (int id = 0; id < S_COUNT; id++)
+        free(c->text[id]);
+    free(c->listen_url);
     free(c->schema);
     free(c);
     db->conn = NULL;
@@ -150,6 +154,47 @@ static int pg_in_caller_tx(tq *db)
     return C(db)->borrowed && PQtransactionStatus(C(db)->pg) != PQTRANS_IDLE;
 }
 
+/*
+ * A new connection to conninfo (where: how messages name it) into *out,
+ * with bounds on a network that fails silently, each overridden by the
+ * same parameter in the URL (it comes after them): give up connecting after
+ * 10 s; probe an idle connection after 30 s and drop it after 3 probes 10 s
+ * apart go unanswered (a dead host, a dropped route); drop it when data
+ * sent stays unacknowledged for 30 s. A connection that hangs with its
+ * peer's kernel still answering is get_result's business.
+ */
+static int connect_to(tq *db, const char *conninfo, const char *where, PGconn **out)
+{
+    const char *keys[] = {"keepalives",
+                          "keepalives_idle",
+                          "keepalives_interval",
+                          "keepalives_count",
+                          "tcp_user_timeout",
+                          "connect_timeout",
+                          "dbname",
+                          NULL};
+    const char *vals[] = {"1", "30", "10", "3", "30000", "10", conninfo, NULL};
+    if (getenv("PGCONNECT_TIMEOUT")) { /* the environment's wins too */
+        keys[5] = "dbname", vals[5] = conninfo;
+        keys[6] = vals[6] = NULL;
+    }
+    PGconn *pg = PQconnectdbParams(keys, vals, 1);
+    if (!pg || PQstatus(pg) != CONNECTION_OK) {
+        const char *m = pg ? PQerrorMessage(pg) : "out of memory";
+        size_t n = strlen(m);
+        while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
+            n--;
+        int rc = !pg ? TQ_ENOMEM : connect_may_pass(m) ? TQ_ECONN : TQ_EREFUSED;
+        tq__seterr(db, rc, "cannot connect to %s: %.*s", where, (int)n, m);
+        PQfinish(pg);
+        return rc;
+    }
+    /* Notices (e.g. "schema already exists") are not for our users. */
+    PQsetNoticeProcessor(pg, ignore_notice, NULL);
+    *out = pg;
+    return 0;
+}
+
 static int pg_open(tq *db, const tq__url *url, int create, void *borrow)
 {
     (void)create; /* the schema is created by init, and checked by tq_open */
@@ -160,7 +205,9 @@ static int pg_open(tq *db, const tq__url *url, int create, void *borrow)
     db->conn = c;
     tq__url_redact(c->where, sizeof c->where, url->conninfo);
     c->schema = tq__strdup(url->schema);
-    if (!c->schema) {
+    c->pooled = url->pooled;
+    c->listen_url = url->listen ? tq__strdup(url->listen) : NULL;
+    if (!c->schema || (url->listen && !c->listen_url)) {
         pg_close(db);
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
     }
@@ -169,41 +216,9 @@ static int pg_open(tq *db, const tq__url *url, int create, void *borrow)
             pg_close(db);
         return rc;
     }
-    /*
-     * Bounds on a network that fails silently, each overridden by the same
-     * parameter in the URL (it comes after them): give up connecting after
-     * 10 s; probe an idle connection after 30 s and drop it after 3 probes
-     * 10 s apart go unanswered (a dead host, a dropped route); drop it when
-     * data sent stays unacknowledged for 30 s. A connection that hangs with
-     * its peer's kernel still answering is get_result's business.
-     */
-    const char *keys[] = {"keepalives",
-                          "keepalives_idle",
-                          "keepalives_interval",
-                          "keepalives_count",
-                          "tcp_user_timeout",
-                          "connect_timeout",
-                          "dbname",
-                          NULL};
-    const char *vals[] = {"1", "30", "10", "3", "30000", "10", url->conninfo, NULL};
-    if (getenv("PGCONNECT_TIMEOUT")) { /* the environment's wins too */
-        keys[5] = "dbname", vals[5] = url->conninfo;
-        keys[6] = vals[6] = NULL;
-    }
-    c->pg = PQconnectdbParams(keys, vals, 1);
-    if (!c->pg || PQstatus(c->pg) != CONNECTION_OK) {
-        const char *m = c->pg ? PQerrorMessage(c->pg) : "out of memory";
-        size_t n = strlen(m);
-        while (n && (m[n - 1] == '\n' || m[n - 1] == ' '))
-            n--;
-        rc = !c->pg ? TQ_ENOMEM : connect_may_pass(m) ? TQ_ECONN : TQ_EREFUSED;
-        tq__seterr(db, rc, "cannot connect to %s: %.*s", c->where, (int)n, m);
-        pg_close(db);
-        return rc;
-    }
-    /* Notices (e.g. "schema already exists") are not for our users. */
-    PQsetNoticeProcessor(c->pg, ignore_notice, NULL);
-    rc = tq__pg_simple(db, SESSION_SETUP, "configuring the session");
+    rc = connect_to(db, url->conninfo, c->where, &c->pg);
+    if (!rc && !c->pooled)
+        rc = tq__pg_simple(db, SESSION_SETUP, "configuring the session");
     if (rc)
         pg_close(db);
     return rc;
@@ -211,12 +226,46 @@ static int pg_open(tq *db, const tq__url *url, int create, void *borrow)
 
 /* ---- notifications ------------------------------------------------------ */
 
+/*
+ * Listens on the connection's own session, or, with tq_listen, on a
+ * connection of its own to that URL (made again when it was lost). Behind
+ * a pooler in transaction mode without one, not at all: the session that
+ * heard LISTEN would be any client's next.
+ */
 static int pg_listen(tq *db)
 {
+    conn *c = C(db);
     char text[128];
     /* A channel is an identifier, not a parameter; the schema is [a-z0-9_]. */
-    snprintf(text, sizeof text, "LISTEN tq_%s", C(db)->schema);
-    return tq__pg_simple(db, text, "listening for new jobs");
+    snprintf(text, sizeof text, "LISTEN tq_%s", c->schema);
+    if (!c->listen_url && c->pooled)
+        return tq__seterr(db, TQ_EINVAL,
+                          "behind a pooler in transaction mode (tq_pool=transaction) "
+                          "a worker hears of new jobs only on a connection of its own "
+                          "to the server (tq_listen=URL)");
+    if (!c->listen_url)
+        return tq__pg_simple(db, text, "listening for new jobs");
+    if (c->listen_pg && PQstatus(c->listen_pg) == CONNECTION_OK)
+        return 0;
+    PQfinish(c->listen_pg);
+    c->listen_pg = NULL;
+    char where[256];
+    tq__url_redact(where, sizeof where, c->listen_url);
+    int rc = connect_to(db, c->listen_url, where, &c->listen_pg);
+    if (rc)
+        return rc;
+    /* Swapped in for the wait: one statement, within the wait limit. */
+    PGconn *pg = c->pg;
+    const int hung = c->hung;
+    c->pg = c->listen_pg;
+    rc = tq__pg_simple(db, text, "listening for new jobs (tq_listen)");
+    c->pg = pg;
+    c->hung = hung; /* a hang there was the listening connection's: dropped */
+    if (rc) {
+        PQfinish(c->listen_pg);
+        c->listen_pg = NULL;
+    }
+    return rc;
 }
 
 /*
@@ -235,6 +284,8 @@ static int apply_wait_limit(tq *db, int64_t us)
     char ms[32];
     snprintf(ms, sizeof ms, "%lld", (long long)(us / 1000));
     const char *v[] = {ms};
+    if (c->pooled) /* the pooler's idle_transaction_timeout (operations.md) */
+        return 0;
     if (!us)
         return tq__pg_simple(db, "RESET idle_in_transaction_session_timeout",
                              "resetting the wait limit");
@@ -291,7 +342,7 @@ int tq__pg_reconnect(tq *db)
     /* a new session has no prepared statements */
     memset(c->prepared, 0, sizeof c->prepared);
     c->hung = 0;
-    int rc = tq__pg_simple(db, SESSION_SETUP, "configuring the session");
+    int rc = c->pooled ? 0 : tq__pg_simple(db, SESSION_SETUP, "configuring the session");
     if (!rc && c->wait_us)
         rc = apply_wait_limit(db, c->wait_us);
     if (!rc && old_pid && old_start[0])
@@ -316,9 +367,16 @@ static int pg_set_wait_limit(tq *db, int64_t us)
     return rc;
 }
 
+/* Where notifications arrive; -1: nowhere (pg_listen). */
+static PGconn *listening(const conn *c)
+{
+    return c->listen_pg ? c->listen_pg : c->listen_url || c->pooled ? NULL : c->pg;
+}
+
 static int pg_notify_fd(tq *db)
 {
-    return PQsocket(C(db)->pg);
+    PGconn *l = listening(C(db));
+    return l ? PQsocket(l) : -1;
 }
 
 /* A notification names the queue whose jobs became ready (inserted, put
@@ -328,12 +386,25 @@ static int pg_notify_drain(tq *db, const char *const *queues, size_t nqueues, in
                            int *changed, int64_t *again_us)
 {
     conn *c = C(db);
+    PGconn *l = listening(c);
     PGnotify *n;
     *count = *changed = 0;
     *again_us = 0;
-    if (!PQconsumeInput(c->pg))
+    if (!l)
+        return 0;
+    if (l == c->listen_pg && (!PQconsumeInput(l) || PQstatus(l) != CONNECTION_OK)) {
+        /* Reconnecting listens again (pg_listen), and a worker back from a
+         * reconnection claims at once: nothing missed is left waiting. */
+        char where[256];
+        tq__url_redact(where, sizeof where, c->listen_url);
+        const char *m = PQerrorMessage(l);
+        return tq__seterr(db, TQ_ECONN,
+                          "reading notifications: lost the connection to %s: %.*s", where,
+                          (int)strcspn(m, "\n"), m);
+    }
+    if (l == c->pg && !PQconsumeInput(l))
         return tq__pg_fail_res(db, NULL, "reading notifications");
-    while ((n = PQnotifies(c->pg))) {
+    while ((n = PQnotifies(l))) {
         size_t i = 0;
         while (queues && i < nqueues && strcmp(queues[i], n->extra))
             i++;

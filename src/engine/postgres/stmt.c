@@ -173,17 +173,24 @@ char *tq__pg_with_schema(const char *text, const char *schema)
     return out;
 }
 
-/* Prepares statement id on this connection, once. */
+/* Prepares statement id on this connection, once; behind a pooler in
+ * transaction mode, only its text (tq__pg_send sends it whole). */
 int tq__pg_prepare(tq *db, enum stmt_id id, const char *what)
 {
     conn *c = C(db);
     char name[24];
     if (c->prepared[id])
         return 0;
-    stmt_name(C(db), name, id);
-    char *text = tq__pg_with_schema(tq__pg_sql(id), c->schema);
+    char *text =
+        c->text[id] ? c->text[id] : tq__pg_with_schema(tq__pg_sql(id), c->schema);
     if (!text)
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    if (c->pooled) {
+        c->text[id] = text;
+        c->prepared[id] = 1;
+        return 0;
+    }
+    stmt_name(C(db), name, id);
     PGresult *r = tq__pg_exec_result(db, PQsendPrepare(c->pg, name, text, 0, NULL));
     free(text);
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
@@ -193,16 +200,26 @@ int tq__pg_prepare(tq *db, enum stmt_id id, const char *what)
     return 0;
 }
 
-PGresult *tq__pg_run(tq *db, enum stmt_id id, const params *p, int *rc, const char *what)
+/* Sends prepared statement id with p (may be NULL), results in binary: by
+ * its name, or behind a pooler as an unnamed statement. PQsend*'s answer. */
+int tq__pg_send(tq *db, enum stmt_id id, const params *p)
 {
     conn *c = C(db);
+    const int n = p ? p->n : 0;
+    const char *const *v = p ? p->v : NULL;
+    const int *len = p ? p->len : NULL, *fmt = p ? p->fmt : NULL;
+    if (c->pooled)
+        return PQsendQueryParams(c->pg, c->text[id], n, NULL, v, len, fmt, 1);
     char name[24];
+    stmt_name(c, name, id);
+    return PQsendQueryPrepared(c->pg, name, n, v, len, fmt, 1);
+}
+
+PGresult *tq__pg_run(tq *db, enum stmt_id id, const params *p, int *rc, const char *what)
+{
     if ((*rc = tq__pg_prepare(db, id, what)))
         return NULL;
-    stmt_name(C(db), name, id);
-    PGresult *r = tq__pg_exec_result(
-        db, PQsendQueryPrepared(c->pg, name, p ? p->n : 0, p ? p->v : NULL,
-                                p ? p->len : NULL, p ? p->fmt : NULL, 1));
+    PGresult *r = tq__pg_exec_result(db, tq__pg_send(db, id, p));
     ExecStatusType st = PQresultStatus(r);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         *rc = tq__pg_fail_res(db, r, what);
@@ -232,7 +249,9 @@ void tq__pg_unprepare(tq *db)
 {
     conn *c = C(db);
     const PGTransactionStatusType t = PQtransactionStatus(c->pg);
-    if (!c->borrowed) {
+    if (c->pooled) {
+        /* nothing named on any session */
+    } else if (!c->borrowed) {
         quiet(db, "DEALLOCATE ALL");
     } else if (t == PQTRANS_IDLE || t == PQTRANS_INTRANS) {
         char text[48] = "DEALLOCATE ";
