@@ -34,7 +34,7 @@ void tq__url_free(tq__url *u)
 /* Whether p starts a parameter (at the start, or after '?', '&' or, in a
  * libpq keyword/value string, a space) whose key, with %XX decoded and in
  * any case, ends in "password" (password, sslpassword, pass%77ord, as
- * libpq would read them): the length of its key, else 0. */
+ * libpq would read them) or is tq_listen: the length of its key, else 0. */
 static size_t password_key(const char *url, const char *p)
 {
     if (!(p == url || p[-1] == '?' || p[-1] == '&' || p[-1] == ' '))
@@ -58,6 +58,9 @@ static size_t password_key(const char *url, const char *p)
         key[k++] = (char)tolower(c);
     }
     key[k] = '\0';
+    /* tq_listen's value is a URL of its own, %XX-encoded: hidden whole. */
+    if (p[i] == '=' && strcmp(key, "tq_listen") == 0)
+        return i;
     return p[i] == '=' && k >= 8 && strcmp(key + k - 8, "password") == 0 ? i : 0;
 }
 
@@ -163,6 +166,30 @@ static int is_hex(char c)
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
+/* Where a PostgreSQL URI's query starts ('?'), as libpq finds it: after
+ * the userinfo, which ends at an '@' met before any '/' (a password may
+ * hold a '?'); NULL without one. */
+static char *query_of(char *uri)
+{
+    char *start = strstr(uri, "://") + 3, *p = start;
+    while (*p && *p != '@' && *p != '/')
+        p++;
+    return strchr(*p == '@' ? p + 1 : start, '?');
+}
+
+/* No bad %-escape in text: libpq quotes one in its message, password or
+ * not. Not echoed here either. */
+static int check_escapes(tq *db, const char *text, const char *what)
+{
+    for (const char *p = text; (p = strchr(p, '%')); p++)
+        if (!is_hex(p[1]) || !is_hex(p[2]) || (p[1] == '0' && p[2] == '0'))
+            return tq__seterr(db, TQ_EINVAL,
+                              "bad %s: each '%%' must start a %%XX escape (two hex "
+                              "digits, not %%00)",
+                              what);
+    return 0;
+}
+
 /* A %XX-encoded value, decoded in place (parse_postgres has checked every
  * escape). */
 static void percent_decode(char *s)
@@ -185,6 +212,12 @@ static void percent_decode(char *s)
  * the '?', a value may hold the password. */
 static int postgres_param(tq__url *u, tq *db, const char *key, char *value)
 {
+    /* A value with a bare '?' or '=' was not encoded: its '&'s have cut
+     * it, and the rest went to the server's URL (a host, say). */
+    if (strcmp(key, "tq_listen") == 0 && strpbrk(value, "?="))
+        return tq__seterr(db, TQ_EINVAL,
+                          "bad tq_listen in store URL: %%XX-encode the URL it gives "
+                          "(its ':' '/' '?' '=' '&' as %%3A %%2F %%3F %%3D %%26)");
     percent_decode(value);
     const size_t n = strlen(value);
     if (strcmp(key, "tq_schema") == 0) {
@@ -211,10 +244,14 @@ static int postgres_param(tq__url *u, tq *db, const char *key, char *value)
         return 0;
     }
     if (strcmp(key, "tq_listen") == 0) {
-        if (n == 0)
-            return tq__seterr(db, TQ_EINVAL,
-                              "bad tq_listen in store URL: a PostgreSQL URL (%%-encoded) "
-                              "that reaches the server itself, not through the pooler");
+        if (strncmp(value, "postgres://", 11) && strncmp(value, "postgresql://", 13))
+            return tq__seterr(
+                db, TQ_EINVAL,
+                "bad tq_listen in store URL: a postgres:// URL (%%XX-encoded) "
+                "that reaches the server itself, not through the pooler");
+        int rc = check_escapes(db, value, "tq_listen URL (once decoded)");
+        if (rc)
+            return rc;
         free(u->listen);
         return (u->listen = tq__strdup(value))
                    ? 0
@@ -229,22 +266,16 @@ static int postgres_param(tq__url *u, tq *db, const char *key, char *value)
 static int parse_postgres(tq__url *u, tq *db, const char *url)
 {
     u->kind = TQ__POSTGRES;
-    /* libpq quotes a bad %-escape in its message, password or not: refuse
-     * it here, without echoing any of it. */
-    for (const char *p = url; (p = strchr(p, '%')); p++)
-        if (!is_hex(p[1]) || !is_hex(p[2]))
-            return tq__seterr(
-                db, TQ_EINVAL,
-                "bad store URL: each '%%' must start a %%XX escape (two hex "
-                "digits)");
+    int rc = check_escapes(db, url, "store URL");
+    if (rc)
+        return rc;
     u->conninfo = tq__strdup(url);
     u->schema = tq__strdup("tq");
     if (!u->conninfo || !u->schema)
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
     /* Pull tq's own parameters (tq_NAME=VALUE) out of the query string:
      * libpq refuses keys it does not know. */
-    char *q = strchr(u->conninfo, '?');
-    for (char *p = q; p && *p;) {
+    for (char *p = query_of(u->conninfo); p && *p;) {
         char *end = p + 1 + strcspn(p + 1, "&");
         if (strncmp(p + 1, "tq_", 3) != 0) {
             p = end;
@@ -263,7 +294,7 @@ static int parse_postgres(tq__url *u, tq *db, const char *url)
                               "bad store URL parameter: tq_%.40s without '=VALUE'",
                               param + 3);
         *eq = '\0';
-        int rc = postgres_param(u, db, param, eq + 1);
+        rc = postgres_param(u, db, param, eq + 1);
         memset(param, 0, sizeof param); /* it may have held a password */
         if (rc)
             return rc;

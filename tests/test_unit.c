@@ -257,18 +257,24 @@ static void urls(void **state)
     assert_null(u.listen);
     tq__url_free(&u);
 
-    const char *bad[] = {"",
-                         "mysql://h/db",
-                         "postgres://h/db?tq_pool=statement",
-                         "postgres://h/db?tq_pool",
-                         "postgres://h/db?tq_listen=",
-                         "postgres://h/db?sslmode=require&tq_lisen=x",
-                         "sqlite:",
-                         "sqlite:x.db?synchronous=off",
-                         "x.db?busy_timeout=-1",
-                         "x.db?bogus=1",
-                         "postgres://h/db?tq_schema=Bad-Name",
-                         NULL};
+    /* A password holding a '?': the query is where libpq finds it. */
+    assert_int_equal(tq__url_parse(&u, NULL, "postgresql://u:p?w@h/db?tq_schema=s2"), 0);
+    assert_string_equal(u.conninfo, "postgresql://u:p?w@h/db");
+    assert_string_equal(u.schema, "s2");
+    tq__url_free(&u);
+
+    const char *bad[] = {
+        "", "mysql://h/db",
+        /* not encoded: its own '&user=' would go to the server's URL */
+        "postgres://h/db?tq_listen=postgresql:///db?host=/s&user=tq",
+        "postgres://h/db?tq_listen=host%3Dh",
+        "postgres://h/db?tq_listen=postgresql%3A%2F%2Fu%3A50%25off%40h%2Fdb",
+        "postgres://h/db?tq_listen=postgresql%3A%2F%2Fh%2Fdb%3Fx%3D%2500",
+        "postgres://h/db?x=%00", "postgres://h/db?tq_pool=statement",
+        "postgres://h/db?tq_pool",
+        "postgres://h/db?tq_listen=", "postgres://h/db?sslmode=require&tq_lisen=x",
+        "sqlite:", "sqlite:x.db?synchronous=off", "x.db?busy_timeout=-1", "x.db?bogus=1",
+        "postgres://h/db?tq_schema=Bad-Name", NULL};
     for (int i = 0; bad[i]; i++) {
         assert_int_equal(tq__url_parse(&u, NULL, bad[i]), TQ_EINVAL);
         tq__url_free(&u);
@@ -285,6 +291,12 @@ static void redaction(void **state)
     tq__url_redact(b, sizeof b, "postgres://h/q?password=s3cret&sslmode=require");
     assert_null(strstr(b, "s3cret"));
     assert_non_null(strstr(b, "sslmode=require"));
+    /* tq_listen is a URL of its own, password and all: hidden whole. */
+    tq__url_redact(
+        b, sizeof b,
+        "postgres://h/q?tq_listen=postgresql%3A%2F%2Ftq%3Ahunter2%40h%2Fq&x=1");
+    assert_null(strstr(b, "hunter2"));
+    assert_string_equal(b, "postgres://h/q?tq_listen=***&x=1");
     tq__url_redact(b, sizeof b, "jobs.db");
     assert_string_equal(b, "jobs.db");
     /* A password shorter than its mask, in a buffer that is exactly full:

@@ -184,19 +184,29 @@ static int allocate(tq_worker *w, const tq_worker_opts *o, const char *name,
 
 /* Listens for new jobs, if the engine can; w->loop.can_listen says whether
  * it does (a worker that cannot polls, and is never idle: idle.c). Called
- * at the start and after each reconnection. */
+ * at the start, after each reconnection, and every LISTEN_AGAIN_US while a
+ * connection for it could not be made (PostgreSQL's tq_listen: the server
+ * may take connections later than the pooler). */
 void tq__listen(tq_worker *w)
 {
     tq *db = w->db;
+    const int again = w->loop.listen_again_at != 0;
     w->loop.can_listen = 0;
+    w->loop.listen_again_at = 0;
     if (!(db->engine->caps & TQ__CAP_NOTIFY))
         return;
-    if (db->engine->listen(db)) {
-        tq__worker_log(w, TQ_LOG_WARN, "cannot listen for new jobs, polling only: %s",
-                       tq_errmsg(db));
+    int rc = db->engine->listen(db);
+    if (rc) {
+        if (rc == TQ_ECONN || rc == TQ_EBUSY)
+            w->loop.listen_again_at = tq__mono_us() + LISTEN_AGAIN_US;
+        tq__worker_log(w, again ? TQ_LOG_DEBUG : TQ_LOG_WARN,
+                       "cannot listen for new jobs, polling only%s: %s",
+                       w->loop.listen_again_at ? " until it can" : "", tq_errmsg(db));
         tq__clearerr(db);
         return;
     }
+    if (again)
+        tq__worker_log(w, TQ_LOG_INFO, "listening for new jobs again");
     w->loop.can_listen = 1;
 }
 

@@ -288,6 +288,12 @@ static int take_notifications(tq_worker *w, const pass *p, int *notified)
      * than wake for every commit of every other worker. */
     w->loop.listening = !w->loop.stopping && p->free_slots > 0 && p->nheld == 0;
     w->loop.notify_look_at = 0;
+    if (w->loop.listen_again_at && p->now >= w->loop.listen_again_at &&
+        !w->store.disconnected) {
+        tq__listen(w);
+        if (w->loop.can_listen) /* told of nothing meanwhile: claim, read */
+            tq__idle_heard(w, 1, 1);
+    }
     if (!(db->engine->caps & TQ__CAP_NOTIFY) || !w->loop.listening)
         return 0;
     int64_t again = 0;
@@ -338,6 +344,12 @@ static int64_t next_wakeup(tq_worker *w, const pass *p)
         sooner(&timeout, w->held.start_by_next + 1 - now);
     if (!w->loop.stopping)
         sooner(&timeout, w->loop.schedules_at - now);
+    /* A connection lost this pass (idle a moment ago, say): its first try
+     * comes at once, not at the idle worker's next look. */
+    if (w->store.disconnected)
+        sooner(&timeout, w->store.reconnect_at - now);
+    if (w->loop.listen_again_at)
+        sooner(&timeout, w->loop.listen_again_at - now);
     return timeout;
 }
 

@@ -54,6 +54,9 @@
 #define REFRESH_EVERY_US   1000000LL
 #define SCHEDULES_EVERY_US 1000000LL
 #define RESCUE_EVERY_US    1000000LL
+/* A worker that could not make the connection it listens on tries again
+ * this often, polling meanwhile (tq__listen). */
+#define LISTEN_AGAIN_US 5000000LL
 
 typedef enum slot_state {
     SLOT_FREE = 0,
@@ -286,6 +289,7 @@ typedef struct worker_loop {
     int64_t schedules_ran;    /* monotonic: when they were last run */
     int listening;            /* a new job could start now: notifications matter */
     int can_listen;           /* the engine's listen went through on this connection */
+    int64_t listen_again_at;  /* monotonic: try listening again then (0: no) */
     size_t next_queue;        /* round robin start for claims */
     /* Idle (idle.c): this pass, and when it next claims (0: each pass) and
      * rescues, and when it last claimed; a peek asked for by a change, and

@@ -67,4 +67,32 @@ t=$(date +%s.%N)
 started told-again "$t" 3
 grep -q "lost the connection" "$T/w.log" || fail "the loss not said: $(cat "$T/w.log")"
 stop_ok "$w"
-expect_eq "$(wc -l <"$T/runs")" 3 "runs"
+grep -q "tq_listen=\*\*\*" "$T/w.log" || fail "tq_listen's URL shown: $(head -1 "$T/w.log")"
+
+# ---- the server refuses the listening session for a while -------------------
+# tq_listen reaches the server through a socket of this test's own (a link
+# to the server's), taken away while the session is ended: the worker polls
+# meanwhile and listens again once it can.
+mkdir "$T/sock"
+pgdir=$(sed -E 's/.*host=([^&]*).*/\1/' <<<"$TQ_TEST_PG_URL")
+ln -s "$pgdir/.s.PGSQL.5432" "$T/sock/.s.PGSQL.5432"
+own=$(jq -rn --arg u "postgresql:///postgres?host=$T/sock&user=tq" '$u | @uri')
+bg env TQ_DB="$(sed -E 's/&tq_listen=[^&]*//' <<<"$TQ_DB")&tq_listen=$own" \
+    "$TQ" work --queue q --poll 1s -- "$T/rec.sh" 2>"$T/w2.log"
+w=$BG
+wait_for 10 listening
+old=$LISTENER
+rm "$T/sock/.s.PGSQL.5432"
+expect_eq "$(sql "SELECT pg_terminate_backend($old)")" t "the listening session ended"
+wait_for 15 grep -q "cannot listen for new jobs, polling only until it can" "$T/w2.log"
+"$TQ" enqueue -q q while-polling >/dev/null
+wait_for 5 grep -q "^while-polling " "$T/runs"
+ln -s "$pgdir/.s.PGSQL.5432" "$T/sock/.s.PGSQL.5432"
+wait_for 15 listening "$old"
+grep -q "listening for new jobs again" "$T/w2.log" || fail "not said: $(cat "$T/w2.log")"
+sleep 2
+t=$(date +%s.%N)
+"$TQ" enqueue -q q told-third >/dev/null
+started told-third "$t" 3
+stop_ok "$w"
+expect_eq "$(wc -l <"$T/runs")" 5 "runs"
