@@ -146,7 +146,9 @@ typedef struct tq_open_opts {
 /*
  * Opens a store. url is "PATH", "sqlite:PATH" (optionally followed by
  * "?synchronous=normal&busy_timeout=MS"), or "postgres://..." (or
- * "postgresql://...") where that engine is built in. opts may be NULL.
+ * "postgresql://...") where that engine is built in, with tq's own
+ * parameters tq_schema, tq_pool and tq_listen (docs/stores.md). opts may
+ * be NULL.
  * Without opts->create the store's schema must be this library's
  * (tq_schema_version); with it the schema is not looked at, so that
  * tq_init can create or upgrade it.
