@@ -18,7 +18,7 @@ DESTDIR ?=
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 
-.PHONY: all deps test-deps build demo install bench bench-quick bench-regress bench-pressure test test-plain test-asan test-tsan test-model fuzz format format-check clean
+.PHONY: all deps test-deps build demo install bench bench-quick bench-regress bench-pressure bench-fleet test test-plain test-asan test-tsan test-model fuzz format format-check clean
 
 all: build
 
@@ -58,6 +58,10 @@ bench-regress: build
 # The rate under pressure (a held xmin horizon, readers) against clean runs.
 bench-pressure: build
 	bench/pressure.sh $(PRESSURE_ARGS) $(BUILD)
+
+# Hundreds of workers through a throwaway PgBouncer against a few direct.
+bench-fleet: build
+	bench/fleet.sh $(FLEET_ARGS) $(BUILD)
 
 bench-quick: build
 	@command -v gnuplot >/dev/null || apt-get install -y gnuplot-nox
