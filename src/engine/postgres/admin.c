@@ -15,6 +15,7 @@
     " j.claims, j.traceparent, j.job_group, j.snoozes, j.progress, j.progress_text,"     \
     " octet_length(j.result), j.nparents, j.waiting_for"
 
+/* A queue's settings, in the order tq__queue_from_row reads them. */
 #define QUEUE_COLS                                                                       \
     "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done, "    \
     "paused, max_running, max_running_per_group, rate_limit, rate_period_us, "           \
@@ -162,27 +163,13 @@ static void p_opt_bool(params *p, unsigned set, int x)
 static int read_queue(tq *db, const PGresult *r, int row, void *out, void *arg)
 {
     (void)db, (void)arg;
-    tq_queue_info *q = out;
     char name[80], ord[16];
-    tq_order order = TQ_FIFO;
+    int64_t v[TQ__QUEUE_NUMBERS];
     g_strbuf(r, row, 0, name, sizeof name);
     g_strbuf(r, row, 1, ord, sizeof ord);
-    tq__queue_defaults(q, name);
-    tq_order_parse(&order, ord);
-    q->order = order;
-    q->lease_us = g_i64(r, row, 2);
-    q->max_attempts = (int)g_i64(r, row, 3);
-    q->backoff_base_us = g_i64(r, row, 4);
-    q->backoff_cap_us = g_i64(r, row, 5);
-    q->keep_done = (int)g_i64(r, row, 6);
-    q->paused = (int)g_i64(r, row, 7);
-    q->max_running = (int)g_i64(r, row, 8);
-    q->max_running_per_group = (int)g_i64(r, row, 9);
-    q->rate_limit = g_i64(r, row, 10);
-    q->rate_period_us = g_i64(r, row, 11);
-    q->rate_burst = q->rate_limit ? g_i64(r, row, 12) : 0;
-    q->max_snoozes = (int)g_i64(r, row, 13);
-    q->results = (int)g_i64(r, row, 14);
+    for (int i = 0; i < TQ__QUEUE_NUMBERS; i++)
+        v[i] = g_i64(r, row, 2 + i);
+    tq__queue_from_row(out, name, ord, v);
     return 0;
 }
 
