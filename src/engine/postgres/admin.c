@@ -185,8 +185,8 @@ int tq__pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
     memset(&p, 0, sizeof p);
     p_text(&p, name);
     const unsigned set = o->set;
-    /* The bucket (S_QUEUE_UPDATE says), of a rate set and not 0. */
-    const int on = (set & TQ_SET_RATE) && o->rate_limit > 0;
+    int64_t period_us, burst;
+    tq__queue_bucket(&period_us, &burst, o);
     p_text(&p, set & TQ_SET_ORDER ? tq_order_name(o->order) : NULL);
     p_opt(&p, set & TQ_SET_LEASE, o->lease_us);
     p_opt(&p, set & TQ_SET_MAX_ATTEMPTS, o->max_attempts);
@@ -197,9 +197,8 @@ int tq__pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
     p_opt(&p, set & TQ_SET_MAX_RUNNING, o->max_running);
     p_opt(&p, set & TQ_SET_MAX_RUNNING_PER_GROUP, o->max_running_per_group);
     p_opt(&p, set & TQ_SET_RATE, o->rate_limit);
-    p_opt(&p, set & TQ_SET_RATE, on ? o->rate_period_us : 0);
-    p_opt(&p, set & TQ_SET_RATE,
-          on ? tq__rate_burst(o->rate_limit, o->rate_period_us) : 1);
+    p_opt(&p, set & TQ_SET_RATE, period_us);
+    p_opt(&p, set & TQ_SET_RATE, burst);
     p_opt(&p, set & TQ_SET_MAX_SNOOZES, o->max_snoozes);
     p_opt_bool(&p, set & TQ_SET_RESULTS, o->results);
     if ((rc = tq__pg_run_count(db, S_QUEUE_UPDATE, &p, NULL, "changing the queue")))

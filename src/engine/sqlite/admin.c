@@ -179,12 +179,12 @@ int tq__sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         sqlite3_bind_int(s, 9, o->max_running);
     if (o->set & TQ_SET_MAX_RUNNING_PER_GROUP)
         sqlite3_bind_int(s, 10, o->max_running_per_group);
-    if (o->set & TQ_SET_RATE) { /* the bucket: S_QUEUE_UPDATE says */
-        const int on = o->rate_limit > 0;
+    if (o->set & TQ_SET_RATE) {
+        int64_t period_us, burst;
+        tq__queue_bucket(&period_us, &burst, o);
         sqlite3_bind_int64(s, 11, o->rate_limit);
-        sqlite3_bind_int64(s, 12, on ? o->rate_period_us : 0);
-        sqlite3_bind_int64(s, 13,
-                           on ? tq__rate_burst(o->rate_limit, o->rate_period_us) : 1);
+        sqlite3_bind_int64(s, 12, period_us);
+        sqlite3_bind_int64(s, 13, burst);
         sqlite3_bind_int64(s, 14, tq__now_us());
     }
     if (o->set & TQ_SET_MAX_SNOOZES)
