@@ -2,8 +2,8 @@
  * common.c - what the engines share that is not SQL, below the interface:
  * the order claimed jobs start in (tq__jobs_sort), the words of an
  * enqueue whose commit went unanswered, the steps of a retry or cancel
- * (tq__manage) and of a prune (tq__prune), finding a statement's text
- * (tq__sql_find). Called by the engines
+ * (tq__manage) and of a prune (tq__prune), reading a queue's row
+ * (tq__queue_from_row), finding a statement's text (tq__sql_find). Called by the engines
  * and by the layer above (api.c, worker.c); it calls nothing above it.
  */
 #include "engine.h"
@@ -123,6 +123,28 @@ int tq__prune(tq *db, const tq__manage_ops *ops, void *ctx, unsigned mask, int64
             *count += n;
     }
     return (rc = end_steps(db, ops, ctx, rc)) ? rc : ops->commit(db);
+}
+
+void tq__queue_from_row(tq_queue_info *q, const char *name, const char *order,
+                        const int64_t v[TQ__QUEUE_NUMBERS])
+{
+    tq_order o = TQ_FIFO;
+    tq__queue_defaults(q, name);
+    tq_order_parse(&o, order);
+    q->order = o;
+    q->lease_us = v[0];
+    q->max_attempts = (int)v[1];
+    q->backoff_base_us = v[2];
+    q->backoff_cap_us = v[3];
+    q->keep_done = (int)v[4];
+    q->paused = (int)v[5];
+    q->max_running = (int)v[6];
+    q->max_running_per_group = (int)v[7];
+    q->rate_limit = v[8];
+    q->rate_period_us = v[9];
+    q->rate_burst = q->rate_limit ? v[10] : 0;
+    q->max_snoozes = (int)v[11];
+    q->results = (int)v[12];
 }
 
 const char *tq__sql_find(const char *const *const *tables, size_t n, int id)

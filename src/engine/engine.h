@@ -554,6 +554,25 @@ int tq__prune(tq *db, const tq__manage_ops *ops, void *ctx, unsigned mask,
  * statement id) that has it; NULL when none does (common.c). */
 const char *tq__sql_find(const char *const *const *tables, size_t n, int id);
 
+/* A queue's settings from its row (both engines' QUEUE_COLS): its name,
+ * its order as text, then the numbers of the columns after them, in the
+ * order QUEUE_COLS lists them (common.c). The rules that are not SQL are
+ * kept here once: a queue without a rate limit reads as having no burst. */
+enum { TQ__QUEUE_NUMBERS = 13 };
+void tq__queue_from_row(tq_queue_info *q, const char *name, const char *order,
+                        const int64_t v[TQ__QUEUE_NUMBERS]);
+
+/* The token bucket a queue_set of a rate stores (S_QUEUE_UPDATE): the
+ * limit's period and its burst; a limit of 0 (none), or no rate in o,
+ * keeps no period and a burst of 1 (and divides by no period of 0). */
+static inline void tq__queue_bucket(int64_t *period_us, int64_t *burst,
+                                    const tq_queue_opts *o)
+{
+    const int on = (o->set & TQ_SET_RATE) && o->rate_limit > 0;
+    *period_us = on ? o->rate_period_us : 0;
+    *burst = on ? tq__rate_burst(o->rate_limit, o->rate_period_us) : 1;
+}
+
 /* For worker_register: whether the holder found is the one expected. */
 static inline int tq__same_holder(const tq_worker_info *h, const tq_worker_info *expect)
 {

@@ -15,6 +15,7 @@
     " j.claims, j.traceparent, j.job_group, j.snoozes, j.progress, j.progress_text,"     \
     " octet_length(j.result), j.nparents, j.waiting_for"
 
+/* A queue's settings, in the order tq__queue_from_row reads them. */
 #define QUEUE_COLS                                                                       \
     "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done, "    \
     "paused, max_running, max_running_per_group, rate_limit, rate_period_us, "           \
@@ -162,27 +163,13 @@ static void p_opt_bool(params *p, unsigned set, int x)
 static int read_queue(tq *db, const PGresult *r, int row, void *out, void *arg)
 {
     (void)db, (void)arg;
-    tq_queue_info *q = out;
     char name[80], ord[16];
-    tq_order order = TQ_FIFO;
+    int64_t v[TQ__QUEUE_NUMBERS];
     g_strbuf(r, row, 0, name, sizeof name);
     g_strbuf(r, row, 1, ord, sizeof ord);
-    tq__queue_defaults(q, name);
-    tq_order_parse(&order, ord);
-    q->order = order;
-    q->lease_us = g_i64(r, row, 2);
-    q->max_attempts = (int)g_i64(r, row, 3);
-    q->backoff_base_us = g_i64(r, row, 4);
-    q->backoff_cap_us = g_i64(r, row, 5);
-    q->keep_done = (int)g_i64(r, row, 6);
-    q->paused = (int)g_i64(r, row, 7);
-    q->max_running = (int)g_i64(r, row, 8);
-    q->max_running_per_group = (int)g_i64(r, row, 9);
-    q->rate_limit = g_i64(r, row, 10);
-    q->rate_period_us = g_i64(r, row, 11);
-    q->rate_burst = q->rate_limit ? g_i64(r, row, 12) : 0;
-    q->max_snoozes = (int)g_i64(r, row, 13);
-    q->results = (int)g_i64(r, row, 14);
+    for (int i = 0; i < TQ__QUEUE_NUMBERS; i++)
+        v[i] = g_i64(r, row, 2 + i);
+    tq__queue_from_row(out, name, ord, v);
     return 0;
 }
 
@@ -198,8 +185,8 @@ int tq__pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
     memset(&p, 0, sizeof p);
     p_text(&p, name);
     const unsigned set = o->set;
-    /* The bucket (S_QUEUE_UPDATE says), of a rate set and not 0. */
-    const int on = (set & TQ_SET_RATE) && o->rate_limit > 0;
+    int64_t period_us, burst;
+    tq__queue_bucket(&period_us, &burst, o);
     p_text(&p, set & TQ_SET_ORDER ? tq_order_name(o->order) : NULL);
     p_opt(&p, set & TQ_SET_LEASE, o->lease_us);
     p_opt(&p, set & TQ_SET_MAX_ATTEMPTS, o->max_attempts);
@@ -210,9 +197,8 @@ int tq__pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
     p_opt(&p, set & TQ_SET_MAX_RUNNING, o->max_running);
     p_opt(&p, set & TQ_SET_MAX_RUNNING_PER_GROUP, o->max_running_per_group);
     p_opt(&p, set & TQ_SET_RATE, o->rate_limit);
-    p_opt(&p, set & TQ_SET_RATE, on ? o->rate_period_us : 0);
-    p_opt(&p, set & TQ_SET_RATE,
-          on ? tq__rate_burst(o->rate_limit, o->rate_period_us) : 1);
+    p_opt(&p, set & TQ_SET_RATE, period_us);
+    p_opt(&p, set & TQ_SET_RATE, burst);
     p_opt(&p, set & TQ_SET_MAX_SNOOZES, o->max_snoozes);
     p_opt_bool(&p, set & TQ_SET_RESULTS, o->results);
     if ((rc = tq__pg_run_count(db, S_QUEUE_UPDATE, &p, NULL, "changing the queue")))

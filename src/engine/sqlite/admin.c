@@ -15,7 +15,7 @@
     " claims, traceparent, job_group, snoozes, progress, progress_text, length(result),"  \
     " nparents, waiting_for"
 
-/* A queue's settings (read_queue). */
+/* A queue's settings, in the order tq__queue_from_row reads them. */
 #define QUEUE_COLS                                                                       \
     "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done,"     \
     " paused, max_running, max_running_per_group, rate_limit, rate_period_us, "          \
@@ -139,24 +139,11 @@ const char *const tq__sqlite_sql_admin[S_COUNT] = {
 static int read_queue(tq *db, sqlite3_stmt *s, void *row, void *arg)
 {
     (void)db, (void)arg;
-    tq_queue_info *q = row;
-    tq_order order = TQ_FIFO;
-    tq__queue_defaults(q, (const char *)sqlite3_column_text(s, 0));
-    tq_order_parse(&order, (const char *)sqlite3_column_text(s, 1));
-    q->order = order;
-    q->lease_us = sqlite3_column_int64(s, 2);
-    q->max_attempts = sqlite3_column_int(s, 3);
-    q->backoff_base_us = sqlite3_column_int64(s, 4);
-    q->backoff_cap_us = sqlite3_column_int64(s, 5);
-    q->keep_done = sqlite3_column_int(s, 6);
-    q->paused = sqlite3_column_int(s, 7);
-    q->max_running = sqlite3_column_int(s, 8);
-    q->max_running_per_group = sqlite3_column_int(s, 9);
-    q->rate_limit = sqlite3_column_int64(s, 10);
-    q->rate_period_us = sqlite3_column_int64(s, 11);
-    q->rate_burst = q->rate_limit ? sqlite3_column_int64(s, 12) : 0;
-    q->max_snoozes = sqlite3_column_int(s, 13);
-    q->results = sqlite3_column_int(s, 14);
+    int64_t v[TQ__QUEUE_NUMBERS];
+    for (int i = 0; i < TQ__QUEUE_NUMBERS; i++)
+        v[i] = sqlite3_column_int64(s, 2 + i);
+    tq__queue_from_row(row, (const char *)sqlite3_column_text(s, 0),
+                       (const char *)sqlite3_column_text(s, 1), v);
     return 0;
 }
 
@@ -192,12 +179,12 @@ int tq__sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         sqlite3_bind_int(s, 9, o->max_running);
     if (o->set & TQ_SET_MAX_RUNNING_PER_GROUP)
         sqlite3_bind_int(s, 10, o->max_running_per_group);
-    if (o->set & TQ_SET_RATE) { /* the bucket: S_QUEUE_UPDATE says */
-        const int on = o->rate_limit > 0;
+    if (o->set & TQ_SET_RATE) {
+        int64_t period_us, burst;
+        tq__queue_bucket(&period_us, &burst, o);
         sqlite3_bind_int64(s, 11, o->rate_limit);
-        sqlite3_bind_int64(s, 12, on ? o->rate_period_us : 0);
-        sqlite3_bind_int64(s, 13,
-                           on ? tq__rate_burst(o->rate_limit, o->rate_period_us) : 1);
+        sqlite3_bind_int64(s, 12, period_us);
+        sqlite3_bind_int64(s, 13, burst);
         sqlite3_bind_int64(s, 14, tq__now_us());
     }
     if (o->set & TQ_SET_MAX_SNOOZES)
