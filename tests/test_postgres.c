@@ -975,6 +975,47 @@ static void plain_inserts_check_queue_names(void **state)
     tq_close(db);
 }
 
+/* tq's transactions run at READ COMMITTED, what its statements are
+ * written for, whatever the session's default: here serializable, as a
+ * role's or database's setting, or a pooled session another client left
+ * so, would make it. A trigger records the isolation of the transaction
+ * that inserts a job. */
+static void transactions_read_committed(void **state)
+{
+    (void)state;
+    tq_close(store("iso"));
+    PGconn *c = pg();
+    exec(c, "CREATE TABLE iso.seen (level text)");
+    exec(c, "CREATE FUNCTION iso.note() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN INSERT INTO iso.seen VALUES"
+            " (current_setting('transaction_isolation')); RETURN NEW; END $$");
+    exec(c, "CREATE TRIGGER note BEFORE INSERT ON iso.jobs"
+            " FOR EACH ROW EXECUTE FUNCTION iso.note()");
+    char url[640];
+    snprintf(url, sizeof url,
+             "%s&options=-c%%20default_transaction_isolation%%3Dserializable"
+             "&tq_schema=iso",
+             base);
+    /* The premise: a session of that URL defaults to serializable. */
+    char plain[640];
+    snprintf(plain, sizeof plain,
+             "%s&options=-c%%20default_transaction_isolation%%3Dserializable", base);
+    PGconn *s = PQconnectdb(plain);
+    expect_row(s, "SHOW default_transaction_isolation", 1,
+               (const char *[]){"serializable"});
+    PQfinish(s);
+    tq *db = NULL;
+    if (tq_open(&db, url, NULL))
+        fail_msg("open: %s", tq_errmsg(db));
+    int64_t id = 0;
+    if (tq_job_enqueue(&id, db, "q", "x", 1, NULL))
+        fail_msg("enqueue: %s", tq_errmsg(db));
+    tq_close(db);
+    expect_row(c, "SELECT string_agg(level, ',') FROM iso.seen", 1,
+               (const char *[]){"read committed"});
+    PQfinish(c);
+}
+
 /* A keyed enqueue whose kept row vanishes between the insert that found
  * the key taken and the look-up of the kept id (a delete-done
  * acknowledgement or a prune committing in between) inserts again instead
@@ -1635,6 +1676,7 @@ int main(void)
         cmocka_unit_test(rate_claims_take_tokens_after_rows),
         cmocka_unit_test(concurrent_init),
         cmocka_unit_test(plain_inserts_check_queue_names),
+        cmocka_unit_test(transactions_read_committed),
         cmocka_unit_test(keyed_enqueue_when_the_kept_row_vanishes),
         cmocka_unit_test(version_1_store_migrates),
         cmocka_unit_test(version_6_store_migrates),

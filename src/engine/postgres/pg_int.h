@@ -278,13 +278,18 @@ static inline void stmt_name(const conn *c, char name[24], enum stmt_id id)
 
 /* A transaction's first and last words: BEGIN and COMMIT, or, on the
  * caller's connection while the caller has a transaction open, a
- * savepoint inside it, which commits nothing (the caller's COMMIT does). */
+ * savepoint inside it, which commits nothing (the caller's COMMIT does).
+ * BEGIN names the isolation tq's statements are written for: a default
+ * set for the role or database, or left on a pooled session by another
+ * client, would otherwise apply (serializable: claims failing and retried,
+ * at a third of the rate). */
 static inline const char *tq__pg_begin_sql(tq *db)
 {
     conn *c = C(db);
     c->tx =
         c->borrowed && PQtransactionStatus(c->pg) != PQTRANS_IDLE ? TX_SAVEPOINT : TX_OWN;
-    return c->tx == TX_SAVEPOINT ? "SAVEPOINT tq_savepoint" : "BEGIN";
+    return c->tx == TX_SAVEPOINT ? "SAVEPOINT tq_savepoint"
+                                 : "BEGIN ISOLATION LEVEL READ COMMITTED";
 }
 
 static inline const char *tq__pg_commit_sql(const tq *db)
