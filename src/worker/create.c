@@ -182,31 +182,50 @@ static int allocate(tq_worker *w, const tq_worker_opts *o, const char *name,
     return 0;
 }
 
+/* Whether a listen may wait on a new connection now (PostgreSQL's
+ * tq_listen: up to its connect timeout, this thread blocked): not while
+ * jobs run or are held here, whose leases need this thread's beats. */
+static int listen_may_wait(tq_worker *w)
+{
+    w->run->lock(w);
+    const int busy = tq__running_count_locked(w) > 0 || w->held.n > 0;
+    w->run->unlock(w);
+    return !busy;
+}
+
 /* Listens for new jobs, if the engine can; w->loop.can_listen says whether
  * it does (a worker that cannot polls, and is never idle: idle.c). Called
- * at the start, after each reconnection, and every LISTEN_AGAIN_US while a
- * connection for it could not be made (PostgreSQL's tq_listen: the server
- * may take connections later than the pooler). */
+ * at the start, after each reconnection, and while it could not listen:
+ * when due (listen_again_at; take_notifications). With jobs running or
+ * held it waits until they are done; a connection for it that could not
+ * be made (the server may take connections later than the pooler) is
+ * tried again every LISTEN_AGAIN_US, said once. */
 void tq__listen(tq_worker *w)
 {
     tq *db = w->db;
-    const int again = w->loop.listen_again_at != 0;
     w->loop.can_listen = 0;
     w->loop.listen_again_at = 0;
     if (!(db->engine->caps & TQ__CAP_NOTIFY))
         return;
+    if (!listen_may_wait(w)) {
+        w->loop.listen_again_at = tq__mono_us();
+        return;
+    }
     int rc = db->engine->listen(db);
     if (rc) {
-        if (rc == TQ_ECONN || rc == TQ_EBUSY)
+        const int retry = rc == TQ_ECONN || rc == TQ_EBUSY;
+        if (retry)
             w->loop.listen_again_at = tq__mono_us() + LISTEN_AGAIN_US;
-        tq__worker_log(w, again ? TQ_LOG_DEBUG : TQ_LOG_WARN,
+        tq__worker_log(w, w->loop.listen_failed && retry ? TQ_LOG_DEBUG : TQ_LOG_WARN,
                        "cannot listen for new jobs, polling only%s: %s",
-                       w->loop.listen_again_at ? " until it can" : "", tq_errmsg(db));
+                       retry ? " until it can" : "", tq_errmsg(db));
+        w->loop.listen_failed = 1;
         tq__clearerr(db);
         return;
     }
-    if (again)
+    if (w->loop.listen_failed)
         tq__worker_log(w, TQ_LOG_INFO, "listening for new jobs again");
+    w->loop.listen_failed = 0;
     w->loop.can_listen = 1;
 }
 

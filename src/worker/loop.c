@@ -348,7 +348,7 @@ static int64_t next_wakeup(tq_worker *w, const pass *p)
      * comes at once, not at the idle worker's next look. */
     if (w->store.disconnected)
         sooner(&timeout, w->store.reconnect_at - now);
-    if (w->loop.listen_again_at)
+    if (w->loop.listen_again_at > now) /* one put off for jobs: at their end */
         sooner(&timeout, w->loop.listen_again_at - now);
     return timeout;
 }

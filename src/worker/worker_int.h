@@ -290,6 +290,7 @@ typedef struct worker_loop {
     int listening;            /* a new job could start now: notifications matter */
     int can_listen;           /* the engine's listen went through on this connection */
     int64_t listen_again_at;  /* monotonic: try listening again then (0: no) */
+    int listen_failed;        /* the last try failed (said once) */
     size_t next_queue;        /* round robin start for claims */
     /* Idle (idle.c): this pass, and when it next claims (0: each pass) and
      * rescues, and when it last claimed; a peek asked for by a change, and
