@@ -584,6 +584,8 @@ extern const struct tq__engine tq__engine_sqlite;
 /* For the plan tests: the SQLite claim statement of an order and a kind
  * (enum tq__claim_kind; TQ__CLAIM_RATE is PostgreSQL's). */
 const char *tq__sqlite_claim_sql(tq_order order, int kind);
+/* For the plan tests: the statement that claims the rows a claim picked. */
+const char *tq__sqlite_claim_mark_sql(void);
 /* For the plan tests: the acknowledgement of one done job. */
 const char *tq__sqlite_ack_sql(void);
 /* For the upgrade test: the SQL that takes a store to version (1-based). */

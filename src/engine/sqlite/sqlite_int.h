@@ -53,6 +53,7 @@ enum stmt_id {
     S_ENQUEUED,
     S_BARRIER,
     S_ROLLBACK,
+    S_CLAIM_MARK,
     S_DONE,
     S_DONE_DELETE,
     S_DONE_RESULT,
