@@ -49,6 +49,9 @@ void tq__sleep_us(int64_t us);
 /* Checked allocation helpers: never abort, return NULL on failure. */
 char *tq__strdup(const char *s);
 void *tq__memdup(const void *p, size_t len, size_t extra);
+/* Writes v in decimal at p (at most 20 bytes, no NUL) and returns the end:
+ * the id lists the engines send, where sprintf was 2 % of a worker. */
+char *tq__put_i64(char *p, int64_t v);
 
 /* The length of the valid UTF-8 sequence at s (1 to 4), or 0 when s does
  * not start one (a stray byte, an overlong form, a surrogate, beyond

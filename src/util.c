@@ -219,6 +219,21 @@ char *tq__utf8_clean(const char *s)
     return out;
 }
 
+char *tq__put_i64(char *p, int64_t v)
+{
+    char digits[20];
+    size_t k = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do
+        digits[k++] = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        *p++ = '-';
+    while (k)
+        *p++ = digits[--k];
+    return p;
+}
+
 char *tq__strdup(const char *s)
 {
     return s ? tq__memdup(s, strlen(s) + 1, 0) : NULL;

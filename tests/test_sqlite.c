@@ -109,6 +109,7 @@ static void check_plans(sqlite3 *h, const char *when)
          * the next group and for a group's first jobs, and the jobs
          * without a group from the head of the ready index; a chain's
          * claim too (its groups' chains are such seeks). */
+        exec(h, tq__sqlite_group_index_sql()); /* as a grouped claim does */
         for (int kind = 1; kind <= 2; kind++) {
             plan_of(h, tq__sqlite_claim_sql((tq_order)order, kind), plan, sizeof plan);
             limited_plan_ok(plan, (tq_order)order, kind, when);
@@ -222,6 +223,54 @@ static void plain_insert_enqueues(void **state)
     assert_int_equal(tq_job_complete(db, &jobs[0]), 0);
     tq_job_array_free(jobs, n);
     tq_close(db);
+}
+
+static void set_group_limit(const char *path, const char *queue, int limit)
+{
+    tq *db;
+    tq_queue_opts o = {.version = TQ_QUEUE_OPTS_VERSION};
+    o.set = TQ_SET_MAX_RUNNING_PER_GROUP;
+    o.max_running_per_group = limit;
+    assert_int_equal(tq_open(&db, path, NULL), 0);
+    assert_int_equal(tq_queue_set(db, queue, &o), 0);
+    tq_close(db);
+}
+
+/* The group index is kept only while a queue has a per-group limit; a
+ * limit set by plain SQL gets it at the queue's first claim, which then
+ * keeps the limit. */
+static void group_index_follows_queues(void **state)
+{
+    (void)state;
+    char path[128];
+    sqlite3 *h;
+    new_store(path, sizeof path);
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_false(has_index(h, "tq_jobs_ready_group"));
+    set_group_limit(path, "a", 1);
+    assert_true(has_index(h, "tq_jobs_ready_group"));
+    set_group_limit(path, "b", 2);
+    set_group_limit(path, "a", 0); /* "b" still needs it */
+    assert_true(has_index(h, "tq_jobs_ready_group"));
+    set_group_limit(path, "b", 0);
+    assert_false(has_index(h, "tq_jobs_ready_group"));
+
+    exec(h,
+         "INSERT INTO tq_queues (name, max_running_per_group) VALUES ('g', 1);"
+         "INSERT INTO tq_jobs (queue, payload, job_group) VALUES ('g', 'g1 first', 'g1'),"
+         " ('g', 'g1 second', 'g1'), ('g', 'g2 first', 'g2');");
+    assert_false(has_index(h, "tq_jobs_ready_group"));
+    tq *db;
+    assert_int_equal(tq_open(&db, path, NULL), 0);
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "g", "w", 10), 0);
+    /* tq_job_claim reads the queue's settings: one job of each group. */
+    assert_int_equal(n, 2);
+    tq_job_array_free(jobs, n);
+    assert_true(has_index(h, "tq_jobs_ready_group"));
+    tq_close(db);
+    sqlite3_close(h);
 }
 
 /* The LIFO index is kept only while a queue needs it; FIFO and unordered
@@ -851,6 +900,7 @@ int main(void)
         cmocka_unit_test(claim_plans_use_ready_index),
         cmocka_unit_test(plain_insert_enqueues),
         cmocka_unit_test(lifo_index_follows_queues),
+        cmocka_unit_test(group_index_follows_queues),
         cmocka_unit_test(ack_program_has_no_temp_table),
         cmocka_unit_test(upgrade_from_version_4),
         cmocka_unit_test(upgrade_from_version_5),

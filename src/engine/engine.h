@@ -586,6 +586,8 @@ extern const struct tq__engine tq__engine_sqlite;
 const char *tq__sqlite_claim_sql(tq_order order, int kind);
 /* For the plan tests: the statement that claims the rows a claim picked. */
 const char *tq__sqlite_claim_mark_sql(void);
+/* For the plan tests: what a grouped claim runs first (the group index). */
+const char *tq__sqlite_group_index_sql(void);
 /* For the plan tests: the acknowledgement of one done job. */
 const char *tq__sqlite_ack_sql(void);
 /* For the upgrade test: the SQL that takes a store to version (1-based). */

@@ -144,8 +144,11 @@ char *tq__pg_int_array(const int64_t *v, size_t n)
     if (!out)
         return NULL;
     *o++ = '{';
-    for (size_t i = 0; i < n; i++)
-        o += sprintf(o, i ? ",%lld" : "%lld", (long long)v[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            *o++ = ',';
+        o = tq__put_i64(o, v[i]);
+    }
     *o++ = '}';
     *o = '\0';
     return out;

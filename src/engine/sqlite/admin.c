@@ -193,7 +193,8 @@ int tq__sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         sqlite3_bind_int(s, 16, !!o->results);
     if ((rc = run(db, s, "changing the queue")))
         goto fail;
-    if ((o->set & TQ_SET_ORDER) && (rc = tq__sqlite_sync_lifo_index(db)))
+    if ((o->set & (TQ_SET_ORDER | TQ_SET_MAX_RUNNING_PER_GROUP)) &&
+        (rc = tq__sqlite_sync_indexes(db)))
         goto fail;
     return commit(db);
 fail:

@@ -325,6 +325,11 @@ const char *tq__sqlite_claim_sql(tq_order order, int kind)
                : NULL;
 }
 
+const char *tq__sqlite_group_index_sql(void)
+{
+    return tq__sqlite_sql(S_GROUP_INDEX);
+}
+
 const char *tq__sqlite_claim_mark_sql(void)
 {
     return tq__sqlite_sql(S_CLAIM_MARK);

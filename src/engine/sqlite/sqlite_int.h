@@ -65,7 +65,9 @@ enum stmt_id {
     S_JOB_FINISHED_AT,
     S_LIFO_INDEX,
     S_LIFO_INDEX_DROP,
-    S_ANY_LIFO,
+    S_GROUP_INDEX,
+    S_GROUP_INDEX_DROP,
+    S_INDEXES_NEEDED,
     S_DATA_VERSION,
     S_JOBS_SEQ,
     S_SCHEDULE_MOVE,
@@ -132,7 +134,7 @@ void tq__sqlite_readonly_why(const char *path, char *buf, size_t len);
 int tq__sqlite_fail_rc(tq *db, int src, const char *what);
 void tq__sqlite_rollback(tq *db);
 int tq__sqlite_schema_version(tq *db, int *version);
-int tq__sqlite_sync_lifo_index(tq *db);
+int tq__sqlite_sync_indexes(tq *db);
 int tq__sqlite_init(tq *db, const tq_grant *grants, size_t n, int *found);
 void *tq__sqlite_grow(tq *db, void *v, size_t n, size_t *cap, size_t size, int *rc);
 /* Fills one element of a tq__sqlite_rows array from the row s is on. */
