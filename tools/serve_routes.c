@@ -199,44 +199,25 @@ static void rows_free(void *rows, size_t n)
     tq_free(rows);
 }
 
-static int queues_read(void **rows, size_t *n, tq *db)
-{
-    tq_queue_info *v = NULL;
-    int rc = tq_queue_list(&v, n, db);
-    *rows = v;
-    return rc;
-}
+/* NAME_read: the list into rows (ROW *), by LIST; NAME_json: row i as JSON,
+ * by JSON. */
+#define LIST_ROWS(name, row, list, json)                                                 \
+    static int name##_read(void **rows, size_t *n, tq *db)                               \
+    {                                                                                    \
+        row *v = NULL;                                                                   \
+        int rc = list(&v, n, db);                                                        \
+        *rows = v;                                                                       \
+        return rc;                                                                       \
+    }                                                                                    \
+                                                                                         \
+    static json_t *name##_json(const void *rows, size_t i)                               \
+    {                                                                                    \
+        return json((const row *)rows + i);                                              \
+    }
 
-static json_t *queue_json(const void *rows, size_t i)
-{
-    return cli_queue_json((const tq_queue_info *)rows + i);
-}
-
-static int workers_read(void **rows, size_t *n, tq *db)
-{
-    tq_worker_info *v = NULL;
-    int rc = tq_worker_list(&v, n, db);
-    *rows = v;
-    return rc;
-}
-
-static json_t *worker_json(const void *rows, size_t i)
-{
-    return cli_worker_json((const tq_worker_info *)rows + i);
-}
-
-static int schedules_read(void **rows, size_t *n, tq *db)
-{
-    tq_schedule *v = NULL;
-    int rc = tq_schedule_list(&v, n, db);
-    *rows = v;
-    return rc;
-}
-
-static json_t *schedule_json(const void *rows, size_t i)
-{
-    return cli_schedule_json((const tq_schedule *)rows + i);
-}
+LIST_ROWS(queues, tq_queue_info, tq_queue_list, cli_queue_json)
+LIST_ROWS(workers, tq_worker_info, tq_worker_list, cli_worker_json)
+LIST_ROWS(schedules, tq_schedule, tq_schedule_list, cli_schedule_json)
 
 static void schedules_free(void *rows, size_t n)
 {
@@ -244,9 +225,9 @@ static void schedules_free(void *rows, size_t n)
 }
 
 static const list_route lists[] = {
-    {"/api/queues", queues_read, queue_json, rows_free},
-    {"/api/workers", workers_read, worker_json, rows_free},
-    {"/api/schedules", schedules_read, schedule_json, schedules_free},
+    {"/api/queues", queues_read, queues_json, rows_free},
+    {"/api/workers", workers_read, workers_json, rows_free},
+    {"/api/schedules", schedules_read, schedules_json, schedules_free},
 };
 
 static enum MHD_Result api_list(server *s, struct MHD_Connection *c, const list_route *l)
