@@ -99,6 +99,24 @@ typedef struct cli_command {
                                     .run = NAME##_run,                                   \
                                     .done = DONE}
 
+/* NAME_parse, for a command that takes nothing after its options
+ * (cli_no_args). */
+#define CLI_PARSE_NO_ARGS(NAME)                                                          \
+    static int NAME##_parse(void *args, const char **url, int argc, char **argv)         \
+    {                                                                                    \
+        (void)args, (void)url;                                                           \
+        return cli_no_args(&cmd_##NAME, argc, argv, optind);                             \
+    }
+
+/* NAME_parse, for a command whose one argument is a job ID, read into
+ * NAME_args.id (cli_one_job_id). */
+#define CLI_PARSE_JOB_ID(NAME)                                                           \
+    static int NAME##_parse(void *args, const char **url, int argc, char **argv)         \
+    {                                                                                    \
+        (void)url;                                                                       \
+        return cli_one_job_id(&cmd_##NAME, argc, argv, &((NAME##_args *)args)->id);      \
+    }
+
 /*
  * A command's options, declared (git's parse-options): a table of
  * cli_opt, one an option, ended by CLI_OPT_END, which cli_parse reads the

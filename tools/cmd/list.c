@@ -79,12 +79,7 @@ static const cli_opt opts[] = {CLI_OPT_CALLBACK(0, "state", 1, opt_state, 0),
                                CLI_OPT_FLAG('j', "json", list_args, json, 1),
                                CLI_OPT_END};
 
-/* After the options: 0, or the exit code of a bad command line. */
-static int list_parse(void *args, const char **url, int argc, char **argv)
-{
-    (void)args, (void)url;
-    return cli_no_args(&cmd_list, argc, argv, optind);
-}
+CLI_PARSE_NO_ARGS(list)
 
 static int list_run(void *args, tq *db)
 {

@@ -56,12 +56,7 @@ static const cli_opt opts[] = {
     CLI_OPT_FLAG('j', "json", workers_args, json, 1),
     CLI_OPT_DURATION_MARK(0, "prune", workers_args, age, prune, 1), CLI_OPT_END};
 
-/* After the options: 0, or the exit code of a bad command line. */
-static int workers_parse(void *args, const char **url, int argc, char **argv)
-{
-    (void)args, (void)url;
-    return cli_no_args(&cmd_workers, argc, argv, optind);
-}
+CLI_PARSE_NO_ARGS(workers)
 
 static int workers_run(void *args, tq *db)
 {
