@@ -15,38 +15,24 @@
 # usage: bench/fleet.sh [--jobs 200000] [--workers 200] [--direct 16]
 #                       [--pool 20] [--pairs 3] [BUILD_DIR]
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 jobs=200000 workers=200 direct=16 pool=20 pairs=3
-while [ $# -gt 0 ]; do
-    case $1 in
-    --jobs) jobs=$2; shift 2 ;;
-    --workers) workers=$2; shift 2 ;;
-    --direct) direct=$2; shift 2 ;;
-    --pool) pool=$2; shift 2 ;;
-    --pairs) pairs=$2; shift 2 ;;
-    -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "fleet.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-    *) break ;;
-    esac
-done
-build=$(cd "${1:-build}" && pwd)
-here=$(cd "$(dirname "$0")" && pwd)
-tq=$build/tq
-[ -x "$tq" ] || { echo "fleet.sh: no $tq (make build)" >&2; exit 2; }
-command -v pgbouncer >/dev/null || "$here/../scripts/deps.sh" pgbouncer
+bench_options --jobs=jobs --workers=workers --direct=direct --pool=pool --pairs=pairs -- "$@"
+bench_build "${bench_args[0]:-build}"
+command -v pgbouncer >/dev/null || "$bench_root/scripts/deps.sh" pgbouncer
 
-dir=$(mktemp -d /tmp/tq-fleet.XXXXXX)
-chmod 755 "$dir"
+bench_scratch fleet
 cleanup() {
-    bash "$here/../tests/pg/bouncer.sh" stop "$dir/pgb" >/dev/null 2>&1 || true
-    bash "$here/../tests/pg/cluster.sh" stop "$dir/pg" >/dev/null 2>&1 || true
+    bash "$bench_root/tests/pg/bouncer.sh" stop "$dir/pgb" >/dev/null 2>&1 || true
+    bench_cluster_stop
     rm -rf "$dir"
 }
 trap cleanup EXIT
 # Room for every worker's listening session beside the pool.
-TQ_PG_MAX_CONNECTIONS=$((workers + direct + pool + 20)) \
-    bash "$here/../tests/pg/cluster.sh" start "$dir/pg" >/dev/null
-TQ_PGB_POOL=$pool bash "$here/../tests/pg/bouncer.sh" start "$dir/pgb" "$dir/pg" >/dev/null
-server="postgresql:///postgres?host=$dir/pg&user=tq"
+bench_cluster_start $((workers + direct + pool + 20))
+TQ_PGB_POOL=$pool bash "$bench_root/tests/pg/bouncer.sh" start "$dir/pgb" "$dir/pg" >/dev/null
+server=$pg
 listen=$(jq -rn --arg u "$server" '$u | @uri')
 pooled="postgresql:///postgres?host=$dir/pgb&port=6432&user=tq&tq_pool=transaction&tq_listen=$listen"
 
@@ -75,11 +61,10 @@ for i in $(seq "$pairs"); do
         run direct "$server" "$direct"
     fi
 done
-median() { sort -n "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-ratios() { paste "$dir/$1" "$dir/direct" | awk '{ printf "%.3f\n", $1 / $2 }' >"$dir/$1.r"; median "$dir/$1.r"; }
+ratios() { paste "$dir/$1" "$dir/direct" | awk '{ printf "%.3f\n", $1 / $2 }' | median; }
 echo
 printf 'median jobs/s: direct %s, pooled %s, unnamed %s\n' \
-    "$(median "$dir/direct")" "$(median "$dir/pooled")" "$(median "$dir/unnamed")"
+    "$(median <"$dir/direct")" "$(median <"$dir/pooled")" "$(median <"$dir/unnamed")"
 printf 'pooled (%d workers, pool %d) / direct (%d): %s (median of the pairs)\n' \
     "$workers" "$pool" "$direct" "$(ratios pooled)"
 printf 'unnamed statements (tq_pool=transaction, no pooler) / direct: %s\n' "$(ratios unnamed)"

@@ -11,34 +11,20 @@
 # usage: bench/idle.sh [--workers "20 200"] [--seconds 60]
 #                      [--engine sqlite|postgres|both] [BUILD_DIR]
 set -euo pipefail
-counts="20 200"
-seconds=60
-engines="sqlite postgres"
-while [ $# -gt 0 ]; do
-    case $1 in
-    --workers) counts=$2; shift 2 ;;
-    --seconds) seconds=$2; shift 2 ;;
-    --engine) engines=$([ "$2" = both ] && echo "sqlite postgres" || echo "$2"); shift 2 ;;
-    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "idle.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-    *) break ;;
-    esac
-done
-build=$(cd "${1:-build}" && pwd)
-here=$(cd "$(dirname "$0")" && pwd)
-tq=$build/tq
-[ -x "$tq" ] || { echo "idle.sh: no $tq (make build)" >&2; exit 2; }
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+counts="20 200" seconds=60 engines="sqlite postgres"
+bench_options --workers=counts --seconds=seconds --engine=engines -- "$@"
+bench_build "${bench_args[0]:-build}"
 export PGOPTIONS="-c client_min_messages=warning"
 hz=$(getconf CLK_TCK)
 
-dir=$(mktemp -d /tmp/tq-idle.XXXXXX)
-chmod 755 "$dir"
+bench_scratch idle
 pids=()
-pg_started=0
 cleanup() {
     for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    [ $pg_started = 0 ] || bash "$here/../tests/pg/cluster.sh" stop "$dir/pg" >/dev/null
+    bench_cluster_stop
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -68,10 +54,7 @@ for engine in $engines; do
     if [ "$engine" = postgres ] && [ $pg_started = 0 ]; then
         most=0
         for n in $counts; do [ "$n" -le $most ] || most=$n; done
-        TQ_PG_MAX_CONNECTIONS=$((most + 20)) \
-            bash "$here/../tests/pg/cluster.sh" start "$dir/pg" >/dev/null
-        pg_started=1
-        pg="postgresql:///postgres?host=$dir/pg&user=tq"
+        bench_cluster_start $((most + 20))
     fi
     for n in $counts; do
         if [ "$engine" = postgres ]; then

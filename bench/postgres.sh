@@ -10,12 +10,12 @@
 set -euo pipefail
 jobs=${1:-20000}
 build=${2:-build}
-here=$(cd "$(dirname "$0")" && pwd)
-dir=$(mktemp -d /tmp/tq-pgbench.XXXXXX)
-chmod 755 "$dir"
-trap 'bash "$here/../tests/pg/cluster.sh" stop "$dir/pg"; rm -rf "$dir"' EXIT
-bash "$here/../tests/pg/cluster.sh" start "$dir/pg" >/dev/null
-url="postgresql:///postgres?host=$dir/pg&user=tq"
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_scratch pgbench
+trap 'bench_cluster_stop; rm -rf "$dir"' EXIT
+bench_cluster_start
+url=$pg
 
 printf '| workers | tq jobs/s | reference 1/claim | tq / ref 1 | reference 100/claim | tq / ref 100 | tq enqueue jobs/s | tq start-to-done p50 / p99 | tq enqueue-to-start p50 / p99 (idle) | lost | duplicates |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|\n'

@@ -29,34 +29,20 @@
 #   defaults: 20 rounds of 50,000 jobs (1,000,000; about 15 minutes on 2
 #   cores), both engines, build. --rounds 4 --jobs 25000 for a quick look.
 set -euo pipefail
-rounds=20
-per=50000
-engines="sqlite postgres"
-while [ $# -gt 0 ]; do
-    case $1 in
-    --rounds) rounds=$2; shift 2 ;;
-    --jobs) per=$2; shift 2 ;;
-    --engine) engines=$([ "$2" = both ] && echo "sqlite postgres" || echo "$2"); shift 2 ;;
-    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "pressure.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
-    *) break ;;
-    esac
-done
-build=$(cd "${1:-build}" && pwd)
-here=$(cd "$(dirname "$0")" && pwd)
-tq=$build/tq
-[ -x "$tq" ] || { echo "pressure.sh: no $tq (make build)" >&2; exit 2; }
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+rounds=20 per=50000 engines="sqlite postgres"
+bench_options --rounds=rounds --jobs=per --engine=engines -- "$@"
+bench_build "${bench_args[0]:-build}"
 export PGOPTIONS="-c client_min_messages=warning"
 
-dir=$(mktemp -d /tmp/tq-pressure.XXXXXX)
-chmod 755 "$dir"
-pg_started=0
+bench_scratch pressure
 holder_pid="" # the process keeping the horizon or the read open
 holder_engine=""
 readers=()
 cleanup() {
     stop_pressure
-    [ $pg_started = 0 ] || bash "$here/../tests/pg/cluster.sh" stop "$dir/pg" >/dev/null
+    bench_cluster_stop
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -171,11 +157,7 @@ printf '|---|---|---|---|---|---|---|---|\n'
 for engine in $engines; do
     if [ "$engine" = postgres ]; then
         pg=${PG_URL:-}
-        if [ -z "$pg" ]; then
-            bash "$here/../tests/pg/cluster.sh" start "$dir/pg" >/dev/null
-            pg_started=1
-            pg="postgresql:///postgres?host=$dir/pg&user=tq"
-        fi
+        [ -n "$pg" ] || bench_cluster_start
         pressures="clean held readers"
     else
         pressures="clean reader"

@@ -23,25 +23,16 @@
 #   BUILD_DIR    this build (default build; make build)
 # Example: bench/regress.sh --pairs 7 --workers "1 4 16" 1f7bc44
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 pairs=7 jobs=20000 workers=4 engines=sqlite callgrind=0
-while [ $# -gt 0 ]; do
-    case $1 in
-    --pairs) pairs=$2; shift 2 ;;
-    --jobs) jobs=$2; shift 2 ;;
-    --workers) workers=$2; shift 2 ;;
-    --engine) engines=$2; shift 2 ;;
-    --callgrind) callgrind=1; shift ;;
-    -h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "bench/regress.sh: unknown option '$1' (--help)" >&2; exit 2 ;;
-    *) break ;;
-    esac
-done
+bench_options --pairs=pairs --jobs=jobs --workers=workers --engine=engines \
+    --callgrind=callgrind=1 -- "$@"
+set -- "${bench_args[@]}"
 [ $# -ge 1 ] || { echo "usage: bench/regress.sh [options] REV [BUILD_DIR] (--help)" >&2; exit 2; }
 rev=$1
 build=$(cd "${2:-build}" && pwd)
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/.." && pwd)
-[ "$engines" = both ] && engines="sqlite postgres"
+root=$bench_root
 for e in $engines; do
     case $e in sqlite | postgres) ;; *) echo "bench/regress.sh: no engine '$e'" >&2; exit 2 ;; esac
 done
@@ -51,11 +42,9 @@ done
 sha=$(git -C "$root" rev-parse --verify --quiet "$rev^{commit}") ||
     { echo "bench/regress.sh: '$rev' is not a commit here" >&2; exit 2; }
 
-dir=$(mktemp -d /tmp/tq-regress.XXXXXX)
-chmod 755 "$dir"
-pg_up=0
+bench_scratch regress
 cleanup() {
-    [ $pg_up = 0 ] || bash "$root/tests/pg/cluster.sh" stop "$dir/pg"
+    bench_cluster_stop
     git -C "$root" worktree remove --force "$dir/old" 2>/dev/null || true
     rm -rf "$dir"
 }
@@ -69,15 +58,14 @@ cmake --build "$dir/old/build" -j "$(nproc)" --target tq_tool >>"$dir/old.log" 2
 old=$dir/old/build/tq new=$build/tq
 
 case " $engines " in *" postgres "*)
-    bash "$root/tests/pg/cluster.sh" start "$dir/pg" >/dev/null
-    pg_up=1
+    bench_cluster_start
     export PGOPTIONS="-c client_min_messages=warning" ;;
 esac
 seq_=0
 store() { # ENGINE: sets url to a fresh store's
     seq_=$((seq_ + 1))
     if [ "$1" = sqlite ]; then url=$dir/s$seq_.db; else
-        url="postgresql:///postgres?host=$dir/pg&user=tq&tq_schema=r$seq_"
+        url="$pg&tq_schema=r$seq_"
     fi
 }
 drop() { # URL: a PostgreSQL store's schema goes (its rows would slow the next)
@@ -92,7 +80,6 @@ rate() { # TQ ENGINE WORKERS: one run's jobs/s
         jq '.process_per_s | round'
     drop "$url"
 }
-median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 [ "$pairs" -gt 0 ] || workers="" # --pairs 0: instructions only
 [ -z "$workers" ] ||

@@ -20,19 +20,18 @@ build=${1:-build}
 scrapes=${2:-50}
 pairs=${3:-5}
 jobs=${4:-200000}
-here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 tq=$(cd "$build" && pwd)/tq
-dir=$(mktemp -d /tmp/tq-servebench.XXXXXX)
-chmod 755 "$dir"
+bench_scratch servebench
 serve_pid=""
 cleanup() {
     [ -z "$serve_pid" ] || kill -TERM "$serve_pid" 2>/dev/null || true
-    bash "$here/../tests/pg/cluster.sh" stop "$dir/pg" >/dev/null 2>&1 || true
+    bench_cluster_stop
     rm -rf "$dir"
 }
 trap cleanup EXIT
-bash "$here/../tests/pg/cluster.sh" start "$dir/pg" >/dev/null
-pg="postgresql:///postgres?host=$dir/pg&user=tq"
+bench_cluster_start
 
 start_serve() { # URL: starts tq serve on URL, sets $base
     "$tq" serve --db "$1" --listen 127.0.0.1:0 >"$dir/serve.out" 2>"$dir/serve.log" &
@@ -50,6 +49,8 @@ stop_serve() {
 }
 # p50 and p95 of the numbers on stdin, in ms with one decimal.
 pct() { sort -g | awk '{ v[NR] = $1 } END { printf "%.1f / %.1f", v[int(NR * 0.5 + 0.5)] * 1000, v[int(NR * 0.95 + 0.5)] * 1000 }'; }
+# The middle value (the lower of the middle two of an even count), not
+# lib.sh's mean of them.
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 fill() { # ENGINE URL: 1,000,000 finished jobs

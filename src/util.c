@@ -271,44 +271,25 @@ static int name_index(const char *const *names, int n, const char *name)
     return -1;
 }
 
-const char *tq_state_name(tq_state s)
-{
-    return name_at(state_names, TQ_STATE_COUNT, (int)s);
-}
+/* tq_state_name and tq_state_parse, and the same pair for tq_order and
+ * tq_unique: a value's name from NAMES, and the value of a name. */
+#define NAMED_VALUES(type, names, n)                                                     \
+    const char *type##_name(type v)                                                      \
+    {                                                                                    \
+        return name_at(names, n, (int)v);                                                \
+    }                                                                                    \
+                                                                                         \
+    int type##_parse(type *out, const char *name)                                        \
+    {                                                                                    \
+        int i = name_index(names, n, name);                                              \
+        if (i >= 0)                                                                      \
+            *out = (type)i;                                                              \
+        return i >= 0 ? 0 : TQ_EINVAL;                                                   \
+    }
 
-int tq_state_parse(tq_state *out, const char *name)
-{
-    int i = name_index(state_names, TQ_STATE_COUNT, name);
-    if (i >= 0)
-        *out = (tq_state)i;
-    return i >= 0 ? 0 : TQ_EINVAL;
-}
-
-const char *tq_order_name(tq_order o)
-{
-    return name_at(order_names, 3, (int)o);
-}
-
-int tq_order_parse(tq_order *out, const char *name)
-{
-    int i = name_index(order_names, 3, name);
-    if (i >= 0)
-        *out = (tq_order)i;
-    return i >= 0 ? 0 : TQ_EINVAL;
-}
-
-const char *tq_unique_name(tq_unique u)
-{
-    return name_at(unique_names, 3, (int)u);
-}
-
-int tq_unique_parse(tq_unique *out, const char *name)
-{
-    int i = name_index(unique_names, 3, name);
-    if (i >= 0)
-        *out = (tq_unique)i;
-    return i >= 0 ? 0 : TQ_EINVAL;
-}
+NAMED_VALUES(tq_state, state_names, TQ_STATE_COUNT)
+NAMED_VALUES(tq_order, order_names, 3)
+NAMED_VALUES(tq_unique, unique_names, 3)
 
 int tq_name_check(const char *name)
 {

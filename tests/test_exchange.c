@@ -24,26 +24,13 @@
 static char tmpdir[64];
 static int store_seq;
 
-static int is_postgres(void)
-{
-    const char *e = getenv("TQ_TEST_ENGINE");
-    return e && strcmp(e, "postgres") == 0;
-}
-
 static int setup(void **state)
 {
     char url[512];
     tq *db = NULL;
     tq_open_opts o = TQ_OPEN_OPTS_INIT;
     o.create = 1;
-    store_seq++;
-    if (is_postgres()) {
-        char schema[40];
-        snprintf(schema, sizeof schema, "x%d_%d", (int)getpid(), store_seq);
-        test_pg_url(url, sizeof url, schema);
-    } else {
-        snprintf(url, sizeof url, "%s/x%d.db", tmpdir, store_seq);
-    }
+    test_store_url(url, sizeof url, NULL, 'x', tmpdir, ++store_seq);
     if (tq_open(&db, url, &o) || tq_init(db)) {
         fprintf(stderr, "setup: %s\n", tq_errmsg(db));
         tq_close(db);

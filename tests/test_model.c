@@ -638,24 +638,24 @@ static void heartbeat(store *s, model *m, int w)
     note("%s heartbeat: %d", v->name, n);
 }
 
-/* A random one of the n jobs of list: its index and a copy; 0 if none. */
-static int pick(const vjob *list, int n, int *i, vjob *j)
+/* A random one of the n jobs of list, copied into *j: its index, or -1 if
+ * none. */
+static int pick(const vjob *list, int n, vjob *j)
 {
     if (!n)
-        return 0;
-    *i = (int)rnd((unsigned)n);
-    *j = list[*i];
-    return 1;
+        return -1;
+    int i = (int)rnd((unsigned)n);
+    *j = list[i];
+    return i;
 }
 
 /* A held job starts (worker.c: mark_start), or ends unrun when its attempts
  * are used up (take_jobs). */
-static void start_held(model *m, int w)
+static void start_held(vworker *v)
 {
-    vworker *v = &m->w[w];
-    int i;
     vjob j;
-    if (!pick(v->held, v->nheld, &i, &j))
+    int i = pick(v->held, v->nheld, &j);
+    if (i < 0)
         return;
     remove_at(v->held, &v->nheld, i);
     if (j.attempts >= j.max) {
@@ -680,9 +680,9 @@ static void start_held(model *m, int w)
 static void finish_one(model *m, int w)
 {
     vworker *v = &m->w[w];
-    int i;
     vjob j;
-    if (!pick(v->running, v->nrunning, &i, &j))
+    int i = pick(v->running, v->nrunning, &j);
+    if (i < 0)
         return;
     unsigned how = rnd(14);
     if (how == 13) { /* not the end: its handler reports progress */
@@ -892,7 +892,7 @@ static void step(store *s, model *m)
     else if (op < 30)
         exchange(s, m, w, 1 + (int)rnd(4), rnd(4) == 0);
     else if (op < 42)
-        start_held(m, w);
+        start_held(&m->w[w]);
     else if (op < 56)
         finish_one(m, w);
     else if (op < 64)

@@ -49,16 +49,10 @@ typedef struct fx {
 static char tmpdir[64];
 static int store_seq;
 
-static int on_postgres(void)
-{
-    const char *e = getenv("TQ_TEST_ENGINE");
-    return e && strcmp(e, "postgres") == 0;
-}
-
 static native native_open(const fx *f)
 {
     native n = {0};
-    if (on_postgres()) {
+    if (test_on_postgres()) {
         n.pg = PQconnectdb(getenv("TQ_TEST_PG_URL"));
         if (PQstatus(n.pg) != CONNECTION_OK)
             fail_msg("connecting: %s", PQerrorMessage(n.pg));
@@ -191,16 +185,12 @@ static int setup(void **state)
     fx *f = calloc(1, sizeof *f);
     tq_open_opts o = TQ_OPEN_OPTS_INIT;
     o.create = 1;
-    store_seq++;
-    if (on_postgres()) {
-        char schema[40];
-        snprintf(schema, sizeof schema, "o%d_%d", (int)getpid(), store_seq);
+    char schema[40];
+    test_store_url(f->url, sizeof f->url, schema, 'o', tmpdir, ++store_seq);
+    if (test_on_postgres())
         snprintf(f->table, sizeof f->table, "%s.effects", schema);
-        test_pg_url(f->url, sizeof f->url, schema);
-    } else {
+    else
         snprintf(f->table, sizeof f->table, "effects");
-        snprintf(f->url, sizeof f->url, "%s/s%d.db", tmpdir, store_seq);
-    }
     if (tq_open(&f->db, f->url, &o) || tq_init(f->db)) {
         fprintf(stderr, "setup: %s\n", tq_errmsg(f->db));
         return -1;
@@ -278,7 +268,7 @@ static int state_of(void **state, int64_t id)
 
 static const char *begin_sql(void)
 {
-    return on_postgres() ? "BEGIN" : "BEGIN IMMEDIATE";
+    return test_on_postgres() ? "BEGIN" : "BEGIN IMMEDIATE";
 }
 
 /* Begins a transaction on the caller's connection and writes job id's
@@ -307,7 +297,7 @@ static void t_complete_commits_with_effect(void **state)
     /* Nothing of tq's left in the caller's transaction: no savepoint, no
      * setting of its planner's. */
     assert_true(native_exec(&f->own, f, "SAVEPOINT callers; RELEASE tq_savepoint") != 0);
-    if (on_postgres()) {
+    if (test_on_postgres()) {
         EXEC(&f->own, "ROLLBACK TO callers");
         assert_int_equal(native_int(&f->own, f,
                                     "SELECT (current_setting('enable_seqscan') = 'on'"
@@ -384,7 +374,7 @@ static void t_enqueue_in_transaction(void **state)
     /* A read after those leaves no transaction open behind it. */
     OK_ON(mine, tq_stats_get(&st, mine, "mail"));
     assert_int_equal(st.count[TQ_READY], 1);
-    if (on_postgres())
+    if (test_on_postgres())
         assert_int_equal(PQtransactionStatus(f->own.pg), PQTRANS_IDLE);
     else
         assert_true(sqlite3_get_autocommit(f->own.lite));
@@ -433,13 +423,13 @@ static void t_outside_transaction(void **state)
     tq *again = borrow(f, &f->own); /* two handles on one connection */
     OK_ON(again, tq_job_complete(again, c.job));
     assert_int_not_equal(state_of(state, c.id), TQ_RUNNING);
-    if (on_postgres()) /* the caller's own prepared statements stay */
+    if (test_on_postgres()) /* the caller's own prepared statements stay */
         EXEC(&f->own, "PREPARE callers AS SELECT 1");
     OK_ON(again, tq_init(again));
     int64_t id;
     OK_ON(c.mine, tq_job_enqueue(&id, c.mine, "mail", "b", 1, NULL));
     OK_ON(again, tq_job_enqueue(&id, again, "mail", "c", 1, NULL));
-    if (on_postgres())
+    if (test_on_postgres())
         assert_int_equal(native_int(&f->own, f,
                                     "SELECT count(*) FROM pg_prepared_statements"
                                     " WHERE name = 'callers'"),
@@ -448,7 +438,7 @@ static void t_outside_transaction(void **state)
     tq_close(again);
     EXEC(&f->own, "INSERT INTO @ VALUES (7, 'still open')");
     assert_int_equal(effects_of(f, 7), 1);
-    if (on_postgres())
+    if (test_on_postgres())
         assert_int_equal(native_int(&f->own, f,
                                     "SELECT count(*) FROM pg_prepared_statements"
                                     " WHERE name LIKE 'tq%'"),
@@ -484,7 +474,7 @@ static void t_refusals(void **state)
     OK_ON(mine, tq_job_heartbeat(mine, job)); /* outside it */
     tq_job_array_free(job, 1);
     tq_close(mine);
-    if (on_postgres())
+    if (test_on_postgres())
         return;
     char other[128];
     snprintf(other, sizeof other, "%s/other%d.db", tmpdir, store_seq);

@@ -39,15 +39,7 @@ static int store_seq;
 /* A URL naming a store no test has used. */
 static void fresh_url(char *buf, size_t len)
 {
-    const char *engine = getenv("TQ_TEST_ENGINE");
-    store_seq++;
-    if (engine && strcmp(engine, "postgres") == 0) {
-        char schema[40];
-        snprintf(schema, sizeof schema, "t%d_%d", (int)getpid(), store_seq);
-        test_pg_url(buf, len, schema);
-    } else {
-        snprintf(buf, len, "%s/s%d.db", tmpdir, store_seq);
-    }
+    test_store_url(buf, len, NULL, 't', tmpdir, ++store_seq);
 }
 
 typedef struct fx {

@@ -243,6 +243,65 @@ int cli_print_json(json_t *v)
     return 0;
 }
 
+int cli_list(tq *db, const cli_listing *l, const void *arg, int json)
+{
+    void *v = NULL;
+    size_t n = 0;
+    int rc = l->rows->read(&v, &n, db, arg);
+    if (rc)
+        return cli_fail(l->cmd, db, rc);
+    const char *row = v, *end = row + n * l->rows->size;
+    int ex = 0;
+    if (json) {
+        json_t *a = json_array();
+        for (const char *r = row; r < end; r += l->rows->size)
+            json_array_append_new(a, l->rows->json(r));
+        ex = cli_print_json(a);
+    } else {
+        if (n)
+            l->header();
+        else
+            printf("%s\n", l->none);
+        for (const char *r = row; r < end; r += l->rows->size)
+            l->line(r);
+    }
+    l->rows->release(v, n);
+    return ex;
+}
+
+/* cli_NAME_rows: the rows of type ROW that LIST reads, each as JSON. */
+#define STORE_ROWS(NAME, ROW, LIST, JSON, RELEASE)                                       \
+    static int NAME##_read(void **rows, size_t *n, tq *db, const void *arg)              \
+    {                                                                                    \
+        (void)arg;                                                                       \
+        ROW *v = NULL;                                                                   \
+        int rc = LIST(&v, n, db);                                                        \
+        *rows = v;                                                                       \
+        return rc;                                                                       \
+    }                                                                                    \
+                                                                                         \
+    static json_t *NAME##_json(const void *row)                                          \
+    {                                                                                    \
+        return JSON(row);                                                                \
+    }                                                                                    \
+                                                                                         \
+    const cli_rows cli_##NAME##_rows = {sizeof(ROW), NAME##_read, NAME##_json, RELEASE}
+
+static void rows_free(void *rows, size_t n)
+{
+    (void)n;
+    tq_free(rows);
+}
+
+static void schedules_free(void *rows, size_t n)
+{
+    tq_schedule_array_free(rows, n);
+}
+
+STORE_ROWS(queue, tq_queue_info, tq_queue_list, cli_queue_json, rows_free);
+STORE_ROWS(worker, tq_worker_info, tq_worker_list, cli_worker_json, rows_free);
+STORE_ROWS(schedule, tq_schedule, tq_schedule_list, cli_schedule_json, schedules_free);
+
 /* Text from the store as a JSON string, always: jansson refuses invalid
  * UTF-8 (and the field would silently go missing), so such text is given
  * with its invalid bytes as \xNN. NULL text is null. */

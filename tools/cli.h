@@ -99,6 +99,24 @@ typedef struct cli_command {
                                     .run = NAME##_run,                                   \
                                     .done = DONE}
 
+/* NAME_parse, for a command that takes nothing after its options
+ * (cli_no_args). */
+#define CLI_PARSE_NO_ARGS(NAME)                                                          \
+    static int NAME##_parse(void *args, const char **url, int argc, char **argv)         \
+    {                                                                                    \
+        (void)args, (void)url;                                                           \
+        return cli_no_args(&cmd_##NAME, argc, argv, optind);                             \
+    }
+
+/* NAME_parse, for a command whose one argument is a job ID, read into
+ * NAME_args.id (cli_one_job_id). */
+#define CLI_PARSE_JOB_ID(NAME)                                                           \
+    static int NAME##_parse(void *args, const char **url, int argc, char **argv)         \
+    {                                                                                    \
+        (void)url;                                                                       \
+        return cli_one_job_id(&cmd_##NAME, argc, argv, &((NAME##_args *)args)->id);      \
+    }
+
 /*
  * A command's options, declared (git's parse-options): a table of
  * cli_opt, one an option, ended by CLI_OPT_END, which cli_parse reads the
@@ -240,6 +258,35 @@ void cli_put_text(FILE *f, const char *s);
 void cli_put_lines(FILE *f, const void *p, size_t n);
 /* Prints v (and frees it); 0, or EXIT_RUNTIME if it cannot be printed. */
 int cli_print_json(json_t *v);
+/*
+ * A list the store keeps, read whole: the queues, the workers, the
+ * schedules (cli_*_rows), or the jobs a tq_list_opts picks (tools/cmd/list.c).
+ * read puts the rows, each size bytes, in *rows (arg: what picks them, or
+ * NULL); json gives a row's object, as --json and tq serve's /api/ lists
+ * show it; release frees what read gave.
+ */
+typedef struct cli_rows {
+    size_t size;
+    int (*read)(void **rows, size_t *n, tq *db, const void *arg);
+    json_t *(*json)(const void *row);
+    void (*release)(void *rows, size_t n);
+} cli_rows;
+extern const cli_rows cli_queue_rows, cli_worker_rows, cli_schedule_rows;
+/*
+ * How a listing command (tq list, queue, workers, cron) shows its rows:
+ * with --json an array of each row's object; else a header line and a line
+ * a row, or one line saying there are none.
+ */
+typedef struct cli_listing {
+    const char *cmd;               /* the command, in its errors */
+    const cli_rows *rows;          /* what it lists */
+    void (*header)(void);          /* the line above the rows */
+    void (*line)(const void *row); /* a row's line */
+    const char *none;              /* the line for no rows */
+} cli_listing;
+/* Reads l's rows (picked by arg) from db and shows them, as JSON if json:
+ * the exit code. */
+int cli_list(tq *db, const cli_listing *l, const void *arg, int json);
 /* Text from the store as a JSON string, always: text that is not valid
  * UTF-8 (jansson would refuse it, and the field would go missing) has its
  * invalid bytes as \xNN. NULL is null. */

@@ -187,66 +187,13 @@ static enum MHD_Result api_gathered(server *s, struct MHD_Connection *c, int met
  * it. */
 typedef struct list_route {
     const char *path;
-    int (*read)(void **rows, size_t *n, tq *db);
-    json_t *(*json)(const void *rows, size_t i);
-    void (*release)(void *rows, size_t n);
+    const cli_rows *rows;
 } list_route;
 
-/* Each list's reading, its row as JSON, and its freeing. */
-static void rows_free(void *rows, size_t n)
-{
-    (void)n;
-    tq_free(rows);
-}
-
-static int queues_read(void **rows, size_t *n, tq *db)
-{
-    tq_queue_info *v = NULL;
-    int rc = tq_queue_list(&v, n, db);
-    *rows = v;
-    return rc;
-}
-
-static json_t *queue_json(const void *rows, size_t i)
-{
-    return cli_queue_json((const tq_queue_info *)rows + i);
-}
-
-static int workers_read(void **rows, size_t *n, tq *db)
-{
-    tq_worker_info *v = NULL;
-    int rc = tq_worker_list(&v, n, db);
-    *rows = v;
-    return rc;
-}
-
-static json_t *worker_json(const void *rows, size_t i)
-{
-    return cli_worker_json((const tq_worker_info *)rows + i);
-}
-
-static int schedules_read(void **rows, size_t *n, tq *db)
-{
-    tq_schedule *v = NULL;
-    int rc = tq_schedule_list(&v, n, db);
-    *rows = v;
-    return rc;
-}
-
-static json_t *schedule_json(const void *rows, size_t i)
-{
-    return cli_schedule_json((const tq_schedule *)rows + i);
-}
-
-static void schedules_free(void *rows, size_t n)
-{
-    tq_schedule_array_free(rows, n);
-}
-
 static const list_route lists[] = {
-    {"/api/queues", queues_read, queue_json, rows_free},
-    {"/api/workers", workers_read, worker_json, rows_free},
-    {"/api/schedules", schedules_read, schedule_json, schedules_free},
+    {"/api/queues", &cli_queue_rows},
+    {"/api/workers", &cli_worker_rows},
+    {"/api/schedules", &cli_schedule_rows},
 };
 
 static enum MHD_Result api_list(server *s, struct MHD_Connection *c, const list_route *l)
@@ -254,15 +201,15 @@ static enum MHD_Result api_list(server *s, struct MHD_Connection *c, const list_
     void *rows = NULL;
     size_t n = 0;
     pthread_mutex_lock(&s->mu);
-    int rc = l->read(&rows, &n, s->db);
+    int rc = l->rows->read(&rows, &n, s->db, NULL);
     enum MHD_Result ret = rc ? send_failure(c, s, rc) : MHD_YES;
     pthread_mutex_unlock(&s->mu);
     if (rc)
         return ret;
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, l->json(rows, i));
-    l->release(rows, n);
+        json_array_append_new(a, l->rows->json((const char *)rows + i * l->rows->size));
+    l->rows->release(rows, n);
     return serve_send_json(c, MHD_HTTP_OK, a);
 }
 

@@ -169,6 +169,21 @@ static void resident_ready(tq_worker *w)
     sigterm_mask(SIG_UNBLOCK);
 }
 
+/* Runs w, which tq_worker_new made with result rc: taking SIGTERM while it
+ * runs if resident. Its result, a failure said as WHAT INDEX's. */
+static int drive_worker(tq *db, tq_worker *w, int rc, int resident, const char *what,
+                        int index)
+{
+    if (resident)
+        resident_ready(w);
+    if (!rc)
+        rc = tq_worker_run(w);
+    resident_worker = NULL;
+    if (rc)
+        cli_error("bench", "%s %d: %s", what, index, tq_errmsg(db));
+    return rc;
+}
+
 /* A bench worker's options: of its one queue (*queues), named
  * QUEUE.wINDEX into name, calling h with ud. */
 static tq_worker_opts worker_opts(char (*name)[128], const char **queues, int index,
@@ -196,12 +211,7 @@ static int run_idle_worker(const char *url, const char *queue, int index, latenc
     tq_worker_opts o = worker_opts(&name, queues, index, stamp_handler, lat);
     if (!rc)
         rc = tq_worker_new(&w, db, &o);
-    resident_ready(w);
-    if (!rc)
-        rc = tq_worker_run(w);
-    resident_worker = NULL;
-    if (rc)
-        cli_error("bench", "idle worker %d: %s", index, tq_errmsg(db));
+    rc = drive_worker(db, w, rc, 1, "idle worker", index);
     tq_worker_free(w);
     tq_close(db);
     return rc ? EXIT_RUNTIME : 0;
@@ -332,13 +342,7 @@ static int run_worker(const char *url, const char *queue, int index, int concurr
     if (sh->per_round)
         stop_on_sigterm();
     rc = tq_worker_new(&w, db, &o);
-    if (sh->per_round)
-        resident_ready(w);
-    if (!rc)
-        rc = tq_worker_run(w);
-    resident_worker = NULL;
-    if (rc)
-        cli_error("bench", "worker %d: %s", index, tq_errmsg(db));
+    rc = drive_worker(db, w, rc, sh->per_round, "worker", index);
     if (w) {
         tq_worker_counters k;
         tq_worker_counters_get(&k, w);

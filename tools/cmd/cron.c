@@ -39,39 +39,26 @@ static const cron_args defaults = {.so = TQ_SCHEDULE_OPTS_INIT};
 
 #define CRON_ROW "%-20s %-16s %-20s %-16s %-8s %-24s %s\n"
 
-static int cron_list(tq *db, int json)
+static void print_schedule_header(void)
 {
-    tq_schedule *v;
-    size_t n;
-    int rc = tq_schedule_list(&v, &n, db);
-    if (rc)
-        return cli_fail("cron", db, rc);
-    json_t *a = json_array();
-    if (!json && n)
-        printf(CRON_ROW, "NAME", "QUEUE", "SCHEDULE", "TZ", "OVERLAP", "NEXT SLOT",
-               "LAST JOB");
-    else if (!json)
-        printf("no schedules\n");
-    for (size_t i = 0; i < n; i++) {
-        char t[40], job[24] = "-", name[260], queue[260], spec[520], tz[260];
-        if (json) {
-            json_array_append_new(a, cli_schedule_json(&v[i]));
-            continue;
-        }
-        if (v[i].last_job)
-            snprintf(job, sizeof job, "%lld", (long long)v[i].last_job);
-        printf(CRON_ROW, cli_text(name, sizeof name, v[i].name),
-               cli_text(queue, sizeof queue, v[i].queue),
-               cli_text(spec, sizeof spec, v[i].spec), cli_text(tz, sizeof tz, v[i].tz),
-               v[i].overlap_skip ? "skip" : "allow",
-               tq_time_format(t, sizeof t, v[i].next_slot_us), job);
-    }
-    tq_schedule_array_free(v, n);
-    if (json)
-        return cli_print_json(a);
-    json_decref(a);
-    return 0;
+    printf(CRON_ROW, "NAME", "QUEUE", "SCHEDULE", "TZ", "OVERLAP", "NEXT SLOT",
+           "LAST JOB");
 }
+
+static void print_schedule(const void *row)
+{
+    const tq_schedule *c = row;
+    char t[40], job[24] = "-", name[260], queue[260], spec[520], tz[260];
+    if (c->last_job)
+        snprintf(job, sizeof job, "%lld", (long long)c->last_job);
+    printf(CRON_ROW, cli_text(name, sizeof name, c->name),
+           cli_text(queue, sizeof queue, c->queue), cli_text(spec, sizeof spec, c->spec),
+           cli_text(tz, sizeof tz, c->tz), c->overlap_skip ? "skip" : "allow",
+           tq_time_format(t, sizeof t, c->next_slot_us), job);
+}
+
+static const cli_listing schedules_listing = {
+    "cron", &cli_schedule_rows, print_schedule_header, print_schedule, "no schedules"};
 
 /* tq cron set's --payload P, and --overlap skip|allow. */
 static int opt_payload(void *args, const cli_opt *opt, const char *arg)
@@ -214,7 +201,7 @@ static int set_run(tq *db, const cron_args *a)
     if (rc)
         return cli_fail("cron", db, rc);
     if (!a->json)
-        return cron_list(db, 0);
+        return cli_list(db, &schedules_listing, NULL, 0);
     tq_schedule *v;
     size_t nv;
     if ((rc = tq_schedule_list(&v, &nv, db)))
@@ -233,7 +220,7 @@ static int cron_run(void *args, tq *db)
     if (a->sub == CRON_SET) {
         ex = set_run(db, a);
     } else if (a->sub == CRON_LIST) {
-        ex = cron_list(db, a->json);
+        ex = cli_list(db, &schedules_listing, NULL, a->json);
     } else if ((rc = tq_schedule_remove(db, a->name))) {
         ex = cli_fail("cron", db, rc);
     } else {

@@ -33,8 +33,14 @@ static void preview(char *buf, size_t len, const unsigned char *p, size_t n)
 
 #define JOB_ROW "%-8s %-16s %-9s %-8s %-24s %s"
 
-static void print_job_line(const tq_job *j)
+static void print_job_header(void)
 {
+    printf(JOB_ROW "\n", "ID", "QUEUE", "STATE", "ATTEMPTS", "CREATED", "PAYLOAD");
+}
+
+static void print_job_line(const void *row)
+{
+    const tq_job *j = row;
     char pv[41], t[40], id[24], attempts[24], queue[260];
     preview(pv, sizeof pv, j->payload, j->payload_len);
     snprintf(id, sizeof id, "%lld", (long long)j->id);
@@ -79,39 +85,35 @@ static const cli_opt opts[] = {CLI_OPT_CALLBACK(0, "state", 1, opt_state, 0),
                                CLI_OPT_FLAG('j', "json", list_args, json, 1),
                                CLI_OPT_END};
 
-/* After the options: 0, or the exit code of a bad command line. */
-static int list_parse(void *args, const char **url, int argc, char **argv)
+CLI_PARSE_NO_ARGS(list)
+
+static int jobs_read(void **rows, size_t *n, tq *db, const void *lo)
 {
-    (void)args, (void)url;
-    return cli_no_args(&cmd_list, argc, argv, optind);
+    tq_job *jobs = NULL;
+    int rc = tq_job_list(&jobs, n, db, lo);
+    *rows = jobs;
+    return rc;
 }
+
+/* A job for --json, with its payload. */
+static json_t *job_json(const void *row)
+{
+    return cli_job_json(row, 1);
+}
+
+static void jobs_free(void *rows, size_t n)
+{
+    tq_job_array_free(rows, n);
+}
+
+static const cli_rows job_rows = {sizeof(tq_job), jobs_read, job_json, jobs_free};
+static const cli_listing jobs_listing = {"list", &job_rows, print_job_header,
+                                         print_job_line, "no jobs"};
 
 static int list_run(void *args, tq *db)
 {
     const list_args *a = args;
-    int ex = 0;
-    tq_job *jobs;
-    size_t nj;
-    int rc = tq_job_list(&jobs, &nj, db, &a->lo);
-    if (rc) {
-        ex = cli_fail("list", db, rc);
-    } else {
-        if (a->json) {
-            json_t *arr = json_array();
-            for (size_t i = 0; i < nj; i++)
-                json_array_append_new(arr, cli_job_json(&jobs[i], 1));
-            ex = cli_print_json(arr);
-        } else if (nj == 0) {
-            printf("no jobs\n");
-        } else {
-            printf(JOB_ROW "\n", "ID", "QUEUE", "STATE", "ATTEMPTS", "CREATED",
-                   "PAYLOAD");
-            for (size_t i = 0; i < nj; i++)
-                print_job_line(&jobs[i]);
-        }
-        tq_job_array_free(jobs, nj);
-    }
-    return ex;
+    return cli_list(db, &jobs_listing, &a->lo, a->json);
 }
 
 CLI_COMMAND(list, "list jobs", CLI_OPEN, &defaults, opts, usage, help, NULL);

@@ -50,8 +50,9 @@ static void print_queue_header(void)
            "RUNNING AT MOST", "STARTS AT MOST", "STATUS");
 }
 
-static void print_queue(const tq_queue_info *q)
+static void print_queue(const void *row)
 {
+    const tq_queue_info *q = row;
     char l[24], b[24], cap[24], backoff[52], attempts[16], limits[48] = "-",
                                                            rate[48] = "-";
     snprintf(backoff, sizeof backoff, "%s:%s",
@@ -200,36 +201,14 @@ static int queue_set(tq *db, const char *name, const tq_queue_opts *qo, int json
     return ex;
 }
 
-/* Lists every queue. Returns the exit code. */
-static int queue_list(tq *db, int json)
-{
-    int rc, ex = 0;
-    tq_queue_info *v;
-    size_t nq;
-    if ((rc = tq_queue_list(&v, &nq, db))) {
-        ex = cli_fail("queue", db, rc);
-    } else if (json) {
-        json_t *a = json_array();
-        for (size_t i = 0; i < nq; i++)
-            json_array_append_new(a, cli_queue_json(&v[i]));
-        ex = cli_print_json(a);
-    } else {
-        if (nq)
-            print_queue_header();
-        for (size_t i = 0; i < nq; i++)
-            print_queue(&v[i]);
-        if (nq == 0)
-            printf("no queues yet\n");
-    }
-    if (!rc)
-        tq_free(v);
-    return ex;
-}
+static const cli_listing queues_listing = {"queue", &cli_queue_rows, print_queue_header,
+                                           print_queue, "no queues yet"};
 
 static int queue_run(void *args, tq *db)
 {
     const queue_args *a = args;
-    return a->name ? queue_set(db, a->name, &a->qo, a->json) : queue_list(db, a->json);
+    return a->name ? queue_set(db, a->name, &a->qo, a->json)
+                   : cli_list(db, &queues_listing, NULL, a->json);
 }
 
 CLI_COMMAND(queue, "list queues, or create or change one", CLI_OPEN, &defaults, opts,

@@ -20,12 +20,7 @@ typedef struct result_args {
     int64_t id;
 } result_args;
 
-/* After the options: 0, or the exit code of a bad command line. */
-static int result_parse(void *args, const char **url, int argc, char **argv)
-{
-    (void)url;
-    return cli_one_job_id(&cmd_result, argc, argv, &((result_args *)args)->id);
-}
+CLI_PARSE_JOB_ID(result)
 
 static int result_run(void *args, tq *db)
 {

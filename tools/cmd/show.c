@@ -99,12 +99,7 @@ static void show_job(tq *db, const tq_job *j)
 static const cli_opt opts[] = {CLI_OPT_FLAG('j', "json", show_args, json, 1),
                                CLI_OPT_END};
 
-/* After the options: 0, or the exit code of a bad command line. */
-static int show_parse(void *args, const char **url, int argc, char **argv)
-{
-    (void)url;
-    return cli_one_job_id(&cmd_show, argc, argv, &((show_args *)args)->id);
-}
+CLI_PARSE_JOB_ID(show)
 
 static int show_run(void *args, tq *db)
 {

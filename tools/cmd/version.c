@@ -16,12 +16,7 @@ typedef struct version_args {
 
 static const cli_opt opts[] = {CLI_OPT_END};
 
-/* After the options: 0, or the exit code of a bad command line. */
-static int version_parse(void *args, const char **url, int argc, char **argv)
-{
-    (void)args, (void)url;
-    return cli_no_args(&cmd_version, argc, argv, optind);
-}
+CLI_PARSE_NO_ARGS(version)
 
 static int version_run(void *args, tq *db)
 {

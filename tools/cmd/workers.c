@@ -21,47 +21,29 @@ typedef struct workers_args {
 
 #define WORKER_ROW "%-32s %-7s %-8s %-24s %s\n"
 
-static int print_workers(tq *db, int json)
+static void print_worker_header(void)
 {
-    tq_worker_info *v;
-    size_t n;
-    int rc = tq_worker_list(&v, &n, db);
-    if (rc)
-        return cli_fail("workers", db, rc);
-    json_t *a = json_array();
-    if (!json && n)
-        printf(WORKER_ROW, "NAME", "STATUS", "PID", "STARTED", "HEARTBEAT");
-    else if (!json)
-        printf("no workers\n");
-    for (size_t i = 0; i < n; i++) {
-        const char *status = cli_worker_status(&v[i]);
-        char t1[40], t2[40], pid[24], name[520];
-        if (json) {
-            json_array_append_new(a, cli_worker_json(&v[i]));
-        } else {
-            snprintf(pid, sizeof pid, "%lld", (long long)v[i].pid);
-            printf(WORKER_ROW, cli_text(name, sizeof name, v[i].name), status, pid,
-                   tq_time_format(t1, sizeof t1, v[i].started_at),
-                   tq_time_format(t2, sizeof t2, v[i].heartbeat_at));
-        }
-    }
-    tq_free(v);
-    if (json)
-        return cli_print_json(a);
-    json_decref(a);
-    return 0;
+    printf(WORKER_ROW, "NAME", "STATUS", "PID", "STARTED", "HEARTBEAT");
 }
+
+static void print_worker(const void *row)
+{
+    const tq_worker_info *w = row;
+    char t1[40], t2[40], pid[24], name[520];
+    snprintf(pid, sizeof pid, "%lld", (long long)w->pid);
+    printf(WORKER_ROW, cli_text(name, sizeof name, w->name), cli_worker_status(w), pid,
+           tq_time_format(t1, sizeof t1, w->started_at),
+           tq_time_format(t2, sizeof t2, w->heartbeat_at));
+}
+
+static const cli_listing workers_listing = {
+    "workers", &cli_worker_rows, print_worker_header, print_worker, "no workers"};
 
 static const cli_opt opts[] = {
     CLI_OPT_FLAG('j', "json", workers_args, json, 1),
     CLI_OPT_DURATION_MARK(0, "prune", workers_args, age, prune, 1), CLI_OPT_END};
 
-/* After the options: 0, or the exit code of a bad command line. */
-static int workers_parse(void *args, const char **url, int argc, char **argv)
-{
-    (void)args, (void)url;
-    return cli_no_args(&cmd_workers, argc, argv, optind);
-}
+CLI_PARSE_NO_ARGS(workers)
 
 static int workers_run(void *args, tq *db)
 {
@@ -77,7 +59,7 @@ static int workers_run(void *args, tq *db)
             printf("pruned %lld worker(s) stopped or gone for over %s\n", (long long)n,
                    tq_duration_format(d, sizeof d, a->age));
         }
-        ex = print_workers(db, a->json);
+        ex = cli_list(db, &workers_listing, NULL, a->json);
     }
     return ex;
 }

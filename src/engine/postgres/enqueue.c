@@ -175,6 +175,16 @@ typedef enum settled {
     SETTLE_UNKNOWN
 } settled;
 
+/* The result of sql with a as $1 and b as $2: NULL when it failed (the
+ * look is made again later). */
+static PGresult *settle_ask(tq *db, const char *sql, const char *a, const char *b,
+                            const char *what)
+{
+    PGresult *r = NULL;
+    const char *v[] = {a, b};
+    return tq__pg_exec_params(db, sql, 2, v, &r, what) ? NULL : r;
+}
+
 static settled settle_look(tq *db, const enqueue_tx *tx, const char *queue,
                            const int64_t *ids, size_t n)
 {
@@ -182,12 +192,12 @@ static settled settle_look(tq *db, const enqueue_tx *tx, const char *queue,
     snprintf(p, sizeof p, "%d", tx->pid);
     snprintf(b, sizeof b, "%lld", (long long)tx->began);
     snprintf(x, sizeof x, "%lld", (long long)tx->xid);
-    PGresult *r = NULL;
-    const char *old[] = {p, b};
-    if (tq__pg_exec_params(db,
-                           "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                           " WHERE pid = $1::int AND xact_start = " TS("$2"),
-                           2, old, &r, "ending the session left behind"))
+    PGresult *r =
+        settle_ask(db,
+                   "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                   " WHERE pid = $1::int AND xact_start = " TS("$2"),
+                   p, b, "ending the session left behind");
+    if (!r)
         return SETTLE_AGAIN;
     const int running = atoi(PQgetvalue(r, 0, 0)) > 0;
     PQclear(r);
@@ -215,11 +225,10 @@ static settled settle_look(tq *db, const enqueue_tx *tx, const char *queue,
      * never committed. The server says which, unless it restarted since: a
      * transaction id whose commit never reached its disk may be handed out
      * again, to another transaction. */
-    const char *how[] = {x, b};
-    if (tq__pg_exec_params(db,
-                           "SELECT coalesce(txid_status($1::int8), ''),"
-                           " pg_postmaster_start_time() > " TS("$2"),
-                           2, how, &r, "asking how the transaction ended"))
+    if (!(r = settle_ask(db,
+                         "SELECT coalesce(txid_status($1::int8), ''),"
+                         " pg_postmaster_start_time() > " TS("$2"),
+                         x, b, "asking how the transaction ended")))
         return SETTLE_AGAIN;
     const char *st = PQgetvalue(r, 0, 0);
     const int restarted = PQgetvalue(r, 0, 1)[0] == 't';

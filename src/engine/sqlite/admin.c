@@ -147,15 +147,28 @@ static int read_queue(tq *db, sqlite3_stmt *s, void *row, void *arg)
     return 0;
 }
 
+/* Begins a transaction and prepares statement id in it with name (a
+ * queue's, a worker's) bound as ?1: NULL when either fails, the transaction
+ * rolled back and the code in *rc. */
+static sqlite3_stmt *begin_named(tq *db, enum stmt_id id, const char *name, int *rc)
+{
+    sqlite3_stmt *s;
+    if ((*rc = begin(db)))
+        return NULL;
+    if (!(s = stmt(db, id, rc))) {
+        tq__sqlite_rollback(db);
+        return NULL;
+    }
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    return s;
+}
+
 int tq__sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
 {
     int rc;
-    sqlite3_stmt *s;
-    if ((rc = begin(db)))
+    sqlite3_stmt *s = begin_named(db, S_QUEUE_ENSURE, name, &rc);
+    if (!s)
         return rc;
-    if (!(s = stmt(db, S_QUEUE_ENSURE, &rc)))
-        goto fail;
-    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
     if ((rc = run(db, s, "creating the queue")))
         goto fail;
     if (!(s = stmt(db, S_QUEUE_UPDATE, &rc)))
@@ -577,12 +590,9 @@ fail:
 static int worker_touch(tq *db, enum stmt_id id, const tq_worker_info *me)
 {
     int rc;
-    sqlite3_stmt *s;
-    if ((rc = begin(db)))
+    sqlite3_stmt *s = begin_named(db, id, me->name, &rc);
+    if (!s)
         return rc;
-    if (!(s = stmt(db, id, &rc)))
-        goto fail;
-    sqlite3_bind_text(s, 1, me->name, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, tq__now_us());
     sqlite3_bind_int64(s, 3, me->pid);
     sqlite3_bind_text(s, 4, me->host, -1, SQLITE_STATIC);

@@ -118,16 +118,24 @@ int tq__sqlite_push_returned(tq *db, sqlite3_stmt *s, idstack *st, const char *w
     return rc;
 }
 
+/* Statement id with job bound as ?1 and now as ?2 (release, cancel and
+ * hold take these): NULL, with *rc set, when it cannot be prepared. */
+static sqlite3_stmt *job_stmt(tq *db, enum stmt_id id, int64_t job, int64_t now, int *rc)
+{
+    sqlite3_stmt *s = stmt(db, id, rc);
+    if (s) {
+        sqlite3_bind_int64(s, 1, job);
+        sqlite3_bind_int64(s, 2, now);
+    }
+    return s;
+}
+
 /* Parent, done now: its children count it off. */
 static int deps_release(tq *db, int64_t parent, int64_t now)
 {
     int rc;
-    sqlite3_stmt *s = stmt(db, S_DEPS_RELEASE, &rc);
-    if (!s)
-        return rc;
-    sqlite3_bind_int64(s, 1, parent);
-    sqlite3_bind_int64(s, 2, now);
-    return run(db, s, "releasing the children of a job");
+    sqlite3_stmt *s = job_stmt(db, S_DEPS_RELEASE, parent, now, &rc);
+    return s ? run(db, s, "releasing the children of a job") : rc;
 }
 
 /* Job id, if dead or cancelled, cancels its waiting descendants. */
@@ -136,11 +144,9 @@ int tq__sqlite_deps_cancel(tq *db, int64_t id, int64_t now)
     idstack st = {0};
     int rc = idstack_push(db, &st, id);
     while (!rc && st.n) {
-        sqlite3_stmt *s = stmt(db, S_DEPS_CANCEL, &rc);
+        sqlite3_stmt *s = job_stmt(db, S_DEPS_CANCEL, st.v[--st.n], now, &rc);
         if (!s)
             break;
-        sqlite3_bind_int64(s, 1, st.v[--st.n]);
-        sqlite3_bind_int64(s, 2, now);
         rc = tq__sqlite_push_returned(db, s, &st, "cancelling the children of a job");
     }
     free(st.v);
@@ -153,11 +159,9 @@ int tq__sqlite_deps_cancel(tq *db, int64_t id, int64_t now)
 int tq__sqlite_deps_restore(tq *db, int64_t id, int64_t now)
 {
     int rc;
-    sqlite3_stmt *s = stmt(db, S_DEPS_HOLD, &rc);
+    sqlite3_stmt *s = job_stmt(db, S_DEPS_HOLD, id, now, &rc);
     if (!s)
         return rc;
-    sqlite3_bind_int64(s, 1, id);
-    sqlite3_bind_int64(s, 2, now);
     if ((rc = run(db, s, "retrying a job")))
         return rc;
     idstack st = {0};

@@ -52,6 +52,17 @@ const char *const tq__sqlite_sql_stats[S_COUNT] = {
 
 /* ---- stats ------------------------------------------------------------- */
 
+/* Statement id with queue (NULL: every queue) bound as ?1, as each that
+ * reads a queue's numbers takes it: NULL, with *rc set, when it cannot be
+ * prepared. */
+static sqlite3_stmt *queue_stmt(tq *db, enum stmt_id id, const char *queue, int *rc)
+{
+    sqlite3_stmt *s = stmt(db, id, rc);
+    if (s)
+        bind_text(s, 1, queue);
+    return s;
+}
+
 int tq__sqlite_stats(tq *db, const char *queue, tq_stats *out)
 {
     int rc, src;
@@ -63,10 +74,9 @@ int tq__sqlite_stats(tq *db, const char *queue, tq_stats *out)
     const int own = sqlite3_get_autocommit(C(db)->h);
     if (own && sqlite3_exec(C(db)->h, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
         return tq__sqlite_fail_rc(db, sqlite3_errcode(C(db)->h), "starting a read");
-    sqlite3_stmt *s = stmt(db, S_COUNTS, &rc);
+    sqlite3_stmt *s = queue_stmt(db, S_COUNTS, queue, &rc);
     if (!s)
         goto done;
-    bind_text(s, 1, queue);
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
         tq_state st;
         if (tq_state_parse(&st, (const char *)sqlite3_column_text(s, 0)) == 0)
@@ -80,9 +90,8 @@ int tq__sqlite_stats(tq *db, const char *queue, tq_stats *out)
     if ((rc = tq__sqlite_query_int(db, S_OLDEST_READY, queue, now, &v, "reading stats")))
         goto done;
     out->oldest_ready_age_us = v ? now - v : 0;
-    if (!(s = stmt(db, S_DELAYED, &rc)))
+    if (!(s = queue_stmt(db, S_DELAYED, queue, &rc)))
         goto done;
-    bind_text(s, 1, queue);
     sqlite3_bind_int64(s, 2, now);
     if ((src = sqlite3_step(s)) == SQLITE_ROW) {
         out->delayed = sqlite3_column_int64(s, 0);
@@ -98,9 +107,8 @@ int tq__sqlite_stats(tq *db, const char *queue, tq_stats *out)
                                    "reading stats")))
         goto done;
     out->done_last_minute = v;
-    if (!(s = stmt(db, S_LONGEST, &rc)))
+    if (!(s = queue_stmt(db, S_LONGEST, queue, &rc)))
         goto done;
-    bind_text(s, 1, queue);
     while ((src = sqlite3_step(s)) == SQLITE_ROW && out->nlongest < 5) {
         size_t i = out->nlongest++;
         out->longest[i].id = sqlite3_column_int64(s, 0);
@@ -216,10 +224,9 @@ int tq__sqlite_durations(tq *db, const char *queue, size_t limit, int64_t **out,
                          size_t *out_n)
 {
     int rc;
-    sqlite3_stmt *s = stmt(db, S_DURATIONS, &rc);
+    sqlite3_stmt *s = queue_stmt(db, S_DURATIONS, queue, &rc);
     if (!s)
         return rc;
-    bind_text(s, 1, queue);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)limit);
     *out = tq__sqlite_rows(db, s, sizeof **out, read_duration, NULL, NULL,
                            "reading durations", out_n, &rc);
