@@ -85,6 +85,9 @@ old=$LISTENER
 rm "$T/sock/.s.PGSQL.5432"
 expect_eq "$(sql "SELECT pg_terminate_backend($old)")" t "the listening session ended"
 wait_for 15 grep -q "cannot listen for new jobs, polling only until it can" "$T/w2.log"
+# What went wrong is said of the listening session's server, not the pooler.
+grep "cannot listen" "$T/w2.log" | grep -q "host=$T/sock" ||
+    fail "the listening server not named: $(grep "cannot listen" "$T/w2.log")"
 "$TQ" enqueue -q q while-polling >/dev/null
 wait_for 5 grep -q "^while-polling " "$T/runs"
 ln -s "$pgdir/.s.PGSQL.5432" "$T/sock/.s.PGSQL.5432"

@@ -96,6 +96,7 @@ typedef struct conn {
     unsigned gen;
     char *schema;
     char where[256];                 /* the redacted URL, for messages */
+    char listen_where[256];          /* listen_url's, likewise */
     unsigned char prepared[S_COUNT]; /* per stmt_id: prepared in this session */
     int64_t wait_us;                 /* set_wait_limit; 0: none */
     int hung;                        /* the last wait ran past it; until reconnected */
@@ -107,6 +108,13 @@ typedef struct conn {
 
 /* clang-format off */
 #define C(db) ((conn *)(db)->conn)
+
+/* The server a message about c->pg names: tq_listen's while pg_listen
+ * runs its LISTEN there. */
+static inline const char *tq__pg_where(const conn *c)
+{
+    return c->listen_pg && c->pg == c->listen_pg ? c->listen_where : c->where;
+}
 /* clang-format on */
 
 typedef struct params {

@@ -207,6 +207,8 @@ static int pg_open(tq *db, const tq__url *url, int create, void *borrow)
     c->schema = tq__strdup(url->schema);
     c->pooled = url->pooled;
     c->listen_url = url->listen ? tq__strdup(url->listen) : NULL;
+    if (c->listen_url)
+        tq__url_redact(c->listen_where, sizeof c->listen_where, c->listen_url);
     if (!c->schema || (url->listen && !c->listen_url)) {
         pg_close(db);
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
@@ -249,9 +251,7 @@ static int pg_listen(tq *db)
         return 0;
     PQfinish(c->listen_pg);
     c->listen_pg = NULL;
-    char where[256];
-    tq__url_redact(where, sizeof where, c->listen_url);
-    int rc = connect_to(db, c->listen_url, where, &c->listen_pg);
+    int rc = connect_to(db, c->listen_url, c->listen_where, &c->listen_pg);
     if (rc)
         return rc;
     /* Swapped in for the wait: one statement, within the wait limit. */
@@ -395,12 +395,10 @@ static int pg_notify_drain(tq *db, const char *const *queues, size_t nqueues, in
     if (l == c->listen_pg && (!PQconsumeInput(l) || PQstatus(l) != CONNECTION_OK)) {
         /* Reconnecting listens again (pg_listen), and a worker back from a
          * reconnection claims at once: nothing missed is left waiting. */
-        char where[256];
-        tq__url_redact(where, sizeof where, c->listen_url);
         const char *m = PQerrorMessage(l);
         return tq__seterr(db, TQ_ECONN,
-                          "reading notifications: lost the connection to %s: %.*s", where,
-                          (int)strcspn(m, "\n"), m);
+                          "reading notifications: lost the connection to %s: %.*s",
+                          c->listen_where, (int)strcspn(m, "\n"), m);
     }
     if (l == c->pg && !PQconsumeInput(l))
         return tq__pg_fail_res(db, NULL, "reading notifications");

@@ -53,7 +53,7 @@ int tq__pg_fail_res(tq *db, PGresult *r, const char *what)
         return tq__seterr(
             db, TQ_ECONN,
             "%s: no answer from %s within %.1f s; the connection was dropped", what,
-            c->where, (double)c->wait_us / 1e6);
+            tq__pg_where(c), (double)c->wait_us / 1e6);
     }
     int code = classify(c->pg, r);
     const char *msg = r ? PQresultErrorMessage(r) : "";
@@ -66,7 +66,7 @@ int tq__pg_fail_res(tq *db, PGresult *r, const char *what)
         tq__seterr(db, code, "%s: the store has no tq schema '%s' (%.*s): run tq init",
                    what, c->schema, (int)n, msg);
     else if (code == TQ_ECONN)
-        tq__seterr(db, code, "%s: lost the connection to %s: %.*s", what, c->where,
+        tq__seterr(db, code, "%s: lost the connection to %s: %.*s", what, tq__pg_where(c),
                    (int)n, msg);
     else if (code == TQ_EFULL)
         tq__seterr(db, code, "%s: disk full on the server (%.*s)", what, (int)n, msg);
