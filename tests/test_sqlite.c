@@ -401,6 +401,38 @@ static int64_t count_of(sqlite3 *h, const char *sql)
     return v;
 }
 
+/* A claim claims every row it picked or none: a row someone else's
+ * trigger keeps from changing fails the claim, which leaves every job
+ * ready, as it was. */
+static void claim_marks_all_it_picked(void **state)
+{
+    (void)state;
+    char path[128];
+    sqlite3 *h;
+    new_store(path, sizeof path);
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    exec(h,
+         "INSERT INTO tq_jobs (id, queue, payload) VALUES (1, 'q', 'a'), (2, 'q', 'b'),"
+         " (3, 'q', 'c');"
+         "CREATE TRIGGER keep_two BEFORE UPDATE ON tq_jobs WHEN OLD.id = 2"
+         " BEGIN SELECT RAISE(IGNORE); END;");
+    tq *db;
+    tq_job *jobs = NULL;
+    size_t n = 0;
+    assert_int_equal(tq_open(&db, path, NULL), 0);
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 10), TQ_EDB);
+    assert_non_null(strstr(tq_errmsg(db), "2 of the 3 ready jobs picked were claimed"));
+    assert_int_equal(count_of(h, "SELECT count(*) FROM tq_jobs"
+                                 " WHERE state = 'ready' AND claims = 0"),
+                     3);
+    exec(h, "DROP TRIGGER keep_two");
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 10), 0);
+    assert_int_equal(n, 3);
+    tq_job_array_free(jobs, n);
+    tq_close(db);
+    sqlite3_close(h);
+}
+
 /* A store made by schema 4 comes up to the current schema with every row,
  * the id counter, the checks, the trigger and the indexes. */
 static void upgrade_from_version_4(void **state)
@@ -901,6 +933,7 @@ int main(void)
         cmocka_unit_test(plain_insert_enqueues),
         cmocka_unit_test(lifo_index_follows_queues),
         cmocka_unit_test(group_index_follows_queues),
+        cmocka_unit_test(claim_marks_all_it_picked),
         cmocka_unit_test(ack_program_has_no_temp_table),
         cmocka_unit_test(upgrade_from_version_4),
         cmocka_unit_test(upgrade_from_version_5),

@@ -264,8 +264,11 @@
 #define CLAIM_SQL(id, text, order) [id] = text(order),
 const char *const tq__sqlite_sql_claim[S_COUNT] = {
     TQ__CLAIM_STMTS(CLAIM_SQL)
-    /* The rows a pick took, by id (?10, a JSON array), claimed. */
-    [S_CLAIM_MARK] = CLAIM_SET " WHERE id IN (SELECT value FROM json_each(?10))",
+    /* The rows a pick took, by id (?10, a JSON array), claimed; still
+     * ready, or the count tells (mark_claimed). +state: a test of each row
+     * found by id, never a reason to walk a ready index instead. */
+    [S_CLAIM_MARK] = CLAIM_SET " WHERE id IN (SELECT value FROM json_each(?10))"
+                     " AND +state = 'ready'",
     /* After a limited claim took ?3 jobs (> 0), in its transaction: the
      * rate's tokens less those, as of ?2 now. Not after a claim that took
      * none: a write would wake every idle worker (they watch the store's
@@ -371,9 +374,12 @@ static int mark_claimed(tq *db, const char *worker, const tq__claim *c, int64_t 
         rc = run(db, s, "claiming jobs");
     }
     free(ids);
+    /* Nothing of tq's runs between the pick and the mark; a trigger of
+     * someone else's on tq_jobs could. */
     if (!rc && (size_t)sqlite3_changes(C(db)->h) != n)
         rc = tq__seterr(db, TQ_EDB,
-                        "claiming jobs: %d of the %zu jobs picked were claimed",
+                        "claiming jobs: %d of the %zu ready jobs picked were claimed "
+                        "(a trigger on tq_jobs?)",
                         sqlite3_changes(C(db)->h), n);
     return rc;
 }

@@ -140,6 +140,25 @@ static int sqlite_in_caller_tx(tq *db)
     return C(db)->borrowed && !sqlite3_get_autocommit(C(db)->h);
 }
 
+/* A claim names the rows it picked as one JSON array (json_each,
+ * S_CLAIM_MARK): built into SQLite from 3.38 unless left out
+ * (SQLITE_OMIT_JSON), in 3.35 to 3.37 only with SQLITE_ENABLE_JSON1. Said
+ * at open rather than at the first claim, which would stop the worker. */
+static int check_json(tq *db)
+{
+    sqlite3_stmt *s = NULL;
+    int src =
+        sqlite3_prepare_v2(C(db)->h, "SELECT value FROM json_each('[]')", -1, &s, NULL);
+    sqlite3_finalize(s);
+    return src == SQLITE_OK
+               ? 0
+               : tq__seterr(db, TQ_ENOTSUP,
+                            "this SQLite (%s) has no JSON functions (json_each), which "
+                            "tq's claims need: use SQLite 3.38 or later, or one built "
+                            "with SQLITE_ENABLE_JSON1",
+                            sqlite3_libversion());
+}
+
 static int sqlite_open(tq *db, const tq__url *url, int create, void *borrow)
 {
     int rc;
@@ -151,7 +170,7 @@ static int sqlite_open(tq *db, const tq__url *url, int create, void *borrow)
     c->notify_fd = c->notify_wd = -1;
     db->conn = c;
     if (borrow) {
-        if ((rc = borrow_open(db, url, borrow)))
+        if ((rc = borrow_open(db, url, borrow)) || (rc = check_json(db)))
             sqlite_close(db);
         return rc;
     }
@@ -192,6 +211,8 @@ static int sqlite_open(tq *db, const tq__url *url, int create, void *borrow)
         rc = tq__sqlite_fail_rc(db, src, "configuring the connection");
         goto fail;
     }
+    if ((rc = check_json(db)))
+        goto fail;
     return 0;
 fail:
     sqlite_close(db);
