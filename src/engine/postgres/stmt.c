@@ -181,15 +181,16 @@ int tq__pg_prepare(tq *db, enum stmt_id id, const char *what)
     char name[24];
     if (c->prepared[id])
         return 0;
-    char *text =
-        c->text[id] ? c->text[id] : tq__pg_with_schema(tq__pg_sql(id), c->schema);
-    if (!text)
-        return tq__seterr(db, TQ_ENOMEM, "out of memory");
-    if (c->pooled) {
-        c->text[id] = text;
+    if (c->pooled) { /* nothing named: the text, kept, is sent whole each time */
+        if (!c->text[id] &&
+            !(c->text[id] = tq__pg_with_schema(tq__pg_sql(id), c->schema)))
+            return tq__seterr(db, TQ_ENOMEM, "out of memory");
         c->prepared[id] = 1;
         return 0;
     }
+    char *text = tq__pg_with_schema(tq__pg_sql(id), c->schema);
+    if (!text)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
     stmt_name(C(db), name, id);
     PGresult *r = tq__pg_exec_result(db, PQsendPrepare(c->pg, name, text, 0, NULL));
     free(text);
