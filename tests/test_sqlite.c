@@ -143,15 +143,20 @@ static int has_index(sqlite3 *h, const char *name)
     return n;
 }
 
-static void set_order(const char *path, const char *queue, tq_order order)
+/* tq_queue_set of o on a handle of its own. */
+static void set_queue(const char *path, const char *queue, const tq_queue_opts *o)
 {
     tq *db;
-    tq_queue_opts o = {0};
-    o.set = TQ_SET_ORDER;
-    o.order = order;
     assert_int_equal(tq_open(&db, path, NULL), 0);
-    assert_int_equal(tq_queue_set(db, queue, &o), 0);
+    assert_int_equal(tq_queue_set(db, queue, o), 0);
     tq_close(db);
+}
+
+static void set_order(const char *path, const char *queue, tq_order order)
+{
+    tq_queue_opts o = {.version = TQ_QUEUE_OPTS_VERSION, .set = TQ_SET_ORDER};
+    o.order = order;
+    set_queue(path, queue, &o);
 }
 
 static void claim_plans_use_ready_index(void **state)
@@ -227,13 +232,10 @@ static void plain_insert_enqueues(void **state)
 
 static void set_group_limit(const char *path, const char *queue, int limit)
 {
-    tq *db;
-    tq_queue_opts o = {.version = TQ_QUEUE_OPTS_VERSION};
-    o.set = TQ_SET_MAX_RUNNING_PER_GROUP;
+    tq_queue_opts o = {.version = TQ_QUEUE_OPTS_VERSION,
+                       .set = TQ_SET_MAX_RUNNING_PER_GROUP};
     o.max_running_per_group = limit;
-    assert_int_equal(tq_open(&db, path, NULL), 0);
-    assert_int_equal(tq_queue_set(db, queue, &o), 0);
-    tq_close(db);
+    set_queue(path, queue, &o);
 }
 
 /* The group index is kept only while a queue has a per-group limit; a

@@ -343,6 +343,22 @@ static int take_tokens(tq *db, tq__claim *c, int64_t now, size_t n)
                    : 0;
 }
 
+/* The parameters a pick and its mark share (CLAIM_SET's): ?2 now, ?4
+ * worker, ?5 lease end, ?6 max attempts, ?7 start, ?9 registration. */
+static void bind_claim(sqlite3_stmt *s, const char *worker, const tq__claim *c,
+                       int64_t now)
+{
+    sqlite3_bind_int64(s, 2, now);
+    sqlite3_bind_text(s, 4, worker, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, now + c->lease_us);
+    sqlite3_bind_int(s, 6, c->max_attempts);
+    sqlite3_bind_int(s, 7, !!c->start);
+    if (c->worker_since)
+        sqlite3_bind_int64(s, 9, c->worker_since);
+    else
+        sqlite3_bind_null(s, 9);
+}
+
 /* Claims the n jobs a pick took (S_CLAIM_MARK, with the pick's
  * parameters): every one of them, or the transaction fails. */
 static int mark_claimed(tq *db, const char *worker, const tq__claim *c, int64_t now,
@@ -361,15 +377,7 @@ static int mark_claimed(tq *db, const char *worker, const tq__claim *c, int64_t 
     int rc;
     sqlite3_stmt *s = stmt(db, S_CLAIM_MARK, &rc);
     if (s) {
-        sqlite3_bind_int64(s, 2, now);
-        sqlite3_bind_text(s, 4, worker, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 5, now + c->lease_us);
-        sqlite3_bind_int(s, 6, c->max_attempts);
-        sqlite3_bind_int(s, 7, !!c->start);
-        if (c->worker_since)
-            sqlite3_bind_int64(s, 9, c->worker_since);
-        else
-            sqlite3_bind_null(s, 9);
+        bind_claim(s, worker, c, now);
         sqlite3_bind_text(s, 10, ids, -1, SQLITE_STATIC);
         rc = run(db, s, "claiming jobs");
     }
@@ -398,19 +406,11 @@ static int claim_jobs(tq *db, const char *worker, tq__claim *c, int64_t now,
     sqlite3_stmt *s = stmt(db, tq__sqlite_claim_id(c->order, tq__claim_kind(c)), &rc);
     if (!s)
         return rc;
+    bind_claim(s, worker, c, now);
     sqlite3_bind_text(s, 1, c->queue, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, now);
     sqlite3_bind_int64(s, 3, (sqlite3_int64)c->max);
-    sqlite3_bind_text(s, 4, worker, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 5, now + c->lease_us);
-    sqlite3_bind_int(s, 6, c->max_attempts);
-    sqlite3_bind_int(s, 7, !!c->start);
     if (tq__claim_kind(c) == TQ__CLAIM_CHAIN)
         sqlite3_bind_int64(s, 8, (sqlite3_int64)c->chain);
-    if (c->worker_since)
-        sqlite3_bind_int64(s, 9, c->worker_since);
-    else
-        sqlite3_bind_null(s, 9);
     const size_t before = *njobs;
     if ((rc = tq__sqlite_collect_jobs(db, s, &tq__claimed_cols, c->queue, worker,
                                       "claiming jobs", jobs, njobs)) ||
