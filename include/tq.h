@@ -294,6 +294,13 @@ typedef struct tq_queue_info {
      * when the job is done; tq_job_result). Default 0: stdout is the
      * worker's. */
     int results;
+    /* How long one run of a job may take before its handler is stopped
+     * (a command: SIGTERM, then SIGKILL after the worker's grace; a
+     * callback is given the deadline, tq_handler_deadline), the run failing
+     * with "timed out": a job's own timeout (tq_enqueue_opts.timeout_us)
+     * wins, then this, then the worker's (tq_worker_opts.timeout_us).
+     * Default 0: none of the queue's. */
+    int64_t timeout_us;
 } tq_queue_info;
 
 /* Bits of tq_queue_opts.set naming the fields to change. */
@@ -308,10 +315,11 @@ enum {
     TQ_SET_MAX_RUNNING_PER_GROUP = 1 << 7, /* version 2 */
     TQ_SET_RATE = 1 << 8,                  /* version 3 */
     TQ_SET_MAX_SNOOZES = 1 << 9,           /* version 4 */
-    TQ_SET_RESULTS = 1 << 10               /* version 4 */
+    TQ_SET_RESULTS = 1 << 10,              /* version 4 */
+    TQ_SET_TIMEOUT = 1 << 11               /* version 5 */
 };
 
-#define TQ_QUEUE_OPTS_VERSION 4
+#define TQ_QUEUE_OPTS_VERSION 5
 typedef struct tq_queue_opts {
     int version;
     unsigned set; /* TQ_SET_* bits: which fields below apply */
@@ -332,10 +340,12 @@ typedef struct tq_queue_opts {
     /* Version 4: 0 to 1000000 (0: a snooze always counts as a failure). */
     int max_snoozes;
     int results; /* 1: command handlers' stdout is their job's result */
+    /* Version 5: 0 (none) to 3650 days (tq_queue_info.timeout_us). */
+    int64_t timeout_us;
 } tq_queue_opts;
 #define TQ_QUEUE_OPTS_INIT                                                               \
     {                                                                                    \
-        TQ_QUEUE_OPTS_VERSION, 0, TQ_FIFO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0            \
+        TQ_QUEUE_OPTS_VERSION, 0, TQ_FIFO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0         \
     }
 
 /*
@@ -392,7 +402,7 @@ typedef enum tq_on_conflict {
     TQ_ON_CONFLICT_REPLACE
 } tq_on_conflict;
 
-#define TQ_ENQUEUE_OPTS_VERSION 4
+#define TQ_ENQUEUE_OPTS_VERSION 5
 typedef struct tq_enqueue_opts {
     int version;
     const char *key;  /* dedup key or NULL; 1 to 255 bytes */
@@ -422,11 +432,15 @@ typedef struct tq_enqueue_opts {
      * batch gets the same parents. */
     const int64_t *after;
     size_t nafter;
+    /* Version 5: how long one run of the job may take, over its queue's
+     * and the worker's (tq_queue_info.timeout_us); 0 (the default): its
+     * queue's. Up to 3650 days. */
+    int64_t timeout_us;
 } tq_enqueue_opts;
 #define TQ_ENQUEUE_OPTS_INIT                                                             \
     {                                                                                    \
         TQ_ENQUEUE_OPTS_VERSION, NULL, 0, 0, 0, 0, TQ_UNIQUE_STORED, 0,                  \
-            TQ_ON_CONFLICT_IGNORE, NULL, NULL, NULL, 0                                   \
+            TQ_ON_CONFLICT_IGNORE, NULL, NULL, NULL, 0, 0                                \
     }
 
 /* The most parents a job may have. */
@@ -521,6 +535,8 @@ typedef struct tq_job {
      * and of those, how many are not done yet. */
     int64_t nparents;
     int64_t waiting_for;
+    /* Its own timeout (tq_enqueue_opts.timeout_us), or 0: its queue's. */
+    int64_t timeout_us;
 } tq_job;
 
 /* Largest result a job keeps, in bytes: a command's stdout past it fails
@@ -993,6 +1009,14 @@ int tq_handler_snooze(const tq_job *job, int64_t delay_us);
  * handler"), as tq_job_discard. Returns 0, or: TQ_EINVAL as above;
  * TQ_ENOMEM. */
 int tq_handler_discard(const tq_job *job, const char *reason);
+/* When this run's time is up (tq_queue_info.timeout_us: the job's own
+ * timeout, its queue's, or the worker's), in microseconds since the epoch
+ * by this machine's clock, counted from the handler's start; 0 when it has
+ * none. A callback cannot be stopped from outside, so the worker does not
+ * try: one that should end on time reads this and returns before it (an
+ * error, or a snooze), and what it returns after it counts as it would
+ * before. Returns 0 too for a job not being run by a worker's callback. */
+int64_t tq_handler_deadline(const tq_job *job);
 
 /* Log levels passed to tq_worker_opts.log. */
 enum { TQ_LOG_ERROR = 0, TQ_LOG_WARN, TQ_LOG_INFO, TQ_LOG_DEBUG };
@@ -1014,7 +1038,9 @@ typedef struct tq_worker_opts {
      * once no job of them is due now and none runs on this worker,
      * leaving delayed and waiting jobs for later; 0: run until stopped. */
     int drain;
-    int64_t timeout_us;  /* per job (commands only); 0: none */
+    /* A run's time limit when neither the job nor its queue sets one
+     * (tq_queue_info.timeout_us); 0: none. */
+    int64_t timeout_us;
     int64_t grace_us;    /* on stop, and from SIGTERM to SIGKILL; 0: 10 s */
     int64_t poll_max_us; /* longest sleep between polls while polling; 0: 500 ms */
     /* Exactly one of handler and argv. argv is a NULL-terminated command run

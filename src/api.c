@@ -217,18 +217,21 @@ int tq_queue_set(tq *db, const char *name, const tq_queue_opts *o)
     /* An older caller's struct ends before the fields its version lacks:
      * those are never read, and never set. */
     tq_queue_opts v = TQ_QUEUE_OPTS_INIT;
-    if (o->version >= 4) {
+    if (o->version >= 5) {
         v = *o;
+    } else if (o->version == 4) {
+        memcpy(&v, o, offsetof(tq_queue_opts, timeout_us));
+        v.set &= ~(unsigned)TQ_SET_TIMEOUT;
     } else if (o->version == 3) {
         memcpy(&v, o, offsetof(tq_queue_opts, max_snoozes));
-        v.set &= ~(unsigned)TQ_SET_MAX_SNOOZES;
+        v.set &= ~(unsigned)(TQ_SET_MAX_SNOOZES | TQ_SET_TIMEOUT);
     } else if (o->version == 2) {
         memcpy(&v, o, offsetof(tq_queue_opts, rate_limit));
-        v.set &= ~(unsigned)(TQ_SET_RATE | TQ_SET_MAX_SNOOZES);
+        v.set &= ~(unsigned)(TQ_SET_RATE | TQ_SET_MAX_SNOOZES | TQ_SET_TIMEOUT);
     } else {
         memcpy(&v, o, offsetof(tq_queue_opts, max_running));
         v.set &= ~(unsigned)(TQ_SET_MAX_RUNNING | TQ_SET_MAX_RUNNING_PER_GROUP |
-                             TQ_SET_RATE | TQ_SET_MAX_SNOOZES);
+                             TQ_SET_RATE | TQ_SET_MAX_SNOOZES | TQ_SET_TIMEOUT);
     }
     v.version = TQ_QUEUE_OPTS_VERSION;
     if (((v.set & TQ_SET_MAX_RUNNING) &&
@@ -246,6 +249,8 @@ int tq_queue_set(tq *db, const char *name, const tq_queue_opts *o)
                           "3650d");
     if ((v.set & TQ_SET_MAX_SNOOZES) && (v.max_snoozes < 0 || v.max_snoozes > 1000000))
         return tq__seterr(db, TQ_EINVAL, "max snoozes must be between 0 and 1000000");
+    if ((v.set & TQ_SET_TIMEOUT) && (v.timeout_us < 0 || v.timeout_us > MAX_DURATION_US))
+        return tq__seterr(db, TQ_EINVAL, "a timeout must be between 0 (none) and 3650d");
     return db->engine->queue_set(db, name, &v);
 }
 
@@ -291,6 +296,9 @@ static int check_enqueue(tq *db, const char *queue, const tq_enqueue_opts *o)
                           (int)o->on_conflict);
     if (o->unique_for_us < 0 || o->unique_for_us > MAX_DURATION_US)
         return tq__seterr(db, TQ_EINVAL, "unique-for must be between 0 and 3650d");
+    if (o->timeout_us < 0 || o->timeout_us > MAX_DURATION_US)
+        return tq__seterr(db, TQ_EINVAL,
+                          "a timeout must be between 0 (the queue's) and 3650d");
     if (o->traceparent && tq_traceparent_check(o->traceparent))
         return tq__seterr(db, TQ_EINVAL,
                           "invalid traceparent '%.80s': expected "
@@ -346,8 +354,10 @@ static tq_enqueue_opts enqueue_opts(const tq_enqueue_opts *given)
     tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
     if (!given)
         return o;
-    if (given->version >= 4) {
+    if (given->version >= 5) {
         o = *given;
+    } else if (given->version == 4) {
+        memcpy(&o, given, offsetof(tq_enqueue_opts, timeout_us));
     } else if (given->version == 3) {
         memcpy(&o, given, offsetof(tq_enqueue_opts, after));
     } else if (given->version == 2) {

@@ -1051,11 +1051,20 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
  * version by tq init, keeping its jobs. */
 /* Takes a store of schema s back to what schema 6 made: migrations 8 and
  * 7 undone, the insert trigger's function as 6 had it. */
-/* Undo migrations 16 (the notifications of jobs ready again and of
- * changes), 15 (the claiming registration), 14 (the group index), 13
+/* Undo migrations 17 (timeouts), 16 (the notifications of jobs ready again
+ * and of changes), 15 (the claiming registration), 14 (the group index), 13
  * (dependencies), 12 (the control channel), 11 (periodic jobs) and 10
  * (rate limits). */
+#define UNDO_17                                                                          \
+    "DROP TRIGGER queues_changed ON TQ.queues;"                                          \
+    "CREATE TRIGGER queues_changed AFTER INSERT OR DELETE OR UPDATE OF ord, lease_us,"   \
+    "  max_attempts, backoff_base_us, backoff_cap_us, keep_done, paused, max_running,"   \
+    "  max_running_per_group, rate_limit, rate_period_us, rate_burst, max_snoozes,"      \
+    "  results ON TQ.queues FOR EACH ROW EXECUTE FUNCTION TQ.changed();"                 \
+    "ALTER TABLE TQ.queues DROP COLUMN timeout_us;"                                      \
+    "ALTER TABLE TQ.jobs DROP COLUMN timeout_us;"
 #define UNDO_16                                                                          \
+    UNDO_17                                                                              \
     "DROP TRIGGER jobs_ready_again ON TQ.jobs; DROP FUNCTION TQ.ready_again();"          \
     "DROP TRIGGER queues_changed ON TQ.queues;"                                          \
     "DROP TRIGGER schedules_changed ON TQ.schedules; DROP FUNCTION TQ.changed();"
@@ -1497,6 +1506,64 @@ static void version_15_store_migrates(void **state)
     PQfinish(c);
 }
 
+/* A store of version 16 takes timeouts (migration 17): its jobs in every
+ * state are kept, with no timeout of their own, its queue with none; a
+ * timeout set afterwards is a changed setting idle workers hear of. */
+static void version_16_store_migrates(void **state)
+{
+    (void)state;
+    char url[512], got[256];
+    tq *db = store("v16");
+    int64_t id[6];
+    for (int i = 0; i < 6; i++)
+        assert_int_equal(tq_job_enqueue(&id[i], db, "q", "x", 1, NULL), 0);
+    tq_close(db);
+    PGconn *c = pg(), *l = pg();
+    exec(c, "UPDATE v16.jobs SET state = 'running', attempts = 1, worker = 'w',"
+            " claims = 1, lease_until = now() + interval '1 hour' WHERE id = (SELECT"
+            " min(id) + 1 FROM v16.jobs);"
+            "UPDATE v16.jobs SET state = 'done', finished_at = now()"
+            " WHERE id = (SELECT min(id) + 2 FROM v16.jobs);"
+            "UPDATE v16.jobs SET state = 'dead', finished_at = now()"
+            " WHERE id = (SELECT min(id) + 3 FROM v16.jobs);"
+            "UPDATE v16.jobs SET state = 'cancelled', finished_at = now()"
+            " WHERE id = (SELECT min(id) + 4 FROM v16.jobs);"
+            "UPDATE v16.jobs SET state = 'waiting', waiting_for = 1"
+            " WHERE id = (SELECT min(id) + 5 FROM v16.jobs);");
+    make_older(c, "v16", UNDO_17, 16);
+    db = upgraded(url, sizeof url, "v16");
+    static const tq_state want[] = {TQ_READY, TQ_RUNNING,   TQ_DONE,
+                                    TQ_DEAD,  TQ_CANCELLED, TQ_WAITING};
+    for (int i = 0; i < 6; i++) {
+        tq_job *j;
+        assert_int_equal(tq_job_get(&j, db, id[i]), 0);
+        assert_int_equal(j->state, want[i]);
+        assert_int_equal(j->timeout_us, 0);
+        tq_job_free(j);
+    }
+    tq_queue_info q;
+    assert_int_equal(tq_queue_get(&q, db, "q"), 0);
+    assert_int_equal(q.timeout_us, 0);
+    exec(l, "LISTEN tq_v16");
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_TIMEOUT;
+    qo.timeout_us = 60000000;
+    assert_int_equal(tq_queue_set(db, "q", &qo), 0);
+    heard(l, got, sizeof got);
+    assert_string_equal(got, "|");
+    assert_int_equal(tq_queue_get(&q, db, "q"), 0);
+    assert_int_equal(q.timeout_us, 60000000);
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w2", 10), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(jobs[0].id, id[0]);
+    tq_job_array_free(jobs, n);
+    tq_close(db);
+    PQfinish(l);
+    PQfinish(c);
+}
+
 static void version_14_store_migrates(void **state)
 {
     (void)state;
@@ -1681,6 +1748,7 @@ int main(void)
         cmocka_unit_test(version_1_store_migrates),
         cmocka_unit_test(version_6_store_migrates),
         cmocka_unit_test(version_15_store_migrates),
+        cmocka_unit_test(version_16_store_migrates),
         cmocka_unit_test(version_8_store_migrates),
         cmocka_unit_test(version_9_store_migrates),
         cmocka_unit_test(version_10_store_migrates),

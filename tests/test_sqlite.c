@@ -900,6 +900,60 @@ static void upgrade_from_version_13(void **state)
     tq_close(db);
 }
 
+/* A store of schema 16 takes timeouts (migration 17): its jobs in every
+ * state are kept, with no timeout of their own, and so are its queues,
+ * with none; both can be set after. */
+static void upgrade_from_version_16(void **state)
+{
+    (void)state;
+    char path[128];
+    sqlite3 *h;
+    old_store(path, sizeof path, 16,
+              "INSERT INTO tq_queues (name) VALUES ('q');"
+              "INSERT INTO tq_queues (name, ord) VALUES ('stack', 'lifo');"
+              "INSERT INTO tq_jobs (id, queue, payload, state) VALUES"
+              " (1, 'q', 'a', 'ready'), (2, 'q', 'b', 'ready'), (3, 'q', 'c', 'ready'),"
+              " (4, 'q', 'd', 'ready'), (5, 'q', 'e', 'ready'), (6, 'q', 'f', 'ready');"
+              "UPDATE tq_jobs SET state = 'running', attempts = 1, worker = 'w',"
+              " lease_until = 4000000000000000, claims = 1 WHERE id = 2;"
+              "UPDATE tq_jobs SET state = 'done', finished_at = 7 WHERE id = 3;"
+              "UPDATE tq_jobs SET state = 'dead', finished_at = 7 WHERE id = 4;"
+              "UPDATE tq_jobs SET state = 'cancelled', finished_at = 7 WHERE id = 5;"
+              "UPDATE tq_jobs SET state = 'waiting', waiting_for = 1 WHERE id = 6;");
+    tq *db = upgraded(path);
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(count_of(h, "SELECT count(*) FROM tq_jobs WHERE timeout_us IS NULL"),
+                     6);
+    check_plans(h, "store upgraded from 16");
+    sqlite3_close(h);
+    static const tq_state want[] = {TQ_READY, TQ_RUNNING,   TQ_DONE,
+                                    TQ_DEAD,  TQ_CANCELLED, TQ_WAITING};
+    for (int64_t id = 1; id <= 6; id++) {
+        tq_job *j;
+        assert_int_equal(tq_job_get(&j, db, id), 0);
+        assert_int_equal(j->state, want[id - 1]);
+        assert_int_equal(j->timeout_us, 0);
+        tq_job_free(j);
+    }
+    tq_queue_info q;
+    assert_int_equal(tq_queue_get(&q, db, "q"), 0);
+    assert_int_equal(q.timeout_us, 0);
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_TIMEOUT;
+    qo.timeout_us = 60000000;
+    assert_int_equal(tq_queue_set(db, "q", &qo), 0);
+    assert_int_equal(tq_queue_get(&q, db, "q"), 0);
+    assert_int_equal(q.timeout_us, 60000000);
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w2", 10), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(jobs[0].id, 1);
+    assert_int_equal(jobs[0].timeout_us, 0);
+    tq_job_array_free(jobs, n);
+    tq_close(db);
+}
+
 static void wal_and_version(void **state)
 {
     (void)state;
@@ -947,6 +1001,7 @@ int main(void)
         cmocka_unit_test(upgrade_from_version_11),
         cmocka_unit_test(upgrade_from_version_12),
         cmocka_unit_test(upgrade_from_version_13),
+        cmocka_unit_test(upgrade_from_version_16),
         cmocka_unit_test(wal_and_version),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

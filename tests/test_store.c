@@ -580,6 +580,69 @@ static void traceparent_travels(void **state)
     tq_job_free(j);
 }
 
+/* Timeouts in the store: a queue's setting and a job's own (plain, keyed
+ * and batch enqueues) are stored and come back with a claim and a read;
+ * callers of an older struct version cannot set them; bad values are
+ * refused. */
+static void timeouts_stored(void **state)
+{
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    tq_queue_info q;
+    qo.set = TQ_SET_TIMEOUT;
+    qo.timeout_us = 90000000;
+    OK(tq_queue_set(DB, "to", &qo));
+    OK(tq_queue_get(&q, DB, "to"));
+    assert_int_equal(q.timeout_us, 90000000);
+    qo.version = 4; /* before the field: the bit is not read */
+    qo.timeout_us = 5;
+    OK(tq_queue_set(DB, "to", &qo));
+    OK(tq_queue_get(&q, DB, "to"));
+    assert_int_equal(q.timeout_us, 90000000);
+    qo.version = TQ_QUEUE_OPTS_VERSION;
+    qo.timeout_us = -1;
+    assert_int_equal(tq_queue_set(DB, "to", &qo), TQ_EINVAL);
+    qo.timeout_us = 3651LL * 86400 * 1000000;
+    assert_int_equal(tq_queue_set(DB, "to", &qo), TQ_EINVAL);
+    OK(tq_queue_get(&q, DB, "to"));
+    assert_int_equal(q.timeout_us, 90000000);
+
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    int64_t own, none, keyed, old, batch[2];
+    eo.timeout_us = 7000000;
+    OK(tq_job_enqueue(&own, DB, "to", "a", 1, &eo));
+    OK(tq_job_enqueue(&none, DB, "to", "b", 1, NULL));
+    eo.key = "k";
+    eo.unique = TQ_UNIQUE_ACTIVE;
+    eo.timeout_us = 8000000;
+    OK(tq_job_enqueue(&keyed, DB, "to", "c", 1, &eo));
+    tq_enqueue_opts v4 = eo;
+    v4.version = 4;
+    v4.key = NULL;
+    v4.unique = TQ_UNIQUE_STORED;
+    OK(tq_job_enqueue(&old, DB, "to", "d", 1, &v4));
+    tq_payload two[2] = {{"e", 1}, {"f", 1}};
+    eo.key = NULL;
+    eo.unique = TQ_UNIQUE_STORED;
+    eo.timeout_us = 9000000;
+    OK(tq_job_enqueue_batch(batch, DB, "to", two, 2, &eo));
+    const int64_t want[][2] = {{own, 7000000}, {none, 0},           {keyed, 8000000},
+                               {old, 0},       {batch[0], 9000000}, {batch[1], 9000000}};
+    for (size_t i = 0; i < 6; i++) {
+        tq_job *j = claim1(state, "to", "w");
+        assert_int_equal(j->id, want[i][0]); /* FIFO: in enqueue order */
+        assert_int_equal(j->timeout_us, want[i][1]);
+        tq_job_free(j);
+        j = get(state, want[i][0]);
+        assert_int_equal(j->timeout_us, want[i][1]);
+        tq_job_free(j);
+    }
+    eo.timeout_us = -1;
+    assert_int_equal(tq_job_enqueue(&own, DB, "to", "x", 1, &eo), TQ_EINVAL);
+    eo.timeout_us = 3651LL * 86400 * 1000000;
+    assert_int_equal(tq_job_enqueue(&own, DB, "to", "x", 1, &eo), TQ_EINVAL);
+    assert_int_equal(claim_n(state, "to", 10), 0);
+}
+
 static void delayed_not_claimed_early(void **state)
 {
     tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
@@ -1669,6 +1732,64 @@ static int word_handler(void *ud, const tq_job *job, char *err, size_t errlen)
     if (i % 3 != 0 && i % 5 == 0)
         return tq_handler_discard(job, "not wanted") ? 1 : 0;
     return 0;
+}
+
+/* A callback finds its run's deadline (tq_handler_deadline): the job's own
+ * timeout, else its queue's, else the worker's, from the handler's start;
+ * 0 with none, and for a job it is not running. */
+typedef struct deadline_ctx {
+    int64_t own, plain;                   /* the two jobs */
+    _Atomic int64_t left_own, left_plain; /* deadline - now, in the handler */
+    _Atomic int foreign;                  /* the deadline of a copy: 0 */
+} deadline_ctx;
+
+static int deadline_handler(void *ud, const tq_job *job, char *err, size_t errlen)
+{
+    deadline_ctx *c = ud;
+    (void)err, (void)errlen;
+    const int64_t d = tq_handler_deadline(job), now = clock_us(CLOCK_REALTIME);
+    tq_job copy = *job;
+    if (tq_handler_deadline(&copy) != 0)
+        atomic_fetch_add(&c->foreign, 1);
+    atomic_store(job->id == c->own ? &c->left_own : &c->left_plain, d ? d - now : 0);
+    return 0;
+}
+
+static void run_deadlines(void **state, deadline_ctx *c, const char *queue,
+                          int64_t worker_timeout_us)
+{
+    tq_enqueue_opts eo = TQ_ENQUEUE_OPTS_INIT;
+    eo.timeout_us = 5000000;
+    OK(tq_job_enqueue(&c->own, DB, queue, "own", 3, &eo));
+    c->plain = enq(state, queue, "plain");
+    atomic_store(&c->left_own, -1);
+    atomic_store(&c->left_plain, -1);
+    const char *queues[] = {queue};
+    tq_worker_opts o = drainer(queues, 2, deadline_handler, c);
+    o.timeout_us = worker_timeout_us;
+    tq_worker_counters k = run_counted(state, &o);
+    assert_int_equal(k.done, 2);
+    assert_int_equal(atomic_load(&c->foreign), 0);
+}
+
+static void handler_deadlines(void **state)
+{
+    static deadline_ctx c;
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_TIMEOUT;
+    qo.timeout_us = 2000000;
+    OK(tq_queue_set(DB, "dl", &qo));
+    run_deadlines(state, &c, "dl", 3000000); /* the queue's over the worker's */
+    assert_in_range(atomic_load(&c.left_own), 4000000, 5000000);
+    assert_in_range(atomic_load(&c.left_plain), 1000000, 2000000);
+    run_deadlines(state, &c, "dl_none", 3000000); /* the worker's */
+    assert_in_range(atomic_load(&c.left_own), 4000000, 5000000);
+    assert_in_range(atomic_load(&c.left_plain), 2000000, 3000000);
+    run_deadlines(state, &c, "dl_none", 0); /* none */
+    assert_in_range(atomic_load(&c.left_own), 4000000, 5000000);
+    assert_int_equal(atomic_load(&c.left_plain), 0);
+    tq_job fake = {.id = c.own};
+    assert_int_equal(tq_handler_deadline(&fake), 0); /* not in a handler */
 }
 
 static void worker_pool_handler_words(void **state)
@@ -2803,6 +2924,7 @@ int main(void)
         T(dedup_keys),
         T(unique_scopes),
         T(traceparent_travels),
+        T(timeouts_stored),
         T(delayed_not_claimed_early),
         T(orders_and_priority),
         T(batch_claim_returns_queue_order),
@@ -2829,6 +2951,7 @@ int main(void)
         T(worker_all_queues),
         T(limits_with_fast_jobs),
         T(worker_pool_handler_words),
+        T(handler_deadlines),
         T(worker_pool_results),
         T(dependencies),
         T(dependencies_other_paths),

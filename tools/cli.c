@@ -377,6 +377,8 @@ json_t *cli_job_json(const tq_job *j, int with_payload)
     json_object_set_new(o, "snoozes", json_integer(j->snoozes));
     json_object_set_new(o, "parents", json_integer(j->nparents));
     json_object_set_new(o, "waiting_for", json_integer(j->waiting_for));
+    json_object_set_new(o, "timeout_us",
+                        json_integer(j->timeout_us > 0 ? j->timeout_us : 0));
     json_object_set_new(o, "progress",
                         j->progress >= 0 ? json_integer(j->progress) : json_null());
     json_object_set_new(o, "progress_text", cli_json_text(j->progress_text));
@@ -498,6 +500,7 @@ json_t *cli_queue_json(const tq_queue_info *q)
     json_object_set_new(o, "rate_burst", json_integer(q->rate_burst));
     json_object_set_new(o, "max_snoozes", json_integer(q->max_snoozes));
     json_object_set_new(o, "results", json_boolean(q->results));
+    json_object_set_new(o, "timeout_us", json_integer(q->timeout_us));
     return o;
 }
 

@@ -145,6 +145,7 @@ void tq__queue_from_row(tq_queue_info *q, const char *name, const char *order,
     q->rate_burst = q->rate_limit ? v[10] : 0;
     q->max_snoozes = (int)v[11];
     q->results = (int)v[12];
+    q->timeout_us = v[13];
 }
 
 const char *tq__sql_find(const char *const *const *tables, size_t n, int id)

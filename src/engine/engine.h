@@ -30,13 +30,15 @@ typedef struct tq__job_cols {
     int id, queue, payload, state, priority, attempts, max_attempts, key, worker,
         last_error, created_at, run_at, started_at, finished_at, lease_until, claim,
         traceparent, group, snoozes, progress, progress_text, result_len, nparents,
-        waiting_for;
+        waiting_for, timeout;
 } tq__job_cols;
 
-static const tq__job_cols tq__all_cols = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
-                                          12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
-static const tq__job_cols tq__claimed_cols = {
-    0, -1, 1, -1, 2, 3, 4, 5, -1, 6, 7, 8, 9, -1, 10, 11, 12, 13, 14, -1, -1, -1, 15, -1};
+static const tq__job_cols tq__all_cols = {0,  1,  2,  3,  4,  5,  6,  7,  8,
+                                          9,  10, 11, 12, 13, 14, 15, 16, 17,
+                                          18, 19, 20, 21, 22, 23, 24};
+static const tq__job_cols tq__claimed_cols = {0,  -1, 1,  -1, 2,  3,  4,  5,  -1,
+                                              6,  7,  8,  9,  -1, 10, 11, 12, 13,
+                                              14, -1, -1, -1, 15, -1, 16};
 
 /*
  * What a worker reports about one claimed job. The values are part of the
@@ -558,7 +560,7 @@ const char *tq__sql_find(const char *const *const *tables, size_t n, int id);
  * its order as text, then the numbers of the columns after them, in the
  * order QUEUE_COLS lists them (common.c). The rules that are not SQL are
  * kept here once: a queue without a rate limit reads as having no burst. */
-enum { TQ__QUEUE_NUMBERS = 13 };
+enum { TQ__QUEUE_NUMBERS = 14 };
 void tq__queue_from_row(tq_queue_info *q, const char *name, const char *order,
                         const int64_t v[TQ__QUEUE_NUMBERS]);
 

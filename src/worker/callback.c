@@ -76,6 +76,12 @@ static slot *slot_of(const tq_job *job)
     return s && job && &s->job == job ? s : NULL;
 }
 
+int64_t tq_handler_deadline(const tq_job *job)
+{
+    const slot *s = slot_of(job);
+    return s ? s->deadline_at : 0;
+}
+
 int tq_handler_progress(const tq_job *job, int pct, const char *text)
 {
     slot *s = slot_of(job);
@@ -153,6 +159,8 @@ static void *thread_main(void *arg)
         s->lost = 0;
         s->state = SLOT_RUNNING;
         s->started = tq__mono_us();
+        s->timeout_us = h.timeout_us;
+        s->deadline_at = h.timeout_us ? tq__now_us() + h.timeout_us : 0;
         s->word = 0;
         s->progress_dirty = 0;
         s->progress_at = 0;

@@ -263,7 +263,7 @@ static int collect(tq_worker *w)
         if (s->timed_out) {
             char d[32];
             off = (size_t)snprintf(err, 64, "timed out after %s, then ",
-                                   tq_duration_format(d, sizeof d, w->timeout_us));
+                                   tq_duration_format(d, sizeof d, s->timeout_us));
         }
         /* after a timeout even an exit 0 is said */
         tq__child_describe(&s->child, err + off, sizeof err - off, s->timed_out);
@@ -277,8 +277,9 @@ static int collect(tq_worker *w)
 }
 
 /* Command mode: starts job in a free slot. */
-static int start_job(tq_worker *w, size_t qi, tq_job *job)
+static int start_job(tq_worker *w, const held_job *h)
 {
+    const size_t qi = h->qi;
     slot *s = NULL;
     char err[256];
     for (int i = 0; i < w->concurrency && !s; i++)
@@ -286,13 +287,13 @@ static int start_job(tq_worker *w, size_t qi, tq_job *job)
             s = &w->slots[i];
     if (!s) /* cannot happen: jobs start only in free slots */
         return tq__seterr(w->db, TQ_EINVAL, "no free slot for a claimed job");
-    s->job = *job;
+    s->job = h->job;
     s->qi = qi;
     s->state = SLOT_RUNNING;
     s->started = tq__mono_us();
     tq__mark_start(w, s);
-    if (w->timeout_us)
-        s->deadline = s->started + w->timeout_us;
+    s->timeout_us = h->timeout_us;
+    s->deadline = h->timeout_us ? s->started + h->timeout_us : 0;
     char *parents = NULL;
     int why = parents_env(w, s, &parents, err, sizeof err);
     if (!why)
@@ -327,7 +328,7 @@ static int start_held(tq_worker *w)
         while (!rc && !w->loop.stop_requested && free_slots > 0 &&
                tq__pop_startable(w, &h)) {
             free_slots--;
-            rc = start_job(w, h.qi, &h.job);
+            rc = start_job(w, &h);
             if (w->starts.cap) /* a start failed: the room is smaller now */
                 free_slots = tq__free_slot_count(w);
         }

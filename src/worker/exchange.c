@@ -195,6 +195,15 @@ static int drop_error_texts(tq_worker *w, tq__ack *acks, size_t nacks)
     return n > 0;
 }
 
+/* How long a run of job (of queue qi) may take: the job's own timeout,
+ * else its queue's, else the worker's; 0: no limit. */
+static int64_t run_timeout(const tq_worker *w, size_t qi, const tq_job *job)
+{
+    return job->timeout_us > 0           ? job->timeout_us
+           : w->qinfo[qi].timeout_us > 0 ? w->qinfo[qi].timeout_us
+                                         : w->timeout_us;
+}
+
 /*
  * Takes claimed jobs (those whose start the claim recorded first, see
  * tq__jobs_sort) into the held ring, and starts what can start. start_by:
@@ -224,7 +233,8 @@ static int take_jobs(tq_worker *w, size_t qi, tq_job *jobs, size_t n, int64_t se
                          ? (size_t)free_slots - w->held.n
                          : 0;
     for (size_t i = 0; i < n && !rc; i++) {
-        held_job h = {jobs[i], qi, lease_us, sent + lease_us, 0, 0};
+        held_job h = {jobs[i], qi, lease_us, sent + lease_us, 0, 0, 0};
+        h.timeout_us = run_timeout(w, qi, &h.job);
         h.serial = chain && h.job.group;
         memset(&jobs[i], 0, sizeof jobs[i]); /* now ours */
         if (tq__job_out_of_attempts(&h.job)) {

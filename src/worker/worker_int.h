@@ -73,16 +73,18 @@ typedef struct slot {
     struct tq_worker *owner;
     slot_state state;
     tq_job job;
-    size_t qi;          /* index of the job's queue */
-    int64_t started;    /* monotonic */
-    int start_recorded; /* the store has charged this run's attempt */
-    int64_t deadline;   /* monotonic; 0: no timeout */
-    int64_t kill_at;    /* monotonic; SIGKILL the group then; 0: not set */
-    int timed_out;      /* the timeout fired */
-    int lost;           /* a heartbeat found the lease gone */
-    int release;        /* killed by a stop: give the job back unspent */
-    int lingering;      /* the handler exited, processes of its group did not */
-    tq__child child;    /* command mode */
+    size_t qi;           /* index of the job's queue */
+    int64_t started;     /* monotonic */
+    int start_recorded;  /* the store has charged this run's attempt */
+    int64_t timeout_us;  /* the run's limit (held_job.timeout_us) */
+    int64_t deadline;    /* monotonic; 0: no timeout */
+    int64_t deadline_at; /* callback mode: the same by the wall clock */
+    int64_t kill_at;     /* monotonic; SIGKILL the group then; 0: not set */
+    int timed_out;       /* the timeout fired */
+    int lost;            /* a heartbeat found the lease gone */
+    int release;         /* killed by a stop: give the job back unspent */
+    int lingering;       /* the handler exited, processes of its group did not */
+    tq__child child;     /* command mode */
     /* What the handler said on its control channel (control.h): the last
      * snooze or discard decides how the job ends (snooze_us, word_text);
      * the last progress waits in progress* until it may be written (at
@@ -131,6 +133,9 @@ typedef struct held_job {
     /* Claimed in a chain (tq__claim.chain): it waits while a job of its
      * group runs in this worker (pop_startable). */
     int serial;
+    /* How long its run may take (exchange.c, run_timeout: the job's own
+     * timeout, else its queue's, else the worker's); 0: no limit. */
+    int64_t timeout_us;
 } held_job;
 
 typedef struct pending_ack {

@@ -22,7 +22,8 @@ static const char usage[] =
     "tq enqueue [-q|--queue Q] [--key K [--unique queued|active|stored] "
     "[--unique-for DUR] [--on-conflict ignore|replace]] "
     "[--delay DUR | --at TIME] [--priority N] [--max-attempts N] [--group G] "
-    "[--traceparent TP] [--after ID,... | --after-file FILE] [-j|--json] "
+    "[--traceparent TP] [--after ID,... | --after-file FILE] [--timeout DUR] "
+    "[-j|--json] "
     "(PAYLOAD | - | --lines) [-d|--db URL]";
 static const char help[] =
     "Adds a job to queue Q (default: the queue named 'default') and prints "
@@ -45,6 +46,9 @@ static const char help[] =
     "--after-file FILE reads the ids\nfrom FILE (- for stdin), separated by "
     "commas, spaces or lines. The handler\nfinds them in TQ_PARENTS, or in "
     "the file TQ_PARENTS_FILE when there are many.\n"
+    "--timeout DUR: how long one run of the job may take (its handler is then "
+    "stopped\nand the run fails), over its queue's --timeout and the "
+    "worker's.\n"
     "DUR is a number with a unit (us, ms, s, m, h, d), fractions and sums\nallowed: "
     "250ms, 30s, 5m, 1.5h, 7d, 1h30m.\nTIME is " TIME_FORMS ";\na date alone is its "
     "midnight.\n";
@@ -486,6 +490,8 @@ static const cli_opt opts[] = {
     CLI_OPT_STRING(0, "group", enqueue_args, eo.group),
     CLI_OPT_CALLBACK(0, "after", 1, opt_after, 0),
     CLI_OPT_CALLBACK(0, "after-file", 1, opt_after_file, 0),
+    {CLI_OPT_(0, "timeout", CLI_DURATION), CLI_FIELD(enqueue_args, eo.timeout_us),
+     .zero = "--timeout needs a duration above 0 (without it: the queue's)"},
     CLI_OPT_END};
 
 /* A producer running inside a trace passes it on without a word: the

@@ -1,6 +1,7 @@
 /*
  * queue.c - `tq queue`: lists the queues, or creates one and changes its
- * settings (order, lease, attempts, backoff, limits, pause, results).
+ * settings (order, lease, attempts, backoff, limits, pause, results,
+ * timeout).
  * Called by tq.c's command table.
  */
 #include "cli.h"
@@ -13,7 +14,8 @@ static const char usage[] =
     "tq queue [NAME [--order fifo|lifo|unordered] [--lease DUR] "
     "[--max-attempts N] [--backoff BASE[:CAP]] [--keep-done|--delete-done] "
     "[--pause|--resume] [--max-running N] [--max-running-per-group N] "
-    "[--rate N/DUR] [--max-snoozes N] [--results|--no-results]] [-j|--json] "
+    "[--rate N/DUR] [--max-snoozes N] [--results|--no-results] [--timeout DUR]] "
+    "[-j|--json] "
     "[-d|--db URL]";
 static const char help[] =
     "Without NAME, lists the queues. With NAME, creates the queue "
@@ -34,7 +36,11 @@ static const char help[] =
     "handler's\n\"snooze DUR\") before a snooze counts as a failure.\n"
     "--results: a command handler's stdout becomes its job's result (kept "
     "when the\njob is done, at most 1 MiB: tq result ID); --no-results "
-    "(the default): its\nstdout is the worker's.\n";
+    "(the default): its\nstdout is the worker's.\n"
+    "--timeout DUR: how long one run of a job may take: its handler is then "
+    "stopped\n(SIGTERM, SIGKILL after the worker's --grace) and the run "
+    "fails. A job's own\n(tq enqueue --timeout) wins, a worker's "
+    "--timeout is the fallback; 0 removes it.\n";
 
 typedef struct queue_args {
     const char *name; /* NULL: list them all */
@@ -71,12 +77,16 @@ static void print_queue(const void *row)
                  tq_duration_format(b, sizeof b, q->rate_period_us));
     /* The status, and the settings of the control channel and results
      * where they are not the defaults. */
-    char status[64];
+    char status[96], t[24];
     int n = snprintf(status, sizeof status, "%s", q->paused ? "paused" : "active");
     if (q->results)
         n += snprintf(status + n, sizeof status - (size_t)n, ", results");
     if (q->max_snoozes != 100)
-        snprintf(status + n, sizeof status - (size_t)n, ", %d snoozes", q->max_snoozes);
+        n += snprintf(status + n, sizeof status - (size_t)n, ", %d snoozes",
+                      q->max_snoozes);
+    if (q->timeout_us)
+        snprintf(status + n, sizeof status - (size_t)n, ", timeout %s",
+                 tq_duration_format(t, sizeof t, q->timeout_us));
     char name[260];
     printf(QUEUE_ROW, cli_text(name, sizeof name, q->name), tq_order_name(q->order),
            tq_duration_format(l, sizeof l, q->lease_us), attempts, backoff,
@@ -143,6 +153,8 @@ static const cli_opt opts[] = {
     SET_LIMIT("max-snoozes", max_snoozes, TQ_SET_MAX_SNOOZES),
     SET_FLAG("results", results, 1, TQ_SET_RESULTS),
     SET_FLAG("no-results", results, 0, TQ_SET_RESULTS),
+    CLI_OPT_DURATION_MARK(0, "timeout", queue_args, qo.timeout_us, qo.set,
+                          TQ_SET_TIMEOUT),
     SET_CALLBACK("order", opt_order, TQ_SET_ORDER),
     CLI_OPT_DURATION_MARK(0, "lease", queue_args, qo.lease_us, qo.set, TQ_SET_LEASE),
     CLI_OPT_INT_MARK(0, "max-attempts", queue_args, qo.max_attempts, 1, 1000, qo.set,

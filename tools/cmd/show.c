@@ -75,6 +75,9 @@ static void show_job(tq *db, const tq_job *j)
     show_text("group:        ", j->group);
     if (j->snoozes)
         printf("snoozes:      %d\n", j->snoozes);
+    char d[32];
+    if (j->timeout_us > 0)
+        printf("timeout:      %s\n", tq_duration_format(d, sizeof d, j->timeout_us));
     if (j->nparents)
         show_parents(db, j);
     if (j->result_len >= 0)

@@ -142,7 +142,8 @@ function queueRow(q) {
       buttons.append(el("button", { type: "button", onclick: () => act("/api/queues/" + encodeURIComponent(q.name) + "/retry-dead", "retry the dead jobs of " + q.name) }, "retry dead"));
   }
   return el("tr", { "data-queue": q.name },
-    el("td", {}, q.name, " ", q.paused ? el("span", { class: "badge paused" }, "paused") : ""),
+    el("td", {}, q.name, " ", q.paused ? el("span", { class: "badge paused" }, "paused") : "",
+      q.timeout_us ? el("span", { class: "badge", title: "a run's time limit (tq queue --timeout)" }, "timeout " + fmtUs(q.timeout_us)) : ""),
     cell("ready", q.counts.ready - q.delayed), cell("delayed", q.delayed),
     cell("running", q.counts.running), cell("waiting", q.counts.waiting),
     cell("done", q.counts.done), cell("dead", q.counts.dead), cell("cancelled", q.counts.cancelled),
@@ -306,6 +307,7 @@ async function openJob(id) {
       ["priority", j.priority], ["created", j.created_at], ["run at", j.run_at],
       ["started", j.started_at], ["finished", j.finished_at], ["worker", j.worker],
       ["key", j.key], ["group", j.group], ["traceparent", j.traceparent],
+      ["timeout", j.timeout_us ? fmtUs(j.timeout_us) : null],
       ["progress", j.progress === null ? null : j.progress + "% " + (j.progress_text || "")],
       ["parents", j.parents ? (j.parent_ids || []).join(", ") + (j.waiting_for ? " (waiting for " + j.waiting_for + ")" : "") : null],
       ["duration", j.duration_us ? fmtUs(j.duration_us) : null]];

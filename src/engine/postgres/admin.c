@@ -13,14 +13,14 @@
     " WHERE q.name = j.queue), 3), coalesce(j.dedup_key, j.unique_key), j.worker,"       \
     " j.last_error, j.created_at, j.run_at, j.started_at, j.finished_at, j.lease_until," \
     " j.claims, j.traceparent, j.job_group, j.snoozes, j.progress, j.progress_text,"     \
-    " octet_length(j.result), j.nparents, j.waiting_for"
+    " octet_length(j.result), j.nparents, j.waiting_for, j.timeout_us"
 
 /* A queue's settings, in the order tq__queue_from_row reads them. */
 #define QUEUE_COLS                                                                       \
     "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done, "    \
     "paused, max_running, max_running_per_group, rate_limit, rate_period_us, "           \
     "rate_burst,"                                                                        \
-    " max_snoozes, results"
+    " max_snoozes, results, timeout_us"
 
 
 const char *const tq__pg_sql_admin[S_COUNT] = {
@@ -40,6 +40,7 @@ const char *const tq__pg_sql_admin[S_COUNT] = {
                        " rate_burst = coalesce($13::int8, rate_burst),"
                        " max_snoozes = coalesce($14::int4, max_snoozes),"
                        " results = coalesce($15::bool, results),"
+                       " timeout_us = coalesce($16::int8, timeout_us),"
                        /* As SQLite's S_QUEUE_UPDATE says. */
                        " rate_tokens = CASE WHEN $11::int8 IS NULL THEN rate_tokens"
                        "  WHEN rate_limit = 0 THEN $13::int8"
@@ -201,6 +202,7 @@ int tq__pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
     p_opt(&p, set & TQ_SET_RATE, burst);
     p_opt(&p, set & TQ_SET_MAX_SNOOZES, o->max_snoozes);
     p_opt_bool(&p, set & TQ_SET_RESULTS, o->results);
+    p_opt(&p, set & TQ_SET_TIMEOUT, o->timeout_us);
     if ((rc = tq__pg_run_count(db, S_QUEUE_UPDATE, &p, NULL, "changing the queue")))
         goto fail;
     return commit(db);

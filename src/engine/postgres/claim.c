@@ -27,7 +27,7 @@
     "j.id, j.payload, j.priority, j.attempts, COALESCE(j.max_attempts, $5::int4),"       \
     " coalesce(j.dedup_key, j.unique_key), j.last_error, j.created_at, j.run_at,"        \
     " j.started_at, j.lease_until, j.claims, j.traceparent, j.job_group, j.snoozes,"     \
-    " j.nparents"
+    " j.nparents, j.timeout_us"
 
 /*
  * A claim: $1 queue, $2 how many, $3 worker, $4 lease, $5 the queue's max

@@ -17,10 +17,11 @@
  * against the unique index of predicate held, ending in action. */
 #define ENQUEUE_KEYED(col, more_cols, more_vals, held, action)                           \
     "INSERT INTO TQ.jobs AS j (queue, payload, priority, run_at, max_attempts,"          \
-    " traceparent, job_group, " col ", unique_until" more_cols ")"                       \
+    " traceparent, job_group, timeout_us, " col ", unique_until" more_cols ")"           \
     " VALUES ($1, $2, $3,"                                                               \
     "  CASE WHEN $4::int8 = 0 THEN now() + " DUR("$5") " ELSE " TS("$4") " END,"         \
-    "  $6::int4, $7, $8, $9, CASE WHEN $10::int8 > 0 THEN now() + " DUR("$10") " END"    \
+    "  $6::int4, $7, $8, $9::int8, $10,"                                                 \
+    "  CASE WHEN $11::int8 > 0 THEN now() + " DUR("$11") " END"                          \
     more_vals ")"                                                                        \
     " ON CONFLICT (queue, " col ") WHERE " held action
 
@@ -39,14 +40,14 @@ const char *const tq__pg_sql_enqueue[S_COUNT] = {
     /* Many rows in one statement: payloads as one bytea[] parameter. */
     [S_ENQUEUE_MANY] =
         "INSERT INTO TQ.jobs (queue, payload, priority, run_at, max_attempts, traceparent,"
-        " job_group)"
+        " job_group, timeout_us)"
         " SELECT $1, p.payload, $3,"
         "        CASE WHEN $4::int8 = 0 THEN now() + " DUR("$5") " ELSE " TS("$4") " END,"
-        "        $6::int4, $7::text, $8::text"
+        "        $6::int4, $7::text, $8::text, $9::int8"
         " FROM unnest($2::bytea[]) WITH ORDINALITY AS p (payload, n)"
         " ORDER BY p.n"
         " RETURNING id, " US("now()") ", txid_current()",
-    /* Keyed: $9 the key, $10 how long it holds at most (0: no limit), $11
+    /* Keyed: $10 the key, $11 how long it holds at most (0: no limit), $12
      * the scope of a unique_key (migration 7). A conflict target names its
      * index's predicate word for word, and so does the look-up of the kept
      * job. A replace updates the kept job only while it is ready, in the
@@ -56,7 +57,7 @@ const char *const tq__pg_sql_enqueue[S_COUNT] = {
                                     " DO NOTHING RETURNING id, " US("now()")
                                     ", txid_current()"),
     [S_FIND_KEY] = "SELECT id FROM TQ.jobs WHERE queue = $1 AND dedup_key = $2",
-    [S_ENQUEUE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $11",
+    [S_ENQUEUE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $12",
                                      UNIQUE_HELD,
                                      " DO NOTHING RETURNING id, " US("now()")
                                      ", txid_current()"),
@@ -64,7 +65,7 @@ const char *const tq__pg_sql_enqueue[S_COUNT] = {
                     " AND " UNIQUE_HELD,
     [S_REPLACE_KEY] = ENQUEUE_KEYED("dedup_key", "", "", "dedup_key IS NOT NULL",
                                     REPLACE_READY),
-    [S_REPLACE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $11",
+    [S_REPLACE_UKEY] = ENQUEUE_KEYED("unique_key", ", unique_scope", ", $12",
                                      UNIQUE_HELD, REPLACE_READY),
     /* Before a keyed insert: holders of the key whose time is up let it go
      * (migration 7). */
@@ -126,6 +127,10 @@ static void enqueue_common(params *p, const tq_enqueue_opts *o)
         p_text(p, NULL);
     p_text(p, o->traceparent);
     p_text(p, o->group);
+    if (o->timeout_us > 0)
+        p_i64(p, o->timeout_us);
+    else
+        p_text(p, NULL);
 }
 
 /* The parents of new jobs (o->after), in their transaction: before the

@@ -436,6 +436,7 @@ int tq__pg_read_jobs(tq *db, PGresult *r, const tq__job_cols *c, const char *que
         j->progress_text = c->progress_text < 0 ? NULL : g_str(r, i, c->progress_text);
         j->nparents = g_i64(r, i, c->nparents);
         j->waiting_for = c->waiting_for < 0 ? 0 : g_i64(r, i, c->waiting_for);
+        j->timeout_us = g_i64(r, i, c->timeout); /* NULL: 0, its queue's */
         j->result_len = c->result_len < 0 || PQgetisnull(r, i, c->result_len)
                             ? -1
                             : g_i64(r, i, c->result_len);

@@ -13,13 +13,13 @@
     " coalesce(dedup_key, unique_key),"                                                   \
     " worker, last_error, created_at, run_at, started_at, finished_at, lease_until,"     \
     " claims, traceparent, job_group, snoozes, progress, progress_text, length(result),"  \
-    " nparents, waiting_for"
+    " nparents, waiting_for, timeout_us"
 
 /* A queue's settings, in the order tq__queue_from_row reads them. */
 #define QUEUE_COLS                                                                       \
     "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done,"     \
     " paused, max_running, max_running_per_group, rate_limit, rate_period_us, "          \
-    "rate_burst, max_snoozes, results"
+    "rate_burst, max_snoozes, results, timeout_us"
 
 
 const char *const tq__sqlite_sql_admin[S_COUNT] = {
@@ -38,6 +38,7 @@ const char *const tq__sqlite_sql_admin[S_COUNT] = {
         " rate_burst = coalesce(?13, rate_burst),"
         " max_snoozes = coalesce(?15, max_snoozes),"
         " results = coalesce(?16, results),"
+        " timeout_us = coalesce(?17, timeout_us),"
         /* A new rate starts full; a rate changed (or set again) keeps the
          * tokens it had, up to its new burst: setting it over and over
          * must not grant a burst each time. */
@@ -204,6 +205,8 @@ int tq__sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         sqlite3_bind_int(s, 15, o->max_snoozes);
     if (o->set & TQ_SET_RESULTS)
         sqlite3_bind_int(s, 16, !!o->results);
+    if (o->set & TQ_SET_TIMEOUT)
+        sqlite3_bind_int64(s, 17, o->timeout_us);
     if ((rc = run(db, s, "changing the queue")))
         goto fail;
     if ((o->set & (TQ_SET_ORDER | TQ_SET_MAX_RUNNING_PER_GROUP)) &&

@@ -53,7 +53,7 @@
     "SELECT id, payload, priority, attempts + " CHARGE ", COALESCE(max_attempts, ?6),"   \
     "  coalesce(dedup_key, unique_key), last_error, created_at, run_at,"                 \
     "  CASE WHEN " CHARGE " THEN ?2 END, ?5, claims + 1, traceparent, job_group,"        \
-    "  snoozes, nparents FROM tq_jobs"
+    "  snoozes, nparents, timeout_us FROM tq_jobs"
 
 /* The picks of the limited kinds: the rows of their CTE picked. */
 #define CLAIMED_PICKED " " CLAIMED " WHERE id IN (SELECT id FROM picked)"

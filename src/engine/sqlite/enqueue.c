@@ -25,21 +25,22 @@ const char *const tq__sqlite_sql_enqueue[S_COUNT] = {
     [S_BARRIER] = "INSERT OR REPLACE INTO tq_meta (key, value)"
                   " VALUES ('commit_barrier', ?1)",
     [S_ENQUEUE] = "INSERT INTO tq_jobs (queue, payload, priority, run_at,"
-                  " max_attempts, created_at, traceparent, job_group)"
-                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?10, ?11)",
+                  " max_attempts, created_at, traceparent, job_group, timeout_us)"
+                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?10, ?11, ?12)",
     /* Keyed: ?7 the key, ?8 unique_until (NULL: none), ?9 the scope of a
      * unique_key (migration 7). A conflict target names its index's
      * predicate word for word, and so does the look-up of the kept job. */
     [S_ENQUEUE_KEY] =
         "INSERT INTO tq_jobs (queue, payload, priority, run_at, max_attempts,"
-        " created_at, dedup_key, unique_until, traceparent, job_group)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?10, ?11)"
+        " created_at, dedup_key, unique_until, traceparent, job_group, timeout_us)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?10, ?11, ?12)"
         " ON CONFLICT (queue, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING",
     [S_FIND_KEY] = "SELECT id FROM tq_jobs WHERE queue = ?1 AND dedup_key = ?2",
     [S_ENQUEUE_UKEY] =
         "INSERT INTO tq_jobs (queue, payload, priority, run_at, max_attempts,"
-        " created_at, unique_key, unique_until, unique_scope, traceparent, job_group)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+        " created_at, unique_key, unique_until, unique_scope, traceparent, job_group,"
+        " timeout_us)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
         " ON CONFLICT (queue, unique_key) WHERE " UNIQUE_HELD " DO NOTHING",
     [S_FIND_UKEY] = "SELECT id FROM tq_jobs WHERE queue = ?1 AND unique_key = ?2"
                     " AND " UNIQUE_HELD,
@@ -65,7 +66,7 @@ const char *const tq__sqlite_sql_enqueue[S_COUNT] = {
 
 /* What every enqueue statement takes: ?1 queue, ?2 payload, ?3 priority,
  * ?4 run_at, ?5 max_attempts (NULL: the queue's), ?6 created_at, ?10 the
- * trace context and ?11 the group. */
+ * trace context, ?11 the group and ?12 the timeout (NULL: the queue's). */
 static void bind_job(sqlite3_stmt *s, const char *queue, const tq_payload *item,
                      const tq_enqueue_opts *o, int64_t now, int64_t run_at)
 {
@@ -80,6 +81,10 @@ static void bind_job(sqlite3_stmt *s, const char *queue, const tq_payload *item,
     sqlite3_bind_int64(s, 6, now);
     bind_text(s, 10, o->traceparent);
     bind_text(s, 11, o->group);
+    if (o->timeout_us > 0)
+        sqlite3_bind_int64(s, 12, o->timeout_us);
+    else
+        sqlite3_bind_null(s, 12);
 }
 
 /* The keyed half of an enqueue, in its transaction: the insert, or the

@@ -490,6 +490,12 @@ static const char *const migrations[SCHEMA_VERSION] = {
      * settings. Nothing to do here: an idle worker sees every other
      * connection's commit (PRAGMA data_version, sqlite_notify_drain). */
     "SELECT 1;",
+    /* 17: timeouts in the store: a queue's (0: none) and a job's own
+     * (NULL: its queue's), the job's winning, the worker's the fallback
+     * (tq_queue_info.timeout_us). Plain-SQL producers may set a job's. */
+    "ALTER TABLE tq_queues ADD COLUMN timeout_us INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (timeout_us >= 0);"
+    "ALTER TABLE tq_jobs ADD COLUMN timeout_us INTEGER;",
 };
 
 int tq__sqlite_schema_version(tq *db, int *version)

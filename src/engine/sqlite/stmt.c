@@ -203,6 +203,7 @@ static int read_job(tq *db, sqlite3_stmt *s, const tq__job_cols *c, const char *
             : sqlite3_column_int64(s, c->result_len);
     j->nparents = sqlite3_column_int64(s, c->nparents);
     j->waiting_for = c->waiting_for < 0 ? 0 : sqlite3_column_int64(s, c->waiting_for);
+    j->timeout_us = sqlite3_column_int64(s, c->timeout); /* NULL: 0, its queue's */
     if (!j->queue || !j->payload ||
         (c->progress_text >= 0 &&
          sqlite3_column_type(s, c->progress_text) != SQLITE_NULL && !j->progress_text) ||
