@@ -9,7 +9,7 @@ BUILD=$(dirname "$TQ")
 
 make -C "$SRC" --no-print-directory install BUILD="$BUILD" PREFIX=/opt/tq-test \
     DESTDIR="$T/stage" >"$T/install.out" 2>&1 || fail "make install: $(cat "$T/install.out")"
-for f in bin/tq include/tq.h share/man/man1/tq.1 lib/libtq.a lib/libtq.so.7 \
+for f in bin/tq include/tq.h share/man/man1/tq.1 lib/libtq.a lib/libtq.so.8 \
     lib/pkgconfig/tq.pc lib/cmake/tq/tqConfig.cmake; do
     [ -f "$T/stage/opt/tq-test/$f" ] || fail "make install did not install $f: $(cat "$T/install.out")"
 done
@@ -38,7 +38,7 @@ cc $cflags -o "$T/embed-ld" "$SRC/examples/embed.c" $(pkg-config --cflags --libs
     2>"$T/cc.err" || fail "cc with pkg-config, no rpath: $(cat "$T/cc.err")"
 if ! ldconfig -p | grep -q 'libtq\.so\.6 '; then # (not when one is installed system-wide)
     "$T/embed-ld" "$T/ld0.db" >"$T/out" 2>&1 && fail "embed without rpath or LD_LIBRARY_PATH started"
-    grep -q "libtq.so.7" "$T/out" || fail "embed without rpath: $(cat "$T/out")"
+    grep -q "libtq.so.8" "$T/out" || fail "embed without rpath: $(cat "$T/out")"
 fi
 LD_LIBRARY_PATH="$T/prefix/lib" "$T/embed-ld" "$T/ld.db" >"$T/out" ||
     fail "embed with LD_LIBRARY_PATH: $(cat "$T/out")"
@@ -63,8 +63,8 @@ CMAKE
 "$T/proj/build/embed" "$T/cm.db" >"$T/out" || fail "embed (CMake): $(cat "$T/out")"
 grep -q "handled 4 jobs: 4 done, 1 failed attempts" "$T/out" || fail "embed (CMake): $(cat "$T/out")"
 ldd "$T/proj/build/embed" >"$T/ldd"
-grep -qF "$T/prefix/lib/libtq.so.7" "$T/ldd" ||
-    fail "embed (CMake) does not use the installed libtq.so.7: $(cat "$T/ldd")"
+grep -qF "$T/prefix/lib/libtq.so.8" "$T/ldd" ||
+    fail "embed (CMake) does not use the installed libtq.so.8: $(cat "$T/ldd")"
 
 make -C "$SRC" --no-print-directory demo BUILD="$BUILD" >"$T/demo.out" 2>&1 ||
     fail "make demo: $(cat "$T/demo.out")"
