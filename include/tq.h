@@ -301,6 +301,13 @@ typedef struct tq_queue_info {
      * wins, then this, then the worker's (tq_worker_opts.timeout_us).
      * Default 0: none of the queue's. */
     int64_t timeout_us;
+    /* Retention: how long finished jobs of the queue are kept, done ones
+     * and dead or cancelled ones, after they finished; then the workers
+     * serving the queue delete them, a small batch at a time (as
+     * tq_job_prune_batch would). Default 0: kept until pruned or deleted
+     * (keep_done 0 deletes done jobs at once, whatever this says). */
+    int64_t retain_done_us;
+    int64_t retain_dead_us;
 } tq_queue_info;
 
 /* Bits of tq_queue_opts.set naming the fields to change. */
@@ -316,7 +323,9 @@ enum {
     TQ_SET_RATE = 1 << 8,                  /* version 3 */
     TQ_SET_MAX_SNOOZES = 1 << 9,           /* version 4 */
     TQ_SET_RESULTS = 1 << 10,              /* version 4 */
-    TQ_SET_TIMEOUT = 1 << 11               /* version 5 */
+    TQ_SET_TIMEOUT = 1 << 11,              /* version 5 */
+    TQ_SET_RETAIN_DONE = 1 << 12,          /* version 5 */
+    TQ_SET_RETAIN_DEAD = 1 << 13           /* version 5 */
 };
 
 #define TQ_QUEUE_OPTS_VERSION 5
@@ -342,10 +351,14 @@ typedef struct tq_queue_opts {
     int results; /* 1: command handlers' stdout is their job's result */
     /* Version 5: 0 (none) to 3650 days (tq_queue_info.timeout_us). */
     int64_t timeout_us;
+    /* Version 5: 0 (kept until pruned) or 1 s to 3650 days
+     * (tq_queue_info.retain_done_us). */
+    int64_t retain_done_us;
+    int64_t retain_dead_us;
 } tq_queue_opts;
 #define TQ_QUEUE_OPTS_INIT                                                               \
     {                                                                                    \
-        TQ_QUEUE_OPTS_VERSION, 0, TQ_FIFO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0         \
+        TQ_QUEUE_OPTS_VERSION, 0, TQ_FIFO, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0   \
     }
 
 /*

@@ -190,6 +190,13 @@ static int check_queue_name(tq *db, const char *name)
 
 /* Bounds that keep every computed time inside int64 microseconds. */
 #define MAX_DURATION_US (3650LL * 86400 * 1000000) /* ten years */
+/* The settings a caller of tq_queue_opts version 4 or older cannot set. */
+#define NEW_IN_5 (TQ_SET_TIMEOUT | TQ_SET_RETAIN_DONE | TQ_SET_RETAIN_DEAD)
+
+static int bad_retention(int64_t us)
+{
+    return us != 0 && (us < 1000000 || us > MAX_DURATION_US);
+}
 
 int tq_queue_set(tq *db, const char *name, const tq_queue_opts *o)
 {
@@ -221,17 +228,17 @@ int tq_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         v = *o;
     } else if (o->version == 4) {
         memcpy(&v, o, offsetof(tq_queue_opts, timeout_us));
-        v.set &= ~(unsigned)TQ_SET_TIMEOUT;
+        v.set &= ~(unsigned)NEW_IN_5;
     } else if (o->version == 3) {
         memcpy(&v, o, offsetof(tq_queue_opts, max_snoozes));
-        v.set &= ~(unsigned)(TQ_SET_MAX_SNOOZES | TQ_SET_TIMEOUT);
+        v.set &= ~(unsigned)(TQ_SET_MAX_SNOOZES | NEW_IN_5);
     } else if (o->version == 2) {
         memcpy(&v, o, offsetof(tq_queue_opts, rate_limit));
-        v.set &= ~(unsigned)(TQ_SET_RATE | TQ_SET_MAX_SNOOZES | TQ_SET_TIMEOUT);
+        v.set &= ~(unsigned)(TQ_SET_RATE | TQ_SET_MAX_SNOOZES | NEW_IN_5);
     } else {
         memcpy(&v, o, offsetof(tq_queue_opts, max_running));
         v.set &= ~(unsigned)(TQ_SET_MAX_RUNNING | TQ_SET_MAX_RUNNING_PER_GROUP |
-                             TQ_SET_RATE | TQ_SET_MAX_SNOOZES | TQ_SET_TIMEOUT);
+                             TQ_SET_RATE | TQ_SET_MAX_SNOOZES | NEW_IN_5);
     }
     v.version = TQ_QUEUE_OPTS_VERSION;
     if (((v.set & TQ_SET_MAX_RUNNING) &&
@@ -251,6 +258,11 @@ int tq_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         return tq__seterr(db, TQ_EINVAL, "max snoozes must be between 0 and 1000000");
     if ((v.set & TQ_SET_TIMEOUT) && (v.timeout_us < 0 || v.timeout_us > MAX_DURATION_US))
         return tq__seterr(db, TQ_EINVAL, "a timeout must be between 0 (none) and 3650d");
+    if (((v.set & TQ_SET_RETAIN_DONE) && bad_retention(v.retain_done_us)) ||
+        ((v.set & TQ_SET_RETAIN_DEAD) && bad_retention(v.retain_dead_us)))
+        return tq__seterr(
+            db, TQ_EINVAL,
+            "a retention must be 0 (kept until pruned) or between 1s and 3650d");
     return db->engine->queue_set(db, name, &v);
 }
 

@@ -1061,7 +1061,8 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
     "  max_attempts, backoff_base_us, backoff_cap_us, keep_done, paused, max_running,"   \
     "  max_running_per_group, rate_limit, rate_period_us, rate_burst, max_snoozes,"      \
     "  results ON TQ.queues FOR EACH ROW EXECUTE FUNCTION TQ.changed();"                 \
-    "ALTER TABLE TQ.queues DROP COLUMN timeout_us;"                                      \
+    "ALTER TABLE TQ.queues DROP COLUMN timeout_us, DROP COLUMN retain_done_us,"          \
+    "  DROP COLUMN retain_dead_us;"                                                      \
     "ALTER TABLE TQ.jobs DROP COLUMN timeout_us;"
 #define UNDO_16                                                                          \
     UNDO_17                                                                              \

@@ -2021,6 +2021,113 @@ static void worker_all_queues(void **state)
     assert_int_equal(atomic_load(&ctx.lim_most), 1);
 }
 
+/* Retention (tq_queue_info.retain_done_us, retain_dead_us): a running
+ * worker deletes the finished jobs of its queues once they are older than
+ * their queue keeps them, in batches (more than one here), done ones and
+ * dead or cancelled ones each by their own setting; it keeps what is
+ * younger, what its queue keeps until pruned, and every other queue's. */
+#define RETAIN_OLD 1100
+static int retain_handler(void *ud, const tq_job *job, char *err, size_t errlen)
+{
+    (void)ud;
+    if (strcmp((const char *)job->payload, "bad") != 0)
+        return 0;
+    snprintf(err, errlen, "bad");
+    return 1;
+}
+
+static void set_retention(void **state, const char *queue, int64_t done_us,
+                          int64_t dead_us)
+{
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_RETAIN_DONE | TQ_SET_RETAIN_DEAD | TQ_SET_MAX_ATTEMPTS;
+    qo.retain_done_us = done_us;
+    qo.retain_dead_us = dead_us;
+    qo.max_attempts = 1;
+    OK(tq_queue_set(DB, queue, &qo));
+}
+
+static void retention(void **state)
+{
+    fx *f = *state;
+    set_retention(state, "ret", 3000000, 0);      /* done: 3 s; dead: kept */
+    set_retention(state, "ret_dead", 0, 3000000); /* the other way round */
+    set_retention(state, "keep", 0, 0);
+    tq_queue_info q;
+    OK(tq_queue_get(&q, DB, "ret"));
+    assert_int_equal(q.retain_done_us, 3000000);
+    assert_int_equal(q.retain_dead_us, 0);
+    int64_t ids[RETAIN_OLD], id, cancelled;
+    enq_batch(state, ids, "ret", "ok", RETAIN_OLD);
+    for (int i = 0; i < 2; i++) {
+        OK(tq_job_enqueue(&id, DB, "ret", "bad", 3, NULL));
+        OK(tq_job_enqueue(&id, DB, "ret_dead", "bad", 3, NULL));
+    }
+    for (int i = 0; i < 3; i++)
+        OK(tq_job_enqueue(&id, DB, "ret_dead", "ok", 2, NULL));
+    for (int i = 0; i < 4; i++)
+        OK(tq_job_enqueue(&id, DB, "keep", "bad", 3, NULL));
+    OK(tq_job_enqueue(&cancelled, DB, "ret_dead", "ok", 2, NULL));
+    OK(tq_job_cancel(DB, cancelled));
+    const char *queues[] = {"ret", "ret_dead", "keep"};
+    tq_worker_opts o = drainer(queues, 4, retain_handler, NULL);
+    o.nqueues = 3;
+    tq_worker_counters k = run_counted(state, &o);
+    assert_int_equal(k.done, RETAIN_OLD + 3);
+    assert_int_equal(k.dead, 8);
+    sleep_ms(3300); /* all of them past 3 s */
+    int64_t young = enq(state, "ret", "young");
+    tq_job *j = claim1(state, "ret", "w");
+    OK(tq_job_complete(DB, j));
+    tq_job_free(j);
+
+    o.drain = 0;
+    o.poll_max_us = 10000;
+    run_args a = {0};
+    OK(tq_worker_new(&a.w, DB, &o));
+    pthread_t wt;
+    assert_int_equal(pthread_create(&wt, NULL, run_worker, &a), 0);
+    tq *db2;
+    OK_ON(db2, tq_open(&db2, f->url, NULL));
+    tq_stats ret, dead;
+    for (int tries = 0; tries < 400; tries++) { /* up to 20 s */
+        OK_ON(db2, tq_stats_get(&ret, db2, "ret"));
+        OK_ON(db2, tq_stats_get(&dead, db2, "ret_dead"));
+        if (ret.count[TQ_DONE] <= 1 &&
+            dead.count[TQ_DEAD] + dead.count[TQ_CANCELLED] == 0)
+            break;
+        sleep_ms(50);
+    }
+    tq_worker_stop(a.w);
+    pthread_join(wt, NULL);
+    OK(a.rc);
+    tq_worker_free(a.w);
+    assert_int_equal(ret.count[TQ_DONE], 1); /* the young one */
+    assert_int_equal(ret.count[TQ_DEAD], 2);
+    assert_int_equal(dead.count[TQ_DONE], 3);
+    assert_int_equal(dead.count[TQ_DEAD] + dead.count[TQ_CANCELLED], 0);
+    OK_ON(db2, tq_stats_get(&ret, db2, "keep"));
+    assert_int_equal(ret.count[TQ_DEAD], 4);
+    tq_close(db2);
+    assert_int_equal(state_of(state, young), TQ_DONE);
+    assert_int_equal(tq_job_get(&j, DB, ids[0]), TQ_ENOTFOUND);
+    assert_int_equal(tq_job_get(&j, DB, cancelled), TQ_ENOTFOUND);
+
+    /* Out of range, or under a second: refused, nothing changed. */
+    tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
+    qo.set = TQ_SET_RETAIN_DONE;
+    qo.retain_done_us = 999999;
+    assert_int_equal(tq_queue_set(DB, "ret", &qo), TQ_EINVAL);
+    qo.retain_done_us = -1;
+    assert_int_equal(tq_queue_set(DB, "ret", &qo), TQ_EINVAL);
+    qo.set = TQ_SET_RETAIN_DEAD;
+    qo.retain_dead_us = 3651LL * 86400 * 1000000;
+    assert_int_equal(tq_queue_set(DB, "ret", &qo), TQ_EINVAL);
+    OK(tq_queue_get(&q, DB, "ret"));
+    assert_int_equal(q.retain_done_us, 3000000);
+    assert_int_equal(q.retain_dead_us, 0);
+}
+
 static void worker_starts_only_young_holds(void **state)
 {
     static hold_ctx ctx;
@@ -2949,6 +3056,7 @@ int main(void)
         T(worker_counts_dead),
         T(worker_forgets_stopped),
         T(worker_all_queues),
+        T(retention),
         T(limits_with_fast_jobs),
         T(worker_pool_handler_words),
         T(handler_deadlines),

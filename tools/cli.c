@@ -501,6 +501,8 @@ json_t *cli_queue_json(const tq_queue_info *q)
     json_object_set_new(o, "max_snoozes", json_integer(q->max_snoozes));
     json_object_set_new(o, "results", json_boolean(q->results));
     json_object_set_new(o, "timeout_us", json_integer(q->timeout_us));
+    json_object_set_new(o, "retain_done_us", json_integer(q->retain_done_us));
+    json_object_set_new(o, "retain_dead_us", json_integer(q->retain_dead_us));
     return o;
 }
 

@@ -180,6 +180,10 @@ json_t *serve_overview_json(server *s, const gathering *g)
         json_object_set_new(j, "paused", json_boolean(r->info && r->info->paused));
         json_object_set_new(j, "timeout_us",
                             json_integer(r->info ? r->info->timeout_us : 0));
+        json_object_set_new(j, "retain_done_us",
+                            json_integer(r->info ? r->info->retain_done_us : 0));
+        json_object_set_new(j, "retain_dead_us",
+                            json_integer(r->info ? r->info->retain_dead_us : 0));
         json_object_set_new(j, "counts", cli_counts_json(r->count));
         json_object_set_new(j, "delayed", json_integer(r->delayed));
         json_object_set_new(j, "oldest_ready_age_us", json_integer(r->oldest_due_us));

@@ -146,6 +146,8 @@ void tq__queue_from_row(tq_queue_info *q, const char *name, const char *order,
     q->max_snoozes = (int)v[11];
     q->results = (int)v[12];
     q->timeout_us = v[13];
+    q->retain_done_us = v[14];
+    q->retain_dead_us = v[15];
 }
 
 const char *tq__sql_find(const char *const *const *tables, size_t n, int id)

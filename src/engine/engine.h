@@ -291,7 +291,7 @@ static inline int tq__claim_stmt(tq_order order, enum tq__claim_kind kind)
     X(S_JOB_GET) X(S_JOB_LIST) X(S_JOB_LIST_READY) X(S_JOB_LIST_RUNNING)                 \
     X(S_JOB_LIST_WAITING) X(S_JOB_LIST_FINISHED) X(S_JOB_STATE) X(S_JOB_RESULT)          \
     X(S_JOB_PARENTS) X(S_DEPS_ADD) X(S_DEPS_HOLD)                                        \
-    X(S_RETRY_ONE) X(S_RETRY_DEAD) X(S_CANCEL) X(S_PRUNE)                                \
+    X(S_RETRY_ONE) X(S_RETRY_DEAD) X(S_CANCEL) X(S_PRUNE) X(S_RETIRE)                    \
     X(S_COUNTS) X(S_OLDEST_READY) X(S_DELAYED) X(S_ACTIVE) X(S_DONE_SINCE)               \
     X(S_LONGEST) X(S_DURATIONS)                                                          \
     X(S_COUNT_READY) X(S_COUNT_RUNNING) X(S_COUNT_RUNNING_BY_WORKER)                     \
@@ -423,6 +423,18 @@ struct tq__engine {
     /* limit > 0: at most limit rows (of each state in the mask). */
     int (*prune)(tq *db, int64_t older_than_us, unsigned state_mask, int64_t limit,
                  int64_t *count);
+    /*
+     * Retention (worker/retain.c), in one transaction: for each finished
+     * state st whose keep[st] > 0, deletes up to limit jobs of queue in
+     * that state that finished at or after after[st] (the store's clock)
+     * and longer than keep[st] ago, oldest first; count[st] how many.
+     * On success after[st] becomes where the next call may start: the last
+     * one deleted when it deleted limit, else the cutoff less
+     * TQ__RETIRE_LAG_US (a job that finished before it may commit after).
+     */
+    int (*retire)(tq *db, const char *queue, const int64_t keep[TQ_STATE_COUNT],
+                  int64_t after[TQ_STATE_COUNT], int64_t limit,
+                  int64_t count[TQ_STATE_COUNT]);
     /* Deletes the registrations of workers stopped, or silent past their
      * lease, for longer than older_than_us. */
     int (*worker_prune)(tq *db, int64_t older_than_us, int64_t *count);
@@ -560,7 +572,21 @@ const char *tq__sql_find(const char *const *const *tables, size_t n, int id);
  * its order as text, then the numbers of the columns after them, in the
  * order QUEUE_COLS lists them (common.c). The rules that are not SQL are
  * kept here once: a queue without a rate limit reads as having no burst. */
-enum { TQ__QUEUE_NUMBERS = 14 };
+/* How far behind its cutoff a retention's next start stays (engine
+ * retire): a job may commit a little after the time it finished at. */
+#define TQ__RETIRE_LAG_US 1000000LL
+
+/* Where a retention's next start goes after a call that deleted n of at
+ * most limit jobs, the last one finished at last, its cutoff cutoff: never
+ * back. */
+static inline int64_t tq__retire_next(int64_t after, int64_t n, int64_t limit,
+                                      int64_t last, int64_t cutoff)
+{
+    const int64_t next = n >= limit ? last : cutoff - TQ__RETIRE_LAG_US;
+    return next > after ? next : after;
+}
+
+enum { TQ__QUEUE_NUMBERS = 16 };
 void tq__queue_from_row(tq_queue_info *q, const char *name, const char *order,
                         const int64_t v[TQ__QUEUE_NUMBERS]);
 

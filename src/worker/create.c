@@ -337,6 +337,7 @@ void tq_worker_free(tq_worker *w)
     free(w->slots);
     free(w->qinfo);
     free(w->settings.until);
+    tq__retain_free(w);
     free_strv(w->queues);
     free_strv(w->cmd.argv);
     free(w->name);

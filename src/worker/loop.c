@@ -30,6 +30,8 @@
  *   maintain_leases    heartbeats for running and held jobs (fenced) and the
  *                      registration; expired leases rescued now and then;
  *   run_schedules      the due slots of periodic jobs enqueued;
+ *   tq__retain         finished jobs past their queue's retention deleted
+ *                      (retain.c);
  *   w->run->enforce    timeouts and the stop's grace: SIGTERM, then SIGKILL;
  *   finished           stopped, or drained;
  *   next_wakeup        then poll() until a child writes, reads, exits, a
@@ -344,6 +346,7 @@ static int64_t next_wakeup(tq_worker *w, const pass *p)
         sooner(&timeout, w->held.start_by_next + 1 - now);
     if (!w->loop.stopping)
         sooner(&timeout, w->loop.schedules_at - now);
+    tq__retain_timer(w, now, &timeout);
     /* A connection lost this pass (idle a moment ago, say): its first try
      * comes at once, not at the idle worker's next look. */
     if (w->store.disconnected)
@@ -391,7 +394,8 @@ int tq_worker_run(tq_worker *w)
             break;
         if (w->store.disconnected)
             continue;
-        if ((rc = tq__maintain_leases(w, &p)) || (rc = run_schedules(w, &p)))
+        if ((rc = tq__maintain_leases(w, &p)) || (rc = run_schedules(w, &p)) ||
+            (rc = tq__retain(w, &p)))
             break;
         w->run->enforce(w, p.now, w->loop.stopping ? w->loop.stop_at : 0);
         if ((rc = finished(w, &p, &leave)) || leave)

@@ -14,7 +14,8 @@
  *   heartbeat.c  leases renewed, the name registered, expired ones rescued;
  *   limits.c     the queues' settings, how fresh, and what they let it hold;
  *   notes.c      what an idle worker says of the store;
- *   idle.c       what an idle worker reads of the store, and when.
+ *   idle.c       what an idle worker reads of the store, and when;
+ *   retain.c     finished jobs past their queue's retention deleted.
  * The two runners are one table of operations (tq__runner): no part asks
  * which one it runs with.
  *
@@ -304,6 +305,21 @@ typedef struct worker_loop {
     int64_t claim_at, rescue_at, claim_last, peek_last;
 } worker_loop;
 
+/* Retention (retain.c): for each queue served (by index, grown as an
+ * all_queues worker finds more), when its next turn is due (monotonic; 0:
+ * at once), how long it waits after a turn that deleted nothing, when its
+ * starts last went back to the beginning, and where each state's next
+ * delete starts (the store's clock: engine.h, retire). */
+typedef struct retain_queue {
+    int64_t at, idle_gap, walked;
+    int64_t after[TQ_STATE_COUNT];
+} retain_queue;
+typedef struct worker_retain {
+    retain_queue *q;
+    size_t n;
+    int64_t warned; /* monotonic: when a failure was last said */
+} worker_retain;
+
 /* What an idle worker said of the store (notes.c: note_empty, note_waiting). */
 typedef struct worker_notes {
     int said_empty, said_waiting;
@@ -341,6 +357,7 @@ struct tq_worker {
     worker_callback cb;
     worker_loop loop;
     worker_notes notes;
+    worker_retain retain;
 
     /* tq_worker_counters, atomic: tq_worker_counters_get may be called
      * from another thread while the loop runs. */
@@ -495,6 +512,11 @@ void tq__note_empty(tq_worker *w, const pass *p, int known_empty);
 void tq__note_waiting(tq_worker *w, const pass *p, int waiting);
 
 /* idle.c: what an idle worker reads of the store, and when. */
+/* retain.c */
+int tq__retain(tq_worker *w, const pass *p);
+void tq__retain_timer(const tq_worker *w, int64_t now, int64_t *timeout);
+void tq__retain_free(tq_worker *w);
+
 void tq__idle_update(tq_worker *w, const pass *p);
 int64_t tq__idle_every(const tq_worker *w, int64_t busy_us);
 int tq__idle_may_claim(const tq_worker *w, int64_t now);

@@ -38,7 +38,7 @@ enum { ROUNDS_MAX = 1000 };
 static const char usage[] =
     "tq bench [--jobs N] [--workers W] [-c|--concurrency C] "
     "[--prefetch N] [--enqueue-batch N] [--payload BYTES] "
-    "[--latency-jobs N] [--lease DUR] [--delete-done] [--rounds R] "
+    "[--latency-jobs N] [--lease DUR] [--delete-done | --retain-done DUR] [--rounds R] "
     "[--groups G] [--max-running N] [--max-running-per-group N] [--rate N/DUR] "
     "[--result BYTES] [-j|--json] [-d|--db URL]";
 static const char help[] =
@@ -50,7 +50,8 @@ static const char help[] =
     "--enqueue-batch N: jobs per enqueue transaction (1 to 1000; 1000).\n"
     "--prefetch N: jobs a worker may claim ahead of its free slots\n"
     "(default 2048, 0: none).\n"
-    "--delete-done: the queue deletes finished jobs' rows (keep_done 0).\n"
+    "--delete-done: the queue deletes finished jobs' rows (keep_done 0);\n"
+    "--retain-done DUR: its workers delete them DUR after they finished.\n"
     "--rounds R: a sustained run of R x N jobs (1 to 1000; 1): the workers\n"
     "start first and stay up, jobs are enqueued while they work (at most\n"
     "N ahead), and the rate of every N jobs in a row is reported.\n"
@@ -461,7 +462,7 @@ typedef struct bench_cfg {
     long long groups, max_running, max_per_group, result_bytes;
     int64_t rate, rate_period_us;
     int json, delete_done;
-    int64_t lease_us;
+    int64_t lease_us, retain_done_us;
 } bench_cfg;
 
 /* One run: its store and queue, the counters the workers share, and what
@@ -510,6 +511,7 @@ static const cli_opt opts[] = {
     INT_OPT(0, "latency-jobs", nlat, 0, 100000),
     CLI_OPT_DURATION(0, "lease", bench_args, c.lease_us),
     CLI_OPT_FLAG(0, "delete-done", bench_args, c.delete_done, 1),
+    CLI_OPT_DURATION(0, "retain-done", bench_args, c.retain_done_us),
     INT_OPT(0, "rounds", rounds, 1, ROUNDS_MAX),
     INT_OPT(0, "groups", groups, 0, 1000000),
     INT_OPT(0, "max-running", max_running, 0, 1000000),
@@ -564,7 +566,8 @@ static int bench_setup(bench_args *b)
              (long)getpid());
     tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
     qo.set = TQ_SET_LEASE | TQ_SET_KEEP_DONE | TQ_SET_MAX_RUNNING |
-             TQ_SET_MAX_RUNNING_PER_GROUP | TQ_SET_RATE;
+             TQ_SET_MAX_RUNNING_PER_GROUP | TQ_SET_RATE | TQ_SET_RETAIN_DONE;
+    qo.retain_done_us = c->retain_done_us;
     qo.lease_us = c->lease_us;
     qo.keep_done = !c->delete_done;
     qo.max_running = (int)c->max_running;
@@ -711,7 +714,7 @@ static int bench_verify(bench_args *b)
         size_t nd = 0;
         if (!(rc = tq_stats_get(&st, db, b->queue))) {
             b->done_in_store = st.count[TQ_DONE];
-            if (c->delete_done) { /* every row gone: all done */
+            if (c->delete_done || c->retain_done_us) { /* rows gone: done */
                 int64_t left = 0;
                 for (int k = 0; k < TQ_STATE_COUNT; k++)
                     left += st.count[k];

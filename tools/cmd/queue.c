@@ -1,7 +1,7 @@
 /*
  * queue.c - `tq queue`: lists the queues, or creates one and changes its
  * settings (order, lease, attempts, backoff, limits, pause, results,
- * timeout).
+ * timeout, retention).
  * Called by tq.c's command table.
  */
 #include "cli.h"
@@ -14,8 +14,8 @@ static const char usage[] =
     "tq queue [NAME [--order fifo|lifo|unordered] [--lease DUR] "
     "[--max-attempts N] [--backoff BASE[:CAP]] [--keep-done|--delete-done] "
     "[--pause|--resume] [--max-running N] [--max-running-per-group N] "
-    "[--rate N/DUR] [--max-snoozes N] [--results|--no-results] [--timeout DUR]] "
-    "[-j|--json] "
+    "[--rate N/DUR] [--max-snoozes N] [--results|--no-results] [--timeout DUR] "
+    "[--retain-done DUR] [--retain-dead DUR]] [-j|--json] "
     "[-d|--db URL]";
 static const char help[] =
     "Without NAME, lists the queues. With NAME, creates the queue "
@@ -40,7 +40,10 @@ static const char help[] =
     "--timeout DUR: how long one run of a job may take: its handler is then "
     "stopped\n(SIGTERM, SIGKILL after the worker's --grace) and the run "
     "fails. A job's own\n(tq enqueue --timeout) wins, a worker's "
-    "--timeout is the fallback; 0 removes it.\n";
+    "--timeout is the fallback; 0 removes it.\n"
+    "--retain-done DUR, --retain-dead DUR: the workers serving the queue "
+    "delete its\ndone jobs, and its dead and cancelled ones, DUR after they "
+    "finished (at least\n1s; 0, the default, keeps them until tq prune).\n";
 
 typedef struct queue_args {
     const char *name; /* NULL: list them all */
@@ -77,7 +80,7 @@ static void print_queue(const void *row)
                  tq_duration_format(b, sizeof b, q->rate_period_us));
     /* The status, and the settings of the control channel and results
      * where they are not the defaults. */
-    char status[96], t[24];
+    char status[160], t[24];
     int n = snprintf(status, sizeof status, "%s", q->paused ? "paused" : "active");
     if (q->results)
         n += snprintf(status + n, sizeof status - (size_t)n, ", results");
@@ -85,8 +88,14 @@ static void print_queue(const void *row)
         n += snprintf(status + n, sizeof status - (size_t)n, ", %d snoozes",
                       q->max_snoozes);
     if (q->timeout_us)
-        snprintf(status + n, sizeof status - (size_t)n, ", timeout %s",
-                 tq_duration_format(t, sizeof t, q->timeout_us));
+        n += snprintf(status + n, sizeof status - (size_t)n, ", timeout %s",
+                      tq_duration_format(t, sizeof t, q->timeout_us));
+    if (q->retain_done_us)
+        n += snprintf(status + n, sizeof status - (size_t)n, ", done kept %s",
+                      tq_duration_format(t, sizeof t, q->retain_done_us));
+    if (q->retain_dead_us)
+        snprintf(status + n, sizeof status - (size_t)n, ", dead kept %s",
+                 tq_duration_format(t, sizeof t, q->retain_dead_us));
     char name[260];
     printf(QUEUE_ROW, cli_text(name, sizeof name, q->name), tq_order_name(q->order),
            tq_duration_format(l, sizeof l, q->lease_us), attempts, backoff,
@@ -155,6 +164,10 @@ static const cli_opt opts[] = {
     SET_FLAG("no-results", results, 0, TQ_SET_RESULTS),
     CLI_OPT_DURATION_MARK(0, "timeout", queue_args, qo.timeout_us, qo.set,
                           TQ_SET_TIMEOUT),
+    CLI_OPT_DURATION_MARK(0, "retain-done", queue_args, qo.retain_done_us, qo.set,
+                          TQ_SET_RETAIN_DONE),
+    CLI_OPT_DURATION_MARK(0, "retain-dead", queue_args, qo.retain_dead_us, qo.set,
+                          TQ_SET_RETAIN_DEAD),
     SET_CALLBACK("order", opt_order, TQ_SET_ORDER),
     CLI_OPT_DURATION_MARK(0, "lease", queue_args, qo.lease_us, qo.set, TQ_SET_LEASE),
     CLI_OPT_INT_MARK(0, "max-attempts", queue_args, qo.max_attempts, 1, 1000, qo.set,

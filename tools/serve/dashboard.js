@@ -143,7 +143,9 @@ function queueRow(q) {
   }
   return el("tr", { "data-queue": q.name },
     el("td", {}, q.name, " ", q.paused ? el("span", { class: "badge paused" }, "paused") : "",
-      q.timeout_us ? el("span", { class: "badge", title: "a run's time limit (tq queue --timeout)" }, "timeout " + fmtUs(q.timeout_us)) : ""),
+      q.timeout_us ? el("span", { class: "badge", title: "a run's time limit (tq queue --timeout)" }, "timeout " + fmtUs(q.timeout_us)) : "",
+      q.retain_done_us || q.retain_dead_us ? el("span", { class: "badge", title: "finished jobs deleted after (tq queue --retain-done, --retain-dead)" },
+        "keeps " + [q.retain_done_us ? "done " + fmtUs(q.retain_done_us) : "", q.retain_dead_us ? "dead " + fmtUs(q.retain_dead_us) : ""].filter(Boolean).join(", ")) : ""),
     cell("ready", q.counts.ready - q.delayed), cell("delayed", q.delayed),
     cell("running", q.counts.running), cell("waiting", q.counts.waiting),
     cell("done", q.counts.done), cell("dead", q.counts.dead), cell("cancelled", q.counts.cancelled),

@@ -20,7 +20,7 @@
     "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done, "    \
     "paused, max_running, max_running_per_group, rate_limit, rate_period_us, "           \
     "rate_burst,"                                                                        \
-    " max_snoozes, results, timeout_us"
+    " max_snoozes, results, timeout_us, retain_done_us, retain_dead_us"
 
 
 const char *const tq__pg_sql_admin[S_COUNT] = {
@@ -41,6 +41,8 @@ const char *const tq__pg_sql_admin[S_COUNT] = {
                        " max_snoozes = coalesce($14::int4, max_snoozes),"
                        " results = coalesce($15::bool, results),"
                        " timeout_us = coalesce($16::int8, timeout_us),"
+                       " retain_done_us = coalesce($17::int8, retain_done_us),"
+                       " retain_dead_us = coalesce($18::int8, retain_dead_us),"
                        /* As SQLite's S_QUEUE_UPDATE says. */
                        " rate_tokens = CASE WHEN $11::int8 IS NULL THEN rate_tokens"
                        "  WHEN rate_limit = 0 THEN $13::int8"
@@ -99,6 +101,17 @@ const char *const tq__pg_sql_admin[S_COUNT] = {
     [S_PRUNE] = "DELETE FROM TQ.jobs WHERE id IN (SELECT id FROM TQ.jobs"
                 " WHERE state = $1 AND finished_at IS NOT NULL"
                 " AND finished_at < now() - " DUR("$2") " LIMIT $3)",
+    /* Retention (tq__pg_retire): $1 the state, $2 where to start, $3 how
+     * long its jobs are kept, $4 the queue, $5 how many at most; oldest
+     * first, none another transaction holds (a retry, another worker's
+     * retention). How many, the last one's finish and the cutoff. */
+    [S_RETIRE] = "WITH gone AS (DELETE FROM TQ.jobs WHERE id IN (SELECT id FROM TQ.jobs"
+                 " WHERE state = $1 AND finished_at IS NOT NULL"
+                 " AND finished_at >= " TS("$2") " AND finished_at < now() - " DUR("$3")
+                 " AND queue = $4 ORDER BY finished_at LIMIT $5 FOR UPDATE SKIP LOCKED)"
+                 " RETURNING finished_at)"
+                 " SELECT count(*), coalesce(" US("max(finished_at)") ", 0),"
+                 " " US("now() - " DUR("$3")) " FROM gone",
     /* Registration: a new name is inserted, else its row is locked and
      * read, then taken over (pg_worker_register). */
     [S_WORKER_NEW] =
@@ -203,6 +216,8 @@ int tq__pg_queue_set(tq *db, const char *name, const tq_queue_opts *o)
     p_opt(&p, set & TQ_SET_MAX_SNOOZES, o->max_snoozes);
     p_opt_bool(&p, set & TQ_SET_RESULTS, o->results);
     p_opt(&p, set & TQ_SET_TIMEOUT, o->timeout_us);
+    p_opt(&p, set & TQ_SET_RETAIN_DONE, o->retain_done_us);
+    p_opt(&p, set & TQ_SET_RETAIN_DEAD, o->retain_dead_us);
     if ((rc = tq__pg_run_count(db, S_QUEUE_UPDATE, &p, NULL, "changing the queue")))
         goto fail;
     return commit(db);
@@ -404,6 +419,39 @@ int tq__pg_job_cancel(tq *db, const int64_t *ids, size_t n, int64_t *count, size
 {
     manage_ctx m = {S_CANCEL, n ? ids : NULL, NULL};
     return tq__manage(db, &manage_ops, &m, ids, n, count, bad, state);
+}
+
+int tq__pg_retire(tq *db, const char *queue, const int64_t keep[TQ_STATE_COUNT],
+                  int64_t after[TQ_STATE_COUNT], int64_t limit,
+                  int64_t count[TQ_STATE_COUNT])
+{
+    int64_t next[TQ_STATE_COUNT];
+    int rc = begin(db);
+    for (int st = 0; st < TQ_STATE_COUNT && !rc; st++) {
+        count[st] = 0;
+        next[st] = after[st];
+        if (keep[st] <= 0)
+            continue;
+        params p = {0};
+        p_text(&p, tq_state_name((tq_state)st));
+        p_i64(&p, after[st]);
+        p_i64(&p, keep[st]);
+        p_text(&p, queue);
+        p_i64(&p, limit);
+        PGresult *r = tq__pg_run(db, S_RETIRE, &p, &rc, "deleting finished jobs");
+        if (!r)
+            break;
+        count[st] = g_i64(r, 0, 0);
+        next[st] =
+            tq__retire_next(after[st], count[st], limit, g_i64(r, 0, 1), g_i64(r, 0, 2));
+        PQclear(r);
+    }
+    if (rc || (rc = commit(db))) {
+        tq__pg_rollback(db);
+        return rc;
+    }
+    memcpy(after, next, sizeof next);
+    return 0;
 }
 
 /* A prune (tq__prune): the jobs of each state finished longer than

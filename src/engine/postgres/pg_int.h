@@ -118,10 +118,10 @@ static inline const char *tq__pg_where(const conn *c)
 /* clang-format on */
 
 typedef struct params {
-    const char *v[16]; /* the most a statement takes: 13 (S_QUEUE_UPDATE) */
-    int len[16];
-    int fmt[16];
-    char buf[16][24];
+    const char *v[20]; /* the most a statement takes: 18 (S_QUEUE_UPDATE) */
+    int len[20];
+    int fmt[20];
+    char buf[20][24];
     int n;
 } params;
 
@@ -227,6 +227,9 @@ int tq__pg_job_retry(tq *db, const int64_t *ids, size_t n, const char *queue,
                      int64_t *count, size_t *bad, int *state);
 int tq__pg_job_cancel(tq *db, const int64_t *ids, size_t n, int64_t *count, size_t *bad,
                       int *state);
+int tq__pg_retire(tq *db, const char *queue, const int64_t keep[TQ_STATE_COUNT],
+                  int64_t after[TQ_STATE_COUNT], int64_t limit,
+                  int64_t count[TQ_STATE_COUNT]);
 int tq__pg_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t limit,
                  int64_t *count);
 int tq__pg_stats(tq *db, const char *queue, tq_stats *out);

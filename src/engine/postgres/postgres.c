@@ -496,6 +496,7 @@ const struct tq__engine tq__engine_postgres = {
     .job_retry = tq__pg_job_retry,
     .job_cancel = tq__pg_job_cancel,
     .prune = tq__pg_prune,
+    .retire = tq__pg_retire,
     .worker_prune = tq__pg_worker_prune,
     .stats = tq__pg_stats,
     .active = tq__pg_active,

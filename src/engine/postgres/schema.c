@@ -574,19 +574,22 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "CREATE TRIGGER schedules_changed AFTER INSERT OR DELETE OR UPDATE OF queue, spec,"
     "  tz, payload, priority, overlap_skip ON TQ.schedules"
     "  FOR EACH ROW EXECUTE FUNCTION TQ.changed();",
-    /* 17: timeouts in the store, as SQLite's migration 17 says (columns
-     * with a constant default or none: no table rewrite); a changed
-     * timeout is a changed setting, which idle workers are told of. The
-     * job's has no CHECK: every update of a row would test it, and a value
-     * of 0 or less means its queue's. */
+    /* 17: timeouts and retention in the store, as SQLite's migration 17
+     * says (columns with a constant default or none: no table rewrite); a
+     * changed timeout or retention is a changed setting, which idle
+     * workers are told of. The job's timeout has no CHECK: every update of
+     * a row would test it, and a value of 0 or less means its queue's. */
     "ALTER TABLE TQ.queues ADD COLUMN timeout_us int8 NOT NULL DEFAULT 0"
-    "  CHECK (timeout_us >= 0);"
+    "  CHECK (timeout_us >= 0),"
+    "  ADD COLUMN retain_done_us int8 NOT NULL DEFAULT 0 CHECK (retain_done_us >= 0),"
+    "  ADD COLUMN retain_dead_us int8 NOT NULL DEFAULT 0 CHECK (retain_dead_us >= 0);"
     "ALTER TABLE TQ.jobs ADD COLUMN timeout_us int8;"
     "DROP TRIGGER queues_changed ON TQ.queues;"
     "CREATE TRIGGER queues_changed AFTER INSERT OR DELETE OR UPDATE OF ord, lease_us,"
     "  max_attempts, backoff_base_us, backoff_cap_us, keep_done, paused, max_running,"
     "  max_running_per_group, rate_limit, rate_period_us, rate_burst, max_snoozes,"
-    "  results, timeout_us ON TQ.queues FOR EACH ROW EXECUTE FUNCTION TQ.changed();",
+    "  results, timeout_us, retain_done_us, retain_dead_us ON TQ.queues"
+    "  FOR EACH ROW EXECUTE FUNCTION TQ.changed();",
 };
 
 /* Runs one-off SQL ("TQ." standing for the schema) with text parameters. */

@@ -19,7 +19,7 @@
 #define QUEUE_COLS                                                                       \
     "name, ord, lease_us, max_attempts, backoff_base_us, backoff_cap_us, keep_done,"     \
     " paused, max_running, max_running_per_group, rate_limit, rate_period_us, "          \
-    "rate_burst, max_snoozes, results, timeout_us"
+    "rate_burst, max_snoozes, results, timeout_us, retain_done_us, retain_dead_us"
 
 
 const char *const tq__sqlite_sql_admin[S_COUNT] = {
@@ -39,6 +39,8 @@ const char *const tq__sqlite_sql_admin[S_COUNT] = {
         " max_snoozes = coalesce(?15, max_snoozes),"
         " results = coalesce(?16, results),"
         " timeout_us = coalesce(?17, timeout_us),"
+        " retain_done_us = coalesce(?18, retain_done_us),"
+        " retain_dead_us = coalesce(?19, retain_dead_us),"
         /* A new rate starts full; a rate changed (or set again) keeps the
          * tokens it had, up to its new burst: setting it over and over
          * must not grant a burst each time. */
@@ -101,6 +103,16 @@ const char *const tq__sqlite_sql_admin[S_COUNT] = {
     [S_PRUNE] = "DELETE FROM tq_jobs WHERE id IN (SELECT id FROM tq_jobs"
                 " WHERE state = ?1 AND finished_at IS NOT NULL AND finished_at < ?2"
                 " LIMIT ?3)",
+    /* Retention (tq__sqlite_retire): the jobs of queue ?4 in state ?1
+     * that finished at or after ?2 and before ?3, oldest first, ?5 at
+     * most, read outside the write transaction (a walk over rows other
+     * queues keep holds no lock); then those ids ?2 (a JSON array) still
+     * in that state, deleted. */
+    [S_RETIRE_PICK] = "SELECT id, finished_at FROM tq_jobs INDEXED BY tq_jobs_finished"
+                      " WHERE state = ?1 AND finished_at IS NOT NULL AND finished_at >= ?2"
+                      " AND finished_at < ?3 AND queue = ?4 ORDER BY finished_at LIMIT ?5",
+    [S_RETIRE] = "DELETE FROM tq_jobs WHERE id IN (SELECT value FROM json_each(?2))"
+                 " AND state = ?1",
     [S_WORKER_GET] = "SELECT heartbeat_at, lease_us, coalesce(stopped_at, 0), host, pid,"
                      " coalesce(host_id, ''), started_at, coalesce(reaper_pid, 0)"
                      " FROM tq_workers WHERE name = ?1",
@@ -207,6 +219,10 @@ int tq__sqlite_queue_set(tq *db, const char *name, const tq_queue_opts *o)
         sqlite3_bind_int(s, 16, !!o->results);
     if (o->set & TQ_SET_TIMEOUT)
         sqlite3_bind_int64(s, 17, o->timeout_us);
+    if (o->set & TQ_SET_RETAIN_DONE)
+        sqlite3_bind_int64(s, 18, o->retain_done_us);
+    if (o->set & TQ_SET_RETAIN_DEAD)
+        sqlite3_bind_int64(s, 19, o->retain_dead_us);
     if ((rc = run(db, s, "changing the queue")))
         goto fail;
     if ((o->set & (TQ_SET_ORDER | TQ_SET_MAX_RUNNING_PER_GROUP)) &&
@@ -534,6 +550,92 @@ int tq__sqlite_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t limit
 {
     prune_ctx c = {older_than_us, limit, 0, count};
     return tq__prune(db, &prune_ops, &c, mask, count);
+}
+
+/* The read half of one state's part of a retention (engine.h, retire):
+ * up to limit ids, as a JSON array in *ids (malloc'd), how many, and the
+ * last one's finished_at. */
+static int retire_pick(tq *db, const char *queue, int st, int64_t from, int64_t cutoff,
+                       int64_t limit, char **ids, int64_t *n, int64_t *last)
+{
+    int rc, src;
+    sqlite3_stmt *s = stmt(db, S_RETIRE_PICK, &rc);
+    char *v = s ? malloc((size_t)limit * 22 + 3) : NULL, *p = v;
+    if (!v) {
+        if (s)
+            done_with(s);
+        return s ? tq__seterr(db, TQ_ENOMEM, "out of memory") : rc;
+    }
+    sqlite3_bind_text(s, 1, tq_state_name((tq_state)st), -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, from);
+    sqlite3_bind_int64(s, 3, cutoff);
+    sqlite3_bind_text(s, 4, queue, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, limit);
+    *n = 0;
+    *last = from;
+    *p++ = '[';
+    while ((src = sqlite3_step(s)) == SQLITE_ROW && *n < limit) {
+        if (*n)
+            *p++ = ',';
+        p = tq__put_i64(p, sqlite3_column_int64(s, 0));
+        *last = sqlite3_column_int64(s, 1);
+        ++*n;
+    }
+    strcpy(p, "]");
+    done_with(s);
+    if (src != SQLITE_DONE && src != SQLITE_ROW) {
+        free(v);
+        return tq__sqlite_fail_rc(db, src, "reading finished jobs");
+    }
+    *ids = v;
+    return 0;
+}
+
+int tq__sqlite_retire(tq *db, const char *queue, const int64_t keep[TQ_STATE_COUNT],
+                      int64_t after[TQ_STATE_COUNT], int64_t limit,
+                      int64_t count[TQ_STATE_COUNT])
+{
+    char *ids[TQ_STATE_COUNT] = {0};
+    int64_t next[TQ_STATE_COUNT], picked[TQ_STATE_COUNT] = {0}, total = 0;
+    int rc = 0, any = 0;
+    const int64_t now = tq__now_us();
+    for (int st = 0; st < TQ_STATE_COUNT && !rc; st++) {
+        int64_t last = 0;
+        count[st] = 0;
+        next[st] = after[st];
+        if (keep[st] > 0 && !(rc = retire_pick(db, queue, st, after[st], now - keep[st],
+                                               limit, &ids[st], &picked[st], &last)))
+            next[st] =
+                tq__retire_next(after[st], picked[st], limit, last, now - keep[st]);
+    }
+    for (int st = 0; st < TQ_STATE_COUNT && !rc; st++)
+        total += picked[st];
+    if (rc || !total)
+        goto out;
+    if ((rc = begin(db)))
+        goto out;
+    for (int st = 0; st < TQ_STATE_COUNT && !rc; st++) {
+        sqlite3_stmt *s;
+        if (!picked[st] || !(s = stmt(db, S_RETIRE, &rc)))
+            continue;
+        sqlite3_bind_text(s, 1, tq_state_name((tq_state)st), -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, ids[st], -1, SQLITE_STATIC);
+        if (!(rc = run(db, s, "deleting finished jobs")))
+            count[st] = sqlite3_changes(C(db)->h);
+    }
+    /* The dependency rows of the jobs gone, as a prune does. */
+    if (!rc && !(rc = tq__sqlite_deps_any(db, &any)) && any)
+        rc = exec_id(db, S_DEPS_GC, "deleting dependencies");
+    if (rc || (rc = commit(db)))
+        tq__sqlite_rollback(db);
+out:
+    for (int st = 0; st < TQ_STATE_COUNT; st++)
+        free(ids[st]);
+    if (rc)
+        memset(count, 0, TQ_STATE_COUNT * sizeof *count);
+    else
+        memcpy(after, next, sizeof next);
+    return rc;
 }
 
 /* ---- workers ----------------------------------------------------------- */

@@ -492,10 +492,16 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "SELECT 1;",
     /* 17: timeouts in the store: a queue's (0: none) and a job's own
      * (NULL: its queue's), the job's winning, the worker's the fallback
-     * (tq_queue_info.timeout_us). Plain-SQL producers may set a job's. */
+     * (tq_queue_info.timeout_us). Plain-SQL producers may set a job's.
+     * And retention: how long a queue's finished jobs are kept (0: until
+     * pruned), which its workers apply (worker/retain.c). */
     "ALTER TABLE tq_queues ADD COLUMN timeout_us INTEGER NOT NULL DEFAULT 0"
     "  CHECK (timeout_us >= 0);"
-    "ALTER TABLE tq_jobs ADD COLUMN timeout_us INTEGER;",
+    "ALTER TABLE tq_jobs ADD COLUMN timeout_us INTEGER;"
+    "ALTER TABLE tq_queues ADD COLUMN retain_done_us INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (retain_done_us >= 0);"
+    "ALTER TABLE tq_queues ADD COLUMN retain_dead_us INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (retain_dead_us >= 0);",
 };
 
 int tq__sqlite_schema_version(tq *db, int *version)

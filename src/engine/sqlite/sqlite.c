@@ -440,6 +440,7 @@ const struct tq__engine tq__engine_sqlite = {
     .job_retry = tq__sqlite_job_retry,
     .job_cancel = tq__sqlite_job_cancel,
     .prune = tq__sqlite_prune,
+    .retire = tq__sqlite_retire,
     .worker_prune = tq__sqlite_worker_prune,
     .stats = tq__sqlite_stats,
     .active = tq__sqlite_active,

@@ -63,6 +63,7 @@ enum stmt_id {
     S_REPLACE,
     S_EXPIRE_UKEY,
     S_JOB_FINISHED_AT,
+    S_RETIRE_PICK,
     S_LIFO_INDEX,
     S_LIFO_INDEX_DROP,
     S_GROUP_INDEX,
@@ -176,6 +177,9 @@ int tq__sqlite_job_retry(tq *db, const int64_t *ids, size_t n, const char *queue
                          int64_t *count, size_t *bad, int *state);
 int tq__sqlite_job_cancel(tq *db, const int64_t *ids, size_t n, int64_t *count,
                           size_t *bad, int *state);
+int tq__sqlite_retire(tq *db, const char *queue, const int64_t keep[TQ_STATE_COUNT],
+                      int64_t after[TQ_STATE_COUNT], int64_t limit,
+                      int64_t count[TQ_STATE_COUNT]);
 int tq__sqlite_prune(tq *db, int64_t older_than_us, unsigned mask, int64_t limit,
                      int64_t *count);
 int tq__sqlite_stats(tq *db, const char *queue, tq_stats *out);
