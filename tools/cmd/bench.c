@@ -718,7 +718,7 @@ static int bench_verify(bench_args *b)
                 int64_t left = 0;
                 for (int k = 0; k < TQ_STATE_COUNT; k++)
                     left += st.count[k];
-                b->done_in_store = b->total - left;
+                b->done_in_store += b->total - left;
             }
         }
         if (!rc && !(rc = tq_job_durations(&d, &nd, db, b->queue, (size_t)b->total))) {
