@@ -1545,7 +1545,17 @@ static void version_16_store_migrates(void **state)
     tq_queue_info q;
     assert_int_equal(tq_queue_get(&q, db, "q"), 0);
     assert_int_equal(q.timeout_us, 0);
+    assert_int_equal(q.retain_done_us, 0);
+    assert_int_equal(q.retain_dead_us, 0);
     exec(l, "LISTEN tq_v16");
+    /* The trigger names the new columns: an UPDATE of one alone is heard
+     * (tq_queue_set's UPDATE names every column). */
+    exec(c, "UPDATE v16.queues SET timeout_us = 1 WHERE name = 'q'");
+    heard(l, got, sizeof got);
+    assert_string_equal(got, "|");
+    exec(c, "UPDATE v16.queues SET retain_dead_us = 1000000 WHERE name = 'q'");
+    heard(l, got, sizeof got);
+    assert_string_equal(got, "|");
     tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
     qo.set = TQ_SET_TIMEOUT;
     qo.timeout_us = 60000000;

@@ -938,6 +938,8 @@ static void upgrade_from_version_16(void **state)
     tq_queue_info q;
     assert_int_equal(tq_queue_get(&q, db, "q"), 0);
     assert_int_equal(q.timeout_us, 0);
+    assert_int_equal(q.retain_done_us, 0);
+    assert_int_equal(q.retain_dead_us, 0);
     tq_queue_opts qo = TQ_QUEUE_OPTS_INIT;
     qo.set = TQ_SET_TIMEOUT;
     qo.timeout_us = 60000000;

@@ -2050,12 +2050,12 @@ static void set_retention(void **state, const char *queue, int64_t done_us,
 static void retention(void **state)
 {
     fx *f = *state;
-    set_retention(state, "ret", 3000000, 0);      /* done: 3 s; dead: kept */
-    set_retention(state, "ret_dead", 0, 3000000); /* the other way round */
+    set_retention(state, "ret", 5000000, 0);      /* done: 5 s; dead: kept */
+    set_retention(state, "ret_dead", 0, 5000000); /* the other way round */
     set_retention(state, "keep", 0, 0);
     tq_queue_info q;
     OK(tq_queue_get(&q, DB, "ret"));
-    assert_int_equal(q.retain_done_us, 3000000);
+    assert_int_equal(q.retain_done_us, 5000000);
     assert_int_equal(q.retain_dead_us, 0);
     int64_t ids[RETAIN_OLD], id, cancelled;
     enq_batch(state, ids, "ret", "ok", RETAIN_OLD);
@@ -2075,7 +2075,7 @@ static void retention(void **state)
     tq_worker_counters k = run_counted(state, &o);
     assert_int_equal(k.done, RETAIN_OLD + 3);
     assert_int_equal(k.dead, 8);
-    sleep_ms(3300); /* all of them past 3 s */
+    sleep_ms(5300); /* all of them past 5 s (the first worker kept them: younger) */
     int64_t young = enq(state, "ret", "young");
     tq_job *j = claim1(state, "ret", "w");
     OK(tq_job_complete(DB, j));
@@ -2124,7 +2124,7 @@ static void retention(void **state)
     qo.retain_dead_us = 3651LL * 86400 * 1000000;
     assert_int_equal(tq_queue_set(DB, "ret", &qo), TQ_EINVAL);
     OK(tq_queue_get(&q, DB, "ret"));
-    assert_int_equal(q.retain_done_us, 3000000);
+    assert_int_equal(q.retain_done_us, 5000000);
     assert_int_equal(q.retain_dead_us, 0);
 }
 

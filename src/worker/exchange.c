@@ -195,13 +195,18 @@ static int drop_error_texts(tq_worker *w, tq__ack *acks, size_t nacks)
     return n > 0;
 }
 
+/* The longest a run may take: what tq_queue_set and tq_job_enqueue
+ * accept, for a value plain SQL wrote (its deadline must not overflow). */
+#define RUN_TIMEOUT_MAX_US (3650LL * 86400 * 1000000)
+
 /* How long a run of job (of queue qi) may take: the job's own timeout,
  * else its queue's, else the worker's; 0: no limit. */
 static int64_t run_timeout(const tq_worker *w, size_t qi, const tq_job *job)
 {
-    return job->timeout_us > 0           ? job->timeout_us
-           : w->qinfo[qi].timeout_us > 0 ? w->qinfo[qi].timeout_us
-                                         : w->timeout_us;
+    const int64_t t = job->timeout_us > 0           ? job->timeout_us
+                      : w->qinfo[qi].timeout_us > 0 ? w->qinfo[qi].timeout_us
+                                                    : w->timeout_us;
+    return t > RUN_TIMEOUT_MAX_US ? RUN_TIMEOUT_MAX_US : t;
 }
 
 /*

@@ -120,11 +120,15 @@ int tq__retain(tq_worker *w, const pass *p)
         if (!q->retain_done_us && !q->retain_dead_us)
             continue;
         retain_queue *r = state_of(w, qi);
-        if (!r || p->now < r->at)
+        if (!r)
+            return tq__seterr(w->db, TQ_ENOMEM, "out of memory");
+        if (p->now < r->at)
             continue;
         int rc = turn(w, qi, r, p->now);
-        if (rc == TQ_ECONN || rc == TQ_EBUSY || rc == TQ_EFULL)
+        if (rc == TQ_ECONN || rc == TQ_EBUSY || rc == TQ_EFULL) {
+            r->at = p->now + RETAIN_MIN_GAP_US; /* not at every pass */
             return tq__ride_out(w, rc);
+        }
         if (rc) {
             r->at = p->now + RETAIN_WARN_US;
             if (!w->retain.warned || p->now - w->retain.warned >= RETAIN_WARN_US) {

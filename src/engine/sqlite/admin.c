@@ -106,13 +106,15 @@ const char *const tq__sqlite_sql_admin[S_COUNT] = {
     /* Retention (tq__sqlite_retire): the jobs of queue ?4 in state ?1
      * that finished at or after ?2 and before ?3, oldest first, ?5 at
      * most, read outside the write transaction (a walk over rows other
-     * queues keep holds no lock); then those ids ?2 (a JSON array) still
-     * in that state, deleted. */
+     * queues keep holds no lock); then those of the ids ?2 (a JSON array)
+     * still so, deleted: one retried meanwhile and finished again is
+     * younger now. */
     [S_RETIRE_PICK] = "SELECT id, finished_at FROM tq_jobs INDEXED BY tq_jobs_finished"
                       " WHERE state = ?1 AND finished_at IS NOT NULL AND finished_at >= ?2"
                       " AND finished_at < ?3 AND queue = ?4 ORDER BY finished_at LIMIT ?5",
     [S_RETIRE] = "DELETE FROM tq_jobs WHERE id IN (SELECT value FROM json_each(?2))"
-                 " AND state = ?1",
+                 " AND state = ?1 AND finished_at IS NOT NULL AND finished_at < ?3"
+                 " AND queue = ?4",
     [S_WORKER_GET] = "SELECT heartbeat_at, lease_us, coalesce(stopped_at, 0), host, pid,"
                      " coalesce(host_id, ''), started_at, coalesce(reaper_pid, 0)"
                      " FROM tq_workers WHERE name = ?1",
@@ -596,7 +598,7 @@ int tq__sqlite_retire(tq *db, const char *queue, const int64_t keep[TQ_STATE_COU
                       int64_t count[TQ_STATE_COUNT])
 {
     char *ids[TQ_STATE_COUNT] = {0};
-    int64_t next[TQ_STATE_COUNT], picked[TQ_STATE_COUNT] = {0}, total = 0;
+    int64_t next[TQ_STATE_COUNT], picked[TQ_STATE_COUNT] = {0}, total = 0, deleted = 0;
     int rc = 0, any = 0;
     const int64_t now = tq__now_us();
     for (int st = 0; st < TQ_STATE_COUNT && !rc; st++) {
@@ -620,11 +622,13 @@ int tq__sqlite_retire(tq *db, const char *queue, const int64_t keep[TQ_STATE_COU
             continue;
         sqlite3_bind_text(s, 1, tq_state_name((tq_state)st), -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 2, ids[st], -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 3, now - keep[st]);
+        sqlite3_bind_text(s, 4, queue, -1, SQLITE_STATIC);
         if (!(rc = run(db, s, "deleting finished jobs")))
-            count[st] = sqlite3_changes(C(db)->h);
+            deleted += count[st] = sqlite3_changes(C(db)->h);
     }
     /* The dependency rows of the jobs gone, as a prune does. */
-    if (!rc && !(rc = tq__sqlite_deps_any(db, &any)) && any)
+    if (!rc && deleted && !(rc = tq__sqlite_deps_any(db, &any)) && any)
         rc = exec_id(db, S_DEPS_GC, "deleting dependencies");
     if (rc || (rc = commit(db)))
         tq__sqlite_rollback(db);
