@@ -48,7 +48,7 @@ static int64_t period_of(const tq_queue_info *q)
 }
 
 /* The state of queue qi, the array grown to the queues known. NULL: no
- * memory (the turn waits). */
+ * memory (tq__retain stops the worker, as its other parts do). */
 static retain_queue *state_of(tq_worker *w, size_t qi)
 {
     worker_retain *r = &w->retain;
