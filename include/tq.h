@@ -415,7 +415,7 @@ typedef enum tq_on_conflict {
     TQ_ON_CONFLICT_REPLACE
 } tq_on_conflict;
 
-#define TQ_ENQUEUE_OPTS_VERSION 5
+#define TQ_ENQUEUE_OPTS_VERSION 6
 typedef struct tq_enqueue_opts {
     int version;
     const char *key;  /* dedup key or NULL; 1 to 255 bytes */
@@ -449,11 +449,17 @@ typedef struct tq_enqueue_opts {
      * and the worker's (tq_queue_info.timeout_us); 0 (the default): its
      * queue's. Up to 3650 days. */
     int64_t timeout_us;
+    /* Version 6, with after: nonzero makes the job wait for every parent
+     * to end, whatever the end (done, dead or cancelled: a batch's
+     * callback), instead of being done: no parent's end cancels it, and
+     * its handler reads the ends (tq_job_parent_ends; a command's
+     * TQ_PARENTS_DONE and TQ_PARENTS_FAILED). */
+    int after_ended;
 } tq_enqueue_opts;
 #define TQ_ENQUEUE_OPTS_INIT                                                             \
     {                                                                                    \
         TQ_ENQUEUE_OPTS_VERSION, NULL, 0, 0, 0, 0, TQ_UNIQUE_STORED, 0,                  \
-            TQ_ON_CONFLICT_IGNORE, NULL, NULL, NULL, 0, 0                                \
+            TQ_ON_CONFLICT_IGNORE, NULL, NULL, NULL, 0, 0, 0                             \
     }
 
 /* The most parents a job may have. */
@@ -672,6 +678,24 @@ int tq_job_complete_result(tq *db, const tq_job *job, const void *data, size_t l
  * NULL when none). Returns 0 on success, also for a job without parents,
  * or: TQ_ENOTFOUND for an unknown id; or a code of the store's. */
 int tq_job_parents(int64_t **out, size_t *out_n, tq *db, int64_t id);
+
+/* A parent of a job, as the job counts it (tq_job_parent_ends). */
+typedef struct tq_parent {
+    int64_t id;
+    /* For a child that waits for the parent's end (when_ended): the end
+     * it counted (TQ_DONE, TQ_DEAD or TQ_CANCELLED), which stays as it was
+     * if the parent is retried after the child was released; before, the
+     * parent's state. For a child that needs it done: the parent's state
+     * (TQ_DONE also once its row is deleted). */
+    tq_state state;
+    int when_ended; /* the child waits for its end (tq_enqueue_opts.after_ended) */
+} tq_parent;
+
+/* Job id's parents, ascending, each with its end as the job counts it,
+ * into *out (*out_n of them; the caller's, freed with tq_free; NULL when
+ * none). A handler's way to the outcomes of a batch it waited for.
+ * Returns as tq_job_parents. */
+int tq_job_parent_ends(tq_parent **out, size_t *out_n, tq *db, int64_t id);
 
 /* Manual management. Each returns TQ_ENOTFOUND for an unknown id and
  * TQ_ESTATE when the job is in a state the action does not apply to. */

@@ -326,6 +326,8 @@ static int check_enqueue(tq *db, const char *queue, const tq_enqueue_opts *o)
                           o->nafter, TQ_AFTER_MAX);
     if (o->nafter && o->key)
         return tq__seterr(db, TQ_EINVAL, "a job with parents cannot carry a key");
+    if (o->after_ended && !o->nafter)
+        return tq__seterr(db, TQ_EINVAL, "waiting for the parents' end needs parents");
     for (size_t i = 0; i < o->nafter; i++)
         if (o->after[i] <= 0)
             return tq__seterr(db, TQ_EINVAL, "parent id %lld: ids are positive",
@@ -366,8 +368,10 @@ static tq_enqueue_opts enqueue_opts(const tq_enqueue_opts *given)
     tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
     if (!given)
         return o;
-    if (given->version >= 5) {
+    if (given->version >= 6) {
         o = *given;
+    } else if (given->version == 5) {
+        memcpy(&o, given, offsetof(tq_enqueue_opts, after_ended));
     } else if (given->version == 4) {
         memcpy(&o, given, offsetof(tq_enqueue_opts, timeout_us));
     } else if (given->version == 3) {
@@ -666,7 +670,7 @@ int tq_job_result(void **out, size_t *out_len, tq *db, int64_t id)
                       (long long)id);
 }
 
-int tq_job_parents(int64_t **out, size_t *out_n, tq *db, int64_t id)
+int tq_job_parent_ends(tq_parent **out, size_t *out_n, tq *db, int64_t id)
 {
     USABLE(db);
     *out = NULL;
@@ -675,6 +679,26 @@ int tq_job_parents(int64_t **out, size_t *out_n, tq *db, int64_t id)
     if (rc == TQ_ENOTFOUND)
         return tq__seterr(db, TQ_ENOTFOUND, "no job with id %lld", (long long)id);
     return rc;
+}
+
+int tq_job_parents(int64_t **out, size_t *out_n, tq *db, int64_t id)
+{
+    tq_parent *v;
+    size_t n;
+    *out = NULL;
+    *out_n = 0;
+    int rc = tq_job_parent_ends(&v, &n, db, id);
+    if (rc || !n)
+        return rc;
+    int64_t *ids = malloc(n * sizeof *ids);
+    for (size_t i = 0; ids && i < n; i++)
+        ids[i] = v[i].id;
+    free(v);
+    if (!ids)
+        return tq__seterr(db, TQ_ENOMEM, "out of memory");
+    *out = ids;
+    *out_n = n;
+    return 0;
 }
 
 int tq_job_fail(tq *db, const tq_job *job, const char *error)

@@ -54,12 +54,22 @@ static int is_job_var(const char *e)
     return strncmp(e, "TQ_JOB_ID=", 10) == 0 || strncmp(e, "TQ_QUEUE=", 9) == 0 ||
            strncmp(e, "TQ_ATTEMPT=", 11) == 0 || strncmp(e, "TQ_CLAIM=", 9) == 0 ||
            strncmp(e, "TRACEPARENT=", 12) == 0 || strncmp(e, "TQ_GROUP=", 9) == 0 ||
-           strncmp(e, "TQ_CONTROL_FD=", 14) == 0 || strncmp(e, "TQ_PARENTS=", 11) == 0 ||
-           strncmp(e, "TQ_PARENTS_FILE=", 16) == 0;
+           strncmp(e, "TQ_CONTROL_FD=", 14) == 0 || strncmp(e, "TQ_PARENTS", 10) == 0;
+}
+
+/* How many strings extra holds (each ended by its NUL, the list by an
+ * empty one), and their bytes with their NULs. */
+static size_t extra_count(const char *extra, size_t *bytes)
+{
+    size_t n = 0;
+    *bytes = 0;
+    for (const char *e = extra; e && *e; e += strlen(e) + 1, n++)
+        *bytes += strlen(e) + 1;
+    return n;
 }
 
 /* environ without any inherited TQ_JOB_ID/TQ_QUEUE/TQ_ATTEMPT/TQ_CLAIM,
- * TQ_GROUP, TQ_PARENTS(_FILE) or TRACEPARENT, plus this job's values (its
+ * TQ_GROUP, TQ_PARENTS* or TRACEPARENT, plus this job's values (its
  * group when it has one; its trace context only when it has one of the
  * valid form: plain SQL may have written anything) and extra. One
  * allocation: pointers first, then the strings. */
@@ -69,12 +79,13 @@ static char **job_environ(const tq_job *job, const char *extra)
     while (environ[n])
         n++;
     const int trace = job->traceparent && !tq_traceparent_check(job->traceparent);
+    size_t extra_bytes, nextra = extra_count(extra, &extra_bytes);
     size_t more = 7 * 96 + strlen(job->queue) + (trace ? strlen(job->traceparent) : 0) +
-                  (job->group ? strlen(job->group) : 0) + (extra ? strlen(extra) : 0);
-    char **env = malloc((n + 9) * sizeof *env + more);
+                  (job->group ? strlen(job->group) : 0) + extra_bytes;
+    char **env = malloc((n + 8 + nextra) * sizeof *env + more);
     if (!env)
         return NULL;
-    char *buf = (char *)(env + n + 9);
+    char *buf = (char *)(env + n + 8 + nextra);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
         if (!is_job_var(environ[i]))
@@ -97,9 +108,9 @@ static char **job_environ(const tq_job *job, const char *extra)
         env[k++] = buf;
         buf += sprintf(buf, "TRACEPARENT=%s", job->traceparent) + 1;
     }
-    if (extra) {
+    for (const char *e = extra; e && *e; e += strlen(e) + 1) {
         env[k++] = buf;
-        strcpy(buf, extra);
+        buf = stpcpy(buf, e) + 1;
     }
     env[k] = NULL;
     return env;

@@ -48,7 +48,8 @@ typedef struct tq__child {
  * which it gives the reaper whose socket is reaper (reaper.h; -1: none)
  * before it execs, with the job's payload on stdin, the write end of a pipe as descriptor
  * 3 (its control channel) and TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT, TQ_CONTROL_FD in its
- * environment, and extra ("NAME=value", e.g. TQ_PARENTS) unless NULL. capture: its stdout
+ * environment, and extra ("NAME=value" strings, e.g. TQ_PARENTS, each ended by
+ * its NUL and the list by an empty one) unless NULL. capture: its stdout
  * is a pipe the caller reads as the job's result (tq__child_output), else the caller's
  * stdout. On failure writes the reason into err and returns TQ_EINVAL when the program
  * itself cannot be run (gone, not executable, not a program), TQ_ESYS when the machine

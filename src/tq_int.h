@@ -16,7 +16,7 @@ struct tq__engine;
 
 /* The schema version every engine writes (see each engine's migration
  * list for the procedure to change it). */
-#define TQ__SCHEMA_VERSION 17
+#define TQ__SCHEMA_VERSION 18
 
 /* A new queue's tq_queue_info.max_snoozes (migration 12's DEFAULT). */
 #define TQ__MAX_SNOOZES_DEFAULT 100

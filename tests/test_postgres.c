@@ -1051,11 +1051,23 @@ static void keyed_enqueue_when_the_kept_row_vanishes(void **state)
  * version by tq init, keeping its jobs. */
 /* Takes a store of schema s back to what schema 6 made: migrations 8 and
  * 7 undone, the insert trigger's function as 6 had it. */
-/* Undo migrations 17 (timeouts), 16 (the notifications of jobs ready again
+/* Undo migrations 18 (what releases a child: its columns and the trigger
+ * on them go, and release_children takes its old arguments again; the
+ * functions it replaced stay as 18 wrote them, for migration 18 writes
+ * them over), 17 (timeouts), 16 (the notifications of jobs ready again
  * and of changes), 15 (the claiming registration), 14 (the group index), 13
  * (dependencies), 12 (the control channel), 11 (periodic jobs) and 10
  * (rate limits). */
+#define UNDO_18                                                                          \
+    "DROP TRIGGER deps_fixed ON TQ.deps;"                                                \
+    "CREATE TRIGGER deps_fixed BEFORE UPDATE OR DELETE ON TQ.deps FOR EACH ROW"          \
+    "  EXECUTE FUNCTION TQ.deps_fixed();"                                                \
+    "ALTER TABLE TQ.deps DROP COLUMN release_when, DROP COLUMN parent_state;"            \
+    "DROP FUNCTION TQ.release_children(int8, text, text);"                               \
+    "CREATE FUNCTION TQ.release_children(parent_id int8, channel text) RETURNS void"     \
+    "  LANGUAGE sql AS 'SELECT NULL';"
 #define UNDO_17                                                                          \
+    UNDO_18                                                                              \
     "DROP TRIGGER queues_changed ON TQ.queues;"                                          \
     "CREATE TRIGGER queues_changed AFTER INSERT OR DELETE OR UPDATE OF ord, lease_us,"   \
     "  max_attempts, backoff_base_us, backoff_cap_us, keep_done, paused, max_running,"   \
@@ -1575,6 +1587,60 @@ static void version_16_store_migrates(void **state)
     PQfinish(c);
 }
 
+/* A store of version 17 takes what releases a child (migration 18): its
+ * dependencies are kept, each released when its parent is done as
+ * before, and the rules go on for them; a child that waits for its
+ * parents' end can be added. */
+static void version_17_store_migrates(void **state)
+{
+    (void)state;
+    char url[512];
+    tq *db = store("v17");
+    int64_t ab[2], child, id;
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(tq_job_enqueue(&ab[i], db, "q", "x", 1, NULL), 0);
+    tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
+    o.after = ab;
+    o.nafter = 2;
+    assert_int_equal(tq_job_enqueue(&child, db, "c", "c", 1, &o), 0);
+    tq_close(db);
+    PGconn *c = pg();
+    make_older(c, "v17", UNDO_18, 17);
+    db = upgraded(url, sizeof url, "v17");
+    expect_row(
+        c,
+        "SELECT count(*) FILTER (WHERE release_when = 'done' AND parent_state IS NULL),"
+        " (SELECT count(*) FROM pg_proc WHERE proname = 'release_children'"
+        "  AND pronamespace = 'v17'::regnamespace) FROM v17.deps",
+        2, (const char *[]){"2", "1"});
+    tq_job *jobs, *j;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 1), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(tq_job_complete(db, &jobs[0]), 0);
+    tq_job_array_free(jobs, n);
+    assert_int_equal(tq_job_get(&j, db, child), 0);
+    assert_int_equal(j->waiting_for, 1);
+    tq_job_free(j);
+    assert_int_equal(tq_job_cancel(db, ab[1]), 0);
+    assert_int_equal(tq_job_get(&j, db, child), 0);
+    assert_int_equal(j->state, TQ_CANCELLED);
+    tq_job_free(j);
+    o.after_ended = 1;
+    assert_int_equal(tq_job_enqueue(&id, db, "c", "d", 1, &o), 0);
+    tq_parent *v;
+    assert_int_equal(tq_job_parent_ends(&v, &n, db, id), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(v[0].state, TQ_DONE);
+    assert_int_equal(v[1].state, TQ_CANCELLED);
+    tq_free(v);
+    assert_int_equal(tq_job_get(&j, db, id), 0);
+    assert_int_equal(j->state, TQ_READY);
+    tq_job_free(j);
+    tq_close(db);
+    PQfinish(c);
+}
+
 static void version_14_store_migrates(void **state)
 {
     (void)state;
@@ -1760,6 +1826,7 @@ int main(void)
         cmocka_unit_test(version_6_store_migrates),
         cmocka_unit_test(version_15_store_migrates),
         cmocka_unit_test(version_16_store_migrates),
+        cmocka_unit_test(version_17_store_migrates),
         cmocka_unit_test(version_8_store_migrates),
         cmocka_unit_test(version_9_store_migrates),
         cmocka_unit_test(version_10_store_migrates),

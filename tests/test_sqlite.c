@@ -956,6 +956,63 @@ static void upgrade_from_version_16(void **state)
     tq_close(db);
 }
 
+/* A store of schema 17 takes what releases a child (migration 18): its
+ * dependencies are kept, each released when its parent is done as
+ * before, and the rules go on for them; a child that waits for its
+ * parents' end can be added. */
+static void upgrade_from_version_17(void **state)
+{
+    (void)state;
+    char path[128];
+    sqlite3 *h;
+    old_store(path, sizeof path, 17,
+              "INSERT INTO tq_queues (name, ord) VALUES ('stack', 'lifo');"
+              "INSERT INTO tq_jobs (id, queue, payload) VALUES"
+              " (1, 'q', 'a'), (2, 'q', 'b'), (3, 'c', 'c');"
+              "INSERT INTO tq_deps (parent, child) VALUES (1, 3), (2, 3);");
+    tq *db = upgraded(path);
+    assert_int_equal(sqlite3_open(path, &h), SQLITE_OK);
+    assert_int_equal(count_of(h,
+                              "SELECT count(*) FROM tq_deps WHERE release_when = 'done'"
+                              " AND parent_state IS NULL"),
+                     2);
+    check_plans(h, "store upgraded from 17");
+    sqlite3_close(h);
+    tq_job *j;
+    assert_int_equal(tq_job_get(&j, db, 3), 0);
+    assert_int_equal(j->state, TQ_WAITING);
+    assert_int_equal(j->waiting_for, 2);
+    tq_job_free(j);
+    tq_job *jobs;
+    size_t n;
+    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 1), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(tq_job_complete(db, &jobs[0]), 0);
+    tq_job_array_free(jobs, n);
+    assert_int_equal(tq_job_cancel(db, 2), 0);
+    assert_int_equal(tq_job_get(&j, db, 3), 0);
+    assert_int_equal(j->state, TQ_CANCELLED);
+    assert_string_equal(j->last_error, "parent job 2 ended cancelled");
+    tq_job_free(j);
+    tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
+    const int64_t after[] = {1, 2};
+    o.after = after;
+    o.nafter = 2;
+    o.after_ended = 1;
+    int64_t id;
+    assert_int_equal(tq_job_enqueue(&id, db, "c", "d", 1, &o), 0);
+    tq_parent *v;
+    assert_int_equal(tq_job_parent_ends(&v, &n, db, id), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(v[0].state, TQ_DONE);
+    assert_int_equal(v[1].state, TQ_CANCELLED);
+    tq_free(v);
+    assert_int_equal(tq_job_get(&j, db, id), 0);
+    assert_int_equal(j->state, TQ_READY);
+    tq_job_free(j);
+    tq_close(db);
+}
+
 static void wal_and_version(void **state)
 {
     (void)state;
@@ -1004,6 +1061,7 @@ int main(void)
         cmocka_unit_test(upgrade_from_version_12),
         cmocka_unit_test(upgrade_from_version_13),
         cmocka_unit_test(upgrade_from_version_16),
+        cmocka_unit_test(upgrade_from_version_17),
         cmocka_unit_test(wal_and_version),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -2550,15 +2550,49 @@ static void worker_pool_results(void **state)
 
 /* ---- dependencies ---------------------------------------------------------- */
 
-static int64_t enq_after(void **state, const char *queue, const char *payload,
-                         const int64_t *after, size_t n)
+static int64_t enq_after_when(void **state, const char *queue, const char *payload,
+                              const int64_t *after, size_t n, int ended)
 {
     tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
     o.after = after;
     o.nafter = n;
+    o.after_ended = ended;
     int64_t id = 0;
     OK(tq_job_enqueue(&id, DB, queue, payload, strlen(payload), &o));
     return id;
+}
+
+static int64_t enq_after(void **state, const char *queue, const char *payload,
+                         const int64_t *after, size_t n)
+{
+    return enq_after_when(state, queue, payload, after, n, 0);
+}
+
+/* A job waits for n (at most 8) more parents, and counts them so far
+ * with the ends want (TQ_WAITING: not ended yet, whatever its state). */
+static void expect_batch(void **state, int64_t id, tq_state job_state,
+                         int64_t waiting_for, const int64_t *parents,
+                         const tq_state *want, size_t n)
+{
+    tq_job *j = get(state, id);
+    assert_int_equal(j->state, job_state);
+    assert_int_equal(j->waiting_for, waiting_for);
+    assert_null(j->last_error);
+    tq_job_free(j);
+    tq_parent *v;
+    size_t got;
+    OK(tq_job_parent_ends(&v, &got, DB, id));
+    assert_int_equal(got, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(v[i].id, parents[i]);
+        assert_true(v[i].when_ended);
+        if (want[i] == TQ_WAITING)
+            assert_true(v[i].state != TQ_DONE && v[i].state != TQ_DEAD &&
+                        v[i].state != TQ_CANCELLED);
+        else
+            assert_int_equal(v[i].state, want[i]);
+    }
+    tq_free(v);
 }
 
 /* Claims every claimable job of queue (one-letter payloads), checks they
@@ -2809,6 +2843,95 @@ static void dependencies_other_paths(void **state)
     run_all(state, "lease", "M");
     OK(tq_job_prune(&count, DB, 0, 1u << TQ_DONE));
     assert_true(count >= 2);
+}
+
+/* A child that waits for its parents' end (tq_enqueue_opts.after_ended, a
+ * batch's callback): released by any end, counting each once however
+ * often a parent is retried before, and not after; the cascade of a dead
+ * parent stops at it and releases it; parents ended before its enqueue
+ * count at once; the ends it counted outlive a deleted parent. */
+static void dependencies_when_ended(void **state)
+{
+    const tq_state W = TQ_WAITING;
+    set_queue(state, "b", TQ_SET_MAX_ATTEMPTS, TQ_FIFO, 0, 1, 0, 0);
+    int64_t p[3] = {enq(state, "b", "A"), enq(state, "b", "B"), enq(state, "bc", "C")};
+    int64_t k = enq_after_when(state, "bk", "K", p, 3, 1);
+    int64_t g = enq_after(state, "bk", "G", &k, 1); /* needs K done */
+    expect_batch(state, k, TQ_WAITING, 3, p, (tq_state[]){W, W, W}, 3);
+    OK(tq_job_cancel(DB, p[2]));
+    expect_batch(state, k, TQ_WAITING, 2, p, (tq_state[]){W, W, TQ_CANCELLED}, 3);
+    /* B dead, retried (counted again), dead again: counted once. */
+    tq_job *a = claim1(state, "b", "w"); /* A runs on */
+    assert_int_equal(a->id, p[0]);
+    held_fail(state, "b");
+    expect_batch(state, k, TQ_WAITING, 1, p, (tq_state[]){W, TQ_DEAD, TQ_CANCELLED}, 3);
+    OK(tq_job_retry(DB, p[1]));
+    expect_batch(state, k, TQ_WAITING, 2, p, (tq_state[]){W, W, TQ_CANCELLED}, 3);
+    held_fail(state, "b");
+    expect_batch(state, k, TQ_WAITING, 1, p, (tq_state[]){W, TQ_DEAD, TQ_CANCELLED}, 3);
+    assert_int_equal(state_of(state, g), TQ_WAITING);
+    /* A done: K is ready; a retry of C now leaves it so. */
+    OK(tq_job_complete(DB, a));
+    tq_job_array_free(a, 1);
+    expect_batch(state, k, TQ_READY, 0, p, (tq_state[]){TQ_DONE, TQ_DEAD, TQ_CANCELLED},
+                 3);
+    OK(tq_job_retry(DB, p[2]));
+    expect_batch(state, k, TQ_READY, 0, p, (tq_state[]){TQ_DONE, TQ_DEAD, TQ_CANCELLED},
+                 3);
+    run_all(state, "bk", "K");
+    run_all(state, "bk", "G");
+
+    /* X dead cancels Y (which needs it done); Y's end releases Z, which
+     * waits for Y's end alone, and counts in Z2, which waits for V too. X
+     * retried: Y waits again, and so Z2 for it; Z, released, stays so. */
+    set_queue(state, "x", TQ_SET_MAX_ATTEMPTS, TQ_FIFO, 0, 1, 0, 0);
+    int64_t x = enq(state, "x", "X"), v = enq(state, "xv", "V");
+    int64_t y = enq_after(state, "xy", "Y", &x, 1);
+    int64_t z = enq_after_when(state, "xz", "Z", &y, 1, 1);
+    int64_t yv[] = {v, y}; /* ascending, as they are listed */
+    int64_t z2 = enq_after_when(state, "xz", "2", yv, 2, 1);
+    held_fail(state, "x");
+    assert_int_equal(state_of(state, y), TQ_CANCELLED);
+    expect_batch(state, z, TQ_READY, 0, &y, (tq_state[]){TQ_CANCELLED}, 1);
+    expect_batch(state, z2, TQ_WAITING, 1, yv, (tq_state[]){W, TQ_CANCELLED}, 2);
+    OK(tq_job_retry(DB, x));
+    assert_int_equal(state_of(state, y), TQ_WAITING);
+    expect_batch(state, z, TQ_READY, 0, &y, (tq_state[]){TQ_CANCELLED}, 1);
+    expect_batch(state, z2, TQ_WAITING, 2, yv, (tq_state[]){W, W}, 2);
+    run_all(state, "x", "X");
+    run_all(state, "xy", "Y");
+    run_all(state, "xv", "V");
+    expect_batch(state, z2, TQ_READY, 0, yv, (tq_state[]){TQ_DONE, TQ_DONE}, 2);
+    run_all(state, "xz", "2Z");
+
+    /* Parents ended before the enqueue (dead, cancelled) count at once;
+     * one done after it in a queue that keeps no done row: its end is still
+     * known. */
+    set_keep_done(state, "gone2", 0);
+    int64_t d = enq(state, "gone2", "D");
+    int64_t dead = enq(state, "x", "Q");
+    held_fail(state, "x");
+    int64_t cancelled = enq(state, "xc", "C");
+    OK(tq_job_cancel(DB, cancelled));
+    int64_t r = enq(state, "run", "R");
+    tq_job *held = claim1(state, "run", "w");
+    int64_t early[] = {d, dead, cancelled, r};
+    int64_t e = enq_after_when(state, "xe", "E", early, 4, 1);
+    expect_batch(state, e, TQ_WAITING, 2, early,
+                 (tq_state[]){W, TQ_DEAD, TQ_CANCELLED, W}, 4);
+    run_all(state, "gone2", "D");
+    expect_batch(state, e, TQ_WAITING, 1, early,
+                 (tq_state[]){TQ_DONE, TQ_DEAD, TQ_CANCELLED, W}, 4);
+    OK(tq_job_complete(DB, held));
+    tq_job_array_free(held, 1);
+    expect_batch(state, e, TQ_READY, 0, early,
+                 (tq_state[]){TQ_DONE, TQ_DEAD, TQ_CANCELLED, TQ_DONE}, 4);
+
+    /* Without parents it means nothing: refused. */
+    tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
+    o.after_ended = 1;
+    int64_t id;
+    assert_int_equal(tq_job_enqueue(&id, DB, "xe", "F", 1, &o), TQ_EINVAL);
 }
 
 /* A job with 2,000 parents, run by a pool of four workers: every parent
@@ -3064,6 +3187,7 @@ int main(void)
         T(dependencies),
         T(dependencies_other_paths),
         T(dependencies_fan_in),
+        T(dependencies_when_ended),
         T(worker_starts_only_young_holds),
         T(worker_name_in_use),
         T(worker_resumes_own_jobs),

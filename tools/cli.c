@@ -558,13 +558,25 @@ json_t *cli_job_show_json(tq *db, const tq_job *j)
     if (j->result_len >= 0 && tq_job_result(&res, &len, db, j->id) == 0)
         cli_json_bytes(o, "result", res, len);
     tq_free(res);
-    int64_t *parents = NULL;
+    tq_parent *parents = NULL;
     size_t np = 0;
-    if (j->nparents && tq_job_parents(&parents, &np, db, j->id) == 0) {
-        json_t *a = json_array();
-        for (size_t i = 0; i < np; i++)
-            json_array_append_new(a, json_integer(parents[i]));
-        json_object_set_new(o, "parent_ids", a);
+    if (j->nparents && tq_job_parent_ends(&parents, &np, db, j->id) == 0) {
+        /* every parent, those done, those failed (dead or cancelled), as
+         * the job counts them */
+        json_t *a[3] = {json_array(), json_array(), json_array()};
+        int ended = 0;
+        for (size_t i = 0; i < np; i++) {
+            const tq_state st = parents[i].state;
+            json_array_append_new(a[0], json_integer(parents[i].id));
+            if (st == TQ_DONE || st == TQ_DEAD || st == TQ_CANCELLED)
+                json_array_append_new(a[st == TQ_DONE ? 1 : 2],
+                                      json_integer(parents[i].id));
+            ended |= parents[i].when_ended;
+        }
+        json_object_set_new(o, "parent_ids", a[0]);
+        json_object_set_new(o, "parents_done", a[1]);
+        json_object_set_new(o, "parents_failed", a[2]);
+        json_object_set_new(o, "parents_when", json_string(ended ? "ended" : "done"));
     }
     tq_free(parents);
     return o;

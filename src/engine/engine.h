@@ -108,27 +108,48 @@ typedef struct tq__ack {
 
 /*
  * DEPENDENCIES. A job enqueued after parents has one row per parent in the
- * store's dependency table (parent, child), kept as long as the child is,
- * and counts in waiting_for its parents not done yet. Each engine keeps
- * these rules in the transaction that changes the parent, whoever changes
- * it (acknowledgements, rescues, cancels, retries; PostgreSQL by
- * triggers, also for plain SQL; SQLite in its own code, since a trigger on
- * the jobs table costs every job's update):
+ * store's dependency table (parent, child, release_when, parent_state),
+ * kept as long as the child is, and counts in waiting_for its parents that
+ * still hold it: for a dependency released when the parent is 'done' (the
+ * default), parents not done; for one released when it 'ended'
+ * (tq_enqueue_opts.after_ended), parents whose end it has not counted
+ * (parent_state NULL). Each engine keeps these rules in the transaction
+ * that changes the parent, whoever changes it (acknowledgements, rescues,
+ * cancels, retries; PostgreSQL by triggers, also for plain SQL; SQLite in
+ * its own code, since a trigger on the jobs table costs every job's
+ * update):
  *   - a parent that becomes done takes one from each child's waiting_for,
  *     once (done is final), and a waiting child at 0 becomes ready, due no
  *     earlier than now;
  *   - a parent that becomes dead or cancelled cancels its waiting
- *     children (cancelled_by = the parent, last_error naming it), and so
- *     theirs in turn;
+ *     children that need it done (cancelled_by = the parent, last_error
+ *     naming it), and so theirs in turn;
+ *   - a parent that becomes done, dead or cancelled (directly or by that
+ *     cascade) is counted off by each child that waits for its end and has
+ *     not counted it, as above, and parent_state records that end;
  *   - a parent retried out of dead or cancelled puts the children it
  *     cancelled back to waiting, and so theirs in turn, unless another of
- *     a child's parents is dead or cancelled, which then holds it.
+ *     a child's parents is dead or cancelled, which then holds it; and
+ *     each of those (the parent and the children back) counts again in the
+ *     children that wait for its end, counted it, and are not claimed yet
+ *     (waiting or cancelled: parent_state back to NULL). A child released
+ *     already stays released, with the end that released it.
  * A dependency row inserted (at enqueue; plain SQL inserts them after the
- * child) counts its parent in the child's nparents and, unless it is done,
- * waiting_for, and sets the child waiting, ready or (a dead or cancelled
- * parent) cancelled; one naming a job that does not exist, or a child
+ * child) counts its parent in the child's nparents and, unless it is done
+ * (or for 'ended', ended: then parent_state records how), waiting_for, and
+ * sets the child waiting, ready or (a dead or cancelled parent it needs
+ * done) cancelled; one naming a job that does not exist, or a child
  * already claimed, is refused.
  */
+
+/* The end a child counted of its parent (the row d of the dependency
+ * table, p the parent's job, absent once deleted), as job_parents gives
+ * it: for a child that waits for its end, the end it counted, else the
+ * parent's state; for one that needs it done, its state (a parent
+ * deleted after it was done: done). */
+#define PARENT_END                                                                       \
+    "CASE WHEN d.release_when = 'ended' THEN coalesce(d.parent_state, p.state, 'ready')" \
+    " ELSE coalesce(p.state, 'done') END"
 
 /* What one queue holds that is not finished (tq__engine.active). */
 typedef struct tq__active {
@@ -405,9 +426,10 @@ struct tq__engine {
      * (-1: no such job). */
     int (*job_result)(tq *db, int64_t id, void **out, size_t *len, int *state);
     int (*job_list)(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n);
-    /* Job id's parents, ascending, into *out (malloc'd; NULL when none);
-     * TQ_ENOTFOUND, without a message, for an unknown id. */
-    int (*job_parents)(tq *db, int64_t id, int64_t **out, size_t *out_n);
+    /* Job id's parents, ascending, each with the end its child counted
+     * (PARENT_END), into *out (malloc'd; NULL when none); TQ_ENOTFOUND,
+     * without a message, for an unknown id. */
+    int (*job_parents)(tq *db, int64_t id, tq_parent **out, size_t *out_n);
     /*
      * The n jobs ids[] (distinct), all or none, in one transaction: retry
      * puts dead or cancelled ones back to ready, cancel cancels ready or

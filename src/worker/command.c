@@ -86,61 +86,101 @@ static void stderr_line(void *ud, const char *line, size_t len)
     free(raw);
 }
 
-/* The longest TQ_PARENTS a handler gets in its environment; more parents
- * go to a file (TQ_PARENTS_FILE). */
+/* The longest list of parent ids a handler gets in one variable of its
+ * environment; a longer one goes to a file (the variable's name with
+ * _FILE). */
 #define PARENTS_ENV_MAX 8192
 
-/* For a command whose job has parents: "TQ_PARENTS=" their ids with commas
- * between, or "TQ_PARENTS_FILE=" a file of them, one a line, removed with
- * the slot; *out NULL for a job without. 0, or the reason in err. */
+/* Appends to text at *k "name=" the n ids with commas between, or, over
+ * PARENTS_ENV_MAX, "name_FILE=" a file of them, one a line (its path in
+ * *file, removed with the slot), and its NUL. 0, or the reason in err. */
+static int ids_var(char *text, size_t *k, const char *name, const int64_t *ids, size_t n,
+                   char **file, int64_t job, char *err, size_t errlen)
+{
+    const size_t at = *k;
+    *k += (size_t)sprintf(text + *k, "%s=", name);
+    for (size_t i = 0; i < n; i++)
+        *k += (size_t)sprintf(text + *k, i ? ",%lld" : "%lld", (long long)ids[i]);
+    if (*k - at <= PARENTS_ENV_MAX) {
+        *k += 1; /* its NUL, written by sprintf */
+        return 0;
+    }
+    const char *dir = getenv("TMPDIR");
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/tq-parents-XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkostemp(path, O_CLOEXEC);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    int bad = !f;
+    for (size_t i = 0; i < n && !bad; i++)
+        bad = fprintf(f, "%lld\n", (long long)ids[i]) < 0;
+    if (f)
+        bad = fclose(f) != 0 || bad;
+    else if (fd >= 0)
+        close(fd);
+    if (bad || !(*file = tq__strdup(path))) {
+        snprintf(err, errlen, "cannot write the parents of job %lld to %.100s: %s",
+                 (long long)job, path, strerror(errno ? errno : ENOMEM));
+        if (fd >= 0)
+            unlink(path);
+        return TQ_ESYS;
+    }
+    *k = at + (size_t)sprintf(text + at, "%s_FILE=%s", name, path) + 1;
+    return 0;
+}
+
+/* For a command whose job has parents, its environment's extra variables
+ * (tq__child_start): TQ_PARENTS, the ids of all of them, TQ_PARENTS_DONE of
+ * those done and TQ_PARENTS_FAILED of those dead or cancelled (as the job
+ * counted them: tq_job_parent_ends), each with commas between or in a file
+ * (ids_var); *out NULL for a job without. 0, or the reason in err. */
 static int parents_env(tq_worker *w, slot *s, char **out, char *err, size_t errlen)
 {
     *out = NULL;
     if (s->job.nparents <= 0)
         return 0;
-    int64_t *v = NULL;
+    tq_parent *v = NULL;
     size_t n = 0;
-    int rc = tq_job_parents(&v, &n, w->db, s->job.id);
+    int rc = tq_job_parent_ends(&v, &n, w->db, s->job.id);
     if (rc) {
         snprintf(err, errlen, "cannot read the parents of job %lld: %s",
                  (long long)s->job.id, tq_errmsg(w->db));
         return rc;
     }
-    const size_t cap = n * 21 + PATH_MAX + 32;
+    /* the ids of all, then those done, then those failed */
+    int64_t *ids = malloc((3 * n + 1) * sizeof *ids);
+    const size_t cap = 3 * (n * 21 + PATH_MAX + 32) + 1;
     char *text = malloc(cap);
-    if (!text) {
+    if (!ids || !text) {
+        free(ids);
+        free(text);
         tq_free(v);
         snprintf(err, errlen, "out of memory");
         return TQ_ENOMEM;
     }
-    size_t k = (size_t)sprintf(text, "TQ_PARENTS=");
-    for (size_t i = 0; i < n; i++)
-        k += (size_t)sprintf(text + k, i ? ",%lld" : "%lld", (long long)v[i]);
-    if (k > PARENTS_ENV_MAX) {
-        const char *dir = getenv("TMPDIR");
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/tq-parents-XXXXXX", dir && *dir ? dir : "/tmp");
-        int fd = mkostemp(path, O_CLOEXEC);
-        FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-        int bad = !f;
-        for (size_t i = 0; i < n && !bad; i++)
-            bad = fprintf(f, "%lld\n", (long long)v[i]) < 0;
-        if (f)
-            bad = fclose(f) != 0 || bad;
-        else if (fd >= 0)
-            close(fd);
-        if (bad || !(s->parents_file = tq__strdup(path))) {
-            snprintf(err, errlen, "cannot write the parents of job %lld to %.100s: %s",
-                     (long long)s->job.id, path, strerror(errno ? errno : ENOMEM));
-            if (fd >= 0)
-                unlink(path);
-            free(text);
-            tq_free(v);
-            return TQ_ESYS;
-        }
-        snprintf(text, cap, "TQ_PARENTS_FILE=%s", path);
+    size_t ndone = 0, nfailed = 0;
+    for (size_t i = 0; i < n; i++) {
+        ids[i] = v[i].id;
+        if (v[i].state == TQ_DONE)
+            ids[n + ndone++] = v[i].id;
     }
+    for (size_t i = 0; i < n; i++)
+        if (v[i].state == TQ_DEAD || v[i].state == TQ_CANCELLED)
+            ids[n + ndone + nfailed++] = v[i].id;
     tq_free(v);
+    static const char *const names[] = {"TQ_PARENTS", "TQ_PARENTS_DONE",
+                                        "TQ_PARENTS_FAILED"};
+    const int64_t *from[] = {ids, ids + n, ids + n + ndone};
+    const size_t count[] = {n, ndone, nfailed};
+    size_t k = 0;
+    for (int i = 0; i < 3 && !rc; i++)
+        rc = ids_var(text, &k, names[i], from[i], count[i], &s->parents_files[i],
+                     s->job.id, err, errlen);
+    free(ids);
+    if (rc) {
+        free(text);
+        return rc;
+    }
+    text[k] = '\0'; /* the list's end */
     *out = text;
     return 0;
 }

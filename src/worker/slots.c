@@ -27,10 +27,11 @@ void tq__free_slot(slot *s)
     tq__job_clear(&s->job);
     free(s->word_text);
     free(s->output);
-    if (s->parents_file) {
-        unlink(s->parents_file);
-        free(s->parents_file);
-    }
+    for (int i = 0; i < 3; i++)
+        if (s->parents_files[i]) {
+            unlink(s->parents_files[i]);
+            free(s->parents_files[i]);
+        }
     memset(s, 0, sizeof *s);
     s->owner = owner;
     s->child.in_fd = s->child.err_fd = s->child.ctl_fd = s->child.out_fd =

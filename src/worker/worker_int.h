@@ -99,7 +99,9 @@ typedef struct slot {
     int ctl_warned;      /* a bad line was logged for this job */
     void *output;        /* callback mode: the result it set, or NULL */
     size_t output_len;
-    char *parents_file; /* command mode: TQ_PARENTS_FILE, removed with the slot */
+    /* command mode: the files of TQ_PARENTS(_DONE, _FAILED)_FILE, removed
+     * with the slot */
+    char *parents_files[3];
 } slot;
 
 /* A callback's outcome, from its thread to the loop. */

@@ -301,6 +301,11 @@ browse "$T/dom2" "$URL/#job=$dead2"
 grep -q "data-job=\"$dead2\"" "$T/dom2" || fail "the job's detail did not open"
 grep -qE 'data-pwned="[12]"' "$T/dom2" && fail "a payload's script ran in the detail"
 grep -qF 'id="detail-payload">fail&lt;script&gt;' "$T/dom2" || fail "the payload is not shown as text"
+# A batch's callback (--when ended): its page says how far the batch is.
+batch=$(id_of --queue gamma --after "$dead2,$later" --when ended "batch")
+browse "$T/dom_batch" "$URL/#job=$batch"
+grep -qF 'data-field="batch">1 of 2 ended: 0 done, 1 failed<' "$T/dom_batch" ||
+    fail "the batch's progress is not shown: $(grep -o 'data-field="batch">[^<]*' "$T/dom_batch")"
 browse "$T/dom3" "$URL/#job=$deadbin"
 grep -qF '66 61 69 6c 00 01 02 62' "$T/dom3" || fail "the binary payload is not shown in hex"
 browse "$T/shot.log" "$URL/" --screenshot="$ART/dashboard-$ENGINE.png"

@@ -22,7 +22,8 @@ static const char usage[] =
     "tq enqueue [-q|--queue Q] [--key K [--unique queued|active|stored] "
     "[--unique-for DUR] [--on-conflict ignore|replace]] "
     "[--delay DUR | --at TIME] [--priority N] [--max-attempts N] [--group G] "
-    "[--traceparent TP] [--after ID,... | --after-file FILE] [--timeout DUR] "
+    "[--traceparent TP] [--after ID,... | --after-file FILE] [--when done|ended] "
+    "[--timeout DUR] "
     "[-j|--json] "
     "(PAYLOAD | - | --lines) [-d|--db URL]";
 static const char help[] =
@@ -46,6 +47,10 @@ static const char help[] =
     "--after-file FILE reads the ids\nfrom FILE (- for stdin), separated by "
     "commas, spaces or lines. The handler\nfinds them in TQ_PARENTS, or in "
     "the file TQ_PARENTS_FILE when there are many.\n"
+    "--when ended (with --after: a batch's callback): the job waits until every "
+    "parent\nended, done, dead or cancelled, and runs whatever the ends were; "
+    "its handler\nfinds them in TQ_PARENTS_DONE and TQ_PARENTS_FAILED (dead or "
+    "cancelled).\n--when done, the default: as --after says.\n"
     "--timeout DUR: how long one run of the job may take (its handler is then "
     "stopped\nand the run fails), over its queue's --timeout and the "
     "worker's.\n"
@@ -65,7 +70,7 @@ typedef struct enqueue_args {
     const char *payload; /* the PAYLOAD argument ("-": stdin); NULL with --lines */
     unsigned char *read; /* stdin's payload, for "-" */
     size_t len;          /* the payload's */
-    int after_stdin, lines, has_delay, key_opts, json;
+    int after_stdin, lines, has_delay, key_opts, json, has_when;
 } enqueue_args;
 
 /* ---- the payload and --lines ------------------------------------------- */
@@ -424,6 +429,20 @@ static int opt_after_file(void *args, const cli_opt *opt, const char *path)
     return 0;
 }
 
+/* --when done|ended: 0, or the exit code after one line. */
+static int opt_when(void *args, const cli_opt *opt, const char *arg)
+{
+    (void)opt;
+    enqueue_args *a = args;
+    if (strcmp(arg, "done") && strcmp(arg, "ended")) {
+        cli_error("enqueue", "unknown --when '%s': use done or ended", arg);
+        return EXIT_USAGE;
+    }
+    a->eo.after_ended = strcmp(arg, "ended") == 0;
+    a->has_when = 1;
+    return 0;
+}
+
 /* ---- the options --------------------------------------------------------- */
 
 static int opt_at(void *args, const cli_opt *opt, const char *arg)
@@ -490,6 +509,7 @@ static const cli_opt opts[] = {
     CLI_OPT_STRING(0, "group", enqueue_args, eo.group),
     CLI_OPT_CALLBACK(0, "after", 1, opt_after, 0),
     CLI_OPT_CALLBACK(0, "after-file", 1, opt_after_file, 0),
+    CLI_OPT_CALLBACK(0, "when", 1, opt_when, 0),
     {CLI_OPT_(0, "timeout", CLI_DURATION), CLI_FIELD(enqueue_args, eo.timeout_us),
      .zero = "--timeout needs a duration above 0 (without it: the queue's)"},
     CLI_OPT_END};
@@ -572,6 +592,10 @@ static int enqueue_check(const enqueue_args *a, int argc, char **argv)
     }
     if (eo->key && eo->nafter) {
         cli_error("enqueue", "--key cannot be used with --after");
+        return EXIT_USAGE;
+    }
+    if (a->has_when && !eo->nafter) {
+        cli_error("enqueue", "--when goes with --after or --after-file");
         return EXIT_USAGE;
     }
     return 0;

@@ -26,20 +26,31 @@ static void show_text(const char *label, const char *s)
 }
 
 /* tq show's line of a job's parents: how many, how many it waits for, and
- * the first ids. */
+ * the first ids; for a job that waits for their end (a batch's callback),
+ * how many ended done and failed so far. */
 static void show_parents(tq *db, const tq_job *j)
 {
-    printf("parents:      %lld", (long long)j->nparents);
+    tq_parent *v = NULL;
+    size_t n = 0, done = 0, failed = 0;
+    int ended = 0;
+    if (tq_job_parent_ends(&v, &n, db, j->id))
+        n = 0;
+    for (size_t i = 0; i < n; i++) {
+        ended |= v[i].when_ended;
+        done += v[i].state == TQ_DONE;
+        failed += v[i].state == TQ_DEAD || v[i].state == TQ_CANCELLED;
+    }
+    printf("parents:      %lld%s", (long long)j->nparents, ended ? " (when ended)" : "");
     if (j->state == TQ_WAITING)
         printf(", waiting for %lld", (long long)j->waiting_for);
-    int64_t *v = NULL;
-    size_t n = 0;
-    if (tq_job_parents(&v, &n, db, j->id) == 0 && n) {
+    if (n) {
         fputs(" (", stdout);
         for (size_t i = 0; i < n && i < 10; i++)
-            printf(i ? " %lld" : "%lld", (long long)v[i]);
+            printf(i ? " %lld" : "%lld", (long long)v[i].id);
         fputs(n > 10 ? " ...)" : ")", stdout);
     }
+    if (ended)
+        printf("; %zu done, %zu failed", done, failed);
     tq_free(v);
     putchar('\n');
 }

@@ -312,6 +312,8 @@ async function openJob(id) {
       ["timeout", j.timeout_us ? fmtUs(j.timeout_us) : null],
       ["progress", j.progress === null ? null : j.progress + "% " + (j.progress_text || "")],
       ["parents", j.parents ? (j.parent_ids || []).join(", ") + (j.waiting_for ? " (waiting for " + j.waiting_for + ")" : "") : null],
+      ["batch", j.parents_when === "ended" ? (j.parents - j.waiting_for) + " of " + j.parents + " ended: " +
+        (j.parents_done || []).length + " done, " + (j.parents_failed || []).length + " failed" : null],
       ["duration", j.duration_us ? fmtUs(j.duration_us) : null]];
     $("detail-fields").replaceChildren(...f.filter(([, v]) => v !== null && v !== undefined && v !== "")
       .flatMap(([k, v]) => [el("dt", {}, k), el("dd", { "data-field": k }, v)]));

@@ -80,7 +80,9 @@ const char *const tq__pg_sql_admin[S_COUNT] = {
     [S_JOB_STATE] = "SELECT state FROM TQ.jobs WHERE id = $1",
     [S_JOB_RESULT] = "SELECT state, result FROM TQ.jobs WHERE id = $1",
     /* Dependencies (engine.h, DEPENDENCIES; migration 13's triggers). */
-    [S_JOB_PARENTS] = "SELECT parent FROM TQ.deps WHERE child = $1 ORDER BY parent",
+    [S_JOB_PARENTS] = "SELECT d.parent, " PARENT_END ", d.release_when = 'ended'"
+                      " FROM TQ.deps d LEFT JOIN TQ.jobs p ON p.id = d.parent"
+                      " WHERE d.child = $1 ORDER BY d.parent",
     /* A job retried by hand does not take a scoped key back (migration 7). */
     [S_RETRY_ONE] = "UPDATE TQ.jobs SET attempts = 0, run_at = now(), cancelled_by = NULL,"
                     " state = CASE WHEN waiting_for > 0 THEN 'waiting' ELSE 'ready' END,"
@@ -298,7 +300,7 @@ int tq__pg_job_result(tq *db, int64_t id, void **out, size_t *len, int *state)
 static int state_of(tq *db, int64_t id, int *state);
 
 /* As SQLite's: the parents first, the job's existence only without any. */
-int tq__pg_job_parents(tq *db, int64_t id, int64_t **out, size_t *out_n)
+int tq__pg_job_parents(tq *db, int64_t id, tq_parent **out, size_t *out_n)
 {
     int rc, state = 0;
     params p = {0};
@@ -317,8 +319,15 @@ int tq__pg_job_parents(tq *db, int64_t id, int64_t **out, size_t *out_n)
         PQclear(r);
         return tq__seterr(db, TQ_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < n; i++)
-        (*out)[i] = g_i64(r, (int)i, 0);
+    for (size_t i = 0; i < n; i++) {
+        tq_parent *e = &(*out)[i];
+        char name[16];
+        g_strbuf(r, (int)i, 1, name, sizeof name);
+        *e = (tq_parent){.id = g_i64(r, (int)i, 0),
+                         .when_ended = g_i64(r, (int)i, 2) != 0};
+        if (tq_state_parse(&e->state, name))
+            e->state = TQ_READY;
+    }
     *out_n = n;
     PQclear(r);
     return 0;

@@ -73,9 +73,10 @@ const char *const tq__pg_sql_enqueue[S_COUNT] = {
     /* The first of the parents $1 that does not exist (NULL: none). */
     [S_DEPS_MISSING] = "SELECT min(a) FROM unnest($1::int8[]) a"
                        " WHERE NOT EXISTS (SELECT 1 FROM TQ.jobs WHERE id = a)",
-    /* Parents $1 of each of the children $2. */
-    [S_DEPS_ADD] = "INSERT INTO TQ.deps (parent, child)"
-                   " SELECT p, c FROM unnest($2::int8[]) c, unnest($1::int8[]) p",
+    /* Parents $1 of each of the children $2, released when $3 ('done' or
+     * 'ended'). */
+    [S_DEPS_ADD] = "INSERT INTO TQ.deps (parent, child, release_when)"
+                   " SELECT p, c, $3 FROM unnest($2::int8[]) c, unnest($1::int8[]) p",
     /* A waiting $1 (retried by hand) that something holds (dep_blocker)
      * is cancelled again, by that. */
     [S_DEPS_HOLD] = "UPDATE TQ.jobs j SET state = 'cancelled', finished_at = now(),"
@@ -157,6 +158,7 @@ static int add_parents(tq *db, const int64_t *ids, size_t n, const tq_enqueue_op
         goto out;
     }
     p_text(&p, children);
+    p_text(&p, o->after_ended ? "ended" : "done");
     rc = tq__pg_run_count(db, S_DEPS_ADD, &p, NULL, "adding parents");
 out:
     free(parents);

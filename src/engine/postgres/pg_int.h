@@ -221,7 +221,7 @@ int tq__pg_pending(tq *db, const char *queue, int *out);
 int tq__pg_pending_due(tq *db, const char *queue, int *out);
 int tq__pg_job_get(tq *db, int64_t id, tq_job **out);
 int tq__pg_job_result(tq *db, int64_t id, void **out, size_t *len, int *state);
-int tq__pg_job_parents(tq *db, int64_t id, int64_t **out, size_t *out_n);
+int tq__pg_job_parents(tq *db, int64_t id, tq_parent **out, size_t *out_n);
 int tq__pg_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n);
 int tq__pg_job_retry(tq *db, const int64_t *ids, size_t n, const char *queue,
                      int64_t *count, size_t *bad, int *state);

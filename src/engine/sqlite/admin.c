@@ -145,7 +145,9 @@ const char *const tq__sqlite_sql_admin[S_COUNT] = {
      * tq or plain SQL, and never goes back (even when rows are deleted). */
     [S_JOBS_SEQ] =
         "SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'tq_jobs'",
-    [S_JOB_PARENTS] = "SELECT parent FROM tq_deps WHERE child = ?1 ORDER BY parent",
+    [S_JOB_PARENTS] = "SELECT d.parent, " PARENT_END ", d.release_when = 'ended'"
+                      " FROM tq_deps d LEFT JOIN tq_jobs p ON p.id = d.parent"
+                      " WHERE d.child = ?1 ORDER BY d.parent",
 };
 /* clang-format on */
 
@@ -358,25 +360,43 @@ int tq__sqlite_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out
 
 /* The parents first: whether the job exists is a question only when it
  * has none (a worker asks this of jobs that have some). */
-int tq__sqlite_job_parents(tq *db, int64_t id, int64_t **out, size_t *out_n)
+int tq__sqlite_job_parents(tq *db, int64_t id, tq_parent **out, size_t *out_n)
 {
-    int rc, state = 0;
+    int rc, src, state = 0;
     sqlite3_stmt *s = stmt(db, S_JOB_PARENTS, &rc);
     if (!s)
         return rc;
     sqlite3_bind_int64(s, 1, id);
-    idstack st = {0};
-    if (!(rc = tq__sqlite_push_returned(db, s, &st, "reading the parents of a job")) &&
-        !st.n)
+    tq_parent *v = NULL;
+    size_t n = 0, cap = 0;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if (n == cap) {
+            tq_parent *w = realloc(v, (cap = cap ? 2 * cap : 16) * sizeof *v);
+            if (!w) {
+                rc = tq__seterr(db, TQ_ENOMEM, "out of memory");
+                break;
+            }
+            v = w;
+        }
+        v[n] = (tq_parent){.id = sqlite3_column_int64(s, 0),
+                           .when_ended = sqlite3_column_int(s, 2)};
+        if (tq_state_parse(&v[n].state, (const char *)sqlite3_column_text(s, 1)))
+            v[n].state = TQ_READY;
+        n++;
+    }
+    if (!rc && src != SQLITE_DONE)
+        rc = tq__sqlite_fail_rc(db, src, "reading the parents of a job");
+    done_with(s);
+    if (!rc && !n)
         rc = tq__sqlite_state_of(db, id, &state);
     if (!rc && state < 0)
         rc = TQ_ENOTFOUND;
     if (rc) {
-        free(st.v);
+        free(v);
         return rc;
     }
-    *out = st.v;
-    *out_n = st.n;
+    *out = v;
+    *out_n = n;
     return 0;
 }
 

@@ -7,45 +7,92 @@
 /* clang-format off */
 
 /* What holds a cancelled or waiting child (the row tq_jobs) from running:
- * a parent that is dead or cancelled, or, when it counts more parents not
- * done than exist, one that was deleted; no row when nothing does. */
+ * a parent it needs done that is dead or cancelled, or, when it counts
+ * more parents than exist and hold it, one that was deleted; no row when
+ * nothing does. */
 #define BLOCKER                                                                          \
     "SELECT x.id, x.why FROM ("                                                          \
     " SELECT p.id AS id, 'parent job ' || p.id || ' is ' || p.state AS why, 0 AS o"      \
     "  FROM tq_deps e JOIN tq_jobs p ON p.id = e.parent"                                 \
-    "  WHERE e.child = tq_jobs.id AND p.state IN ('dead', 'cancelled')"                  \
+    "  WHERE e.child = tq_jobs.id AND e.release_when = 'done'"                            \
+    "  AND p.state IN ('dead', 'cancelled')"                                             \
     " UNION ALL"                                                                         \
     " SELECT e.parent, 'parent job ' || e.parent || ' no longer exists', 1"              \
-    "  FROM tq_deps e WHERE e.child = tq_jobs.id"                                        \
+    "  FROM tq_deps e WHERE e.child = tq_jobs.id AND e.parent_state IS NULL"             \
     "  AND NOT EXISTS (SELECT 1 FROM tq_jobs p WHERE p.id = e.parent)"                   \
     "  AND tq_jobs.waiting_for > (SELECT count(*) FROM tq_deps f"                        \
-    "      JOIN tq_jobs q ON q.id = f.parent"                                            \
-    "      WHERE f.child = tq_jobs.id AND q.state <> 'done')"                            \
+    "      JOIN tq_jobs q ON q.id = f.parent WHERE f.child = tq_jobs.id"                 \
+    "      AND CASE WHEN f.release_when = 'done' THEN q.state <> 'done'"                 \
+    "          ELSE f.parent_state IS NULL END)"                                         \
     ") AS x ORDER BY x.o, x.id LIMIT 1"
+
+/* A child counts a parent off: one fewer to wait for, and ready, due no
+ * earlier than ?2, at the last. */
+#define COUNT_OFF                                                                        \
+    "waiting_for = waiting_for - 1,"                                                     \
+    " state = CASE WHEN state = 'waiting' AND waiting_for = 1 THEN 'ready'"              \
+    "         ELSE state END,"                                                           \
+    " run_at = CASE WHEN state = 'waiting' AND waiting_for = 1 THEN max(run_at, ?2)"     \
+    "          ELSE run_at END"
+
+/* How job ?1 ended: ?3 when given, else its state if dead or cancelled;
+ * NULL when it has not. */
+#define ENDED_AS                                                                         \
+    "coalesce(?3, (SELECT state FROM tq_jobs WHERE id = ?1"                              \
+    " AND state IN ('dead', 'cancelled')))"
+
+/* Job ?1 is not ended (retried, and not held again). */
+#define NOT_ENDED                                                                        \
+    "EXISTS (SELECT 1 FROM tq_jobs p WHERE p.id = ?1"                                    \
+    " AND p.state IN ('ready', 'running', 'waiting'))"
 
 
 const char *const tq__sqlite_sql_deps[S_COUNT] = {
     /* Dependencies (engine.h, DEPENDENCIES; deps_settle). Whether the
      * store has any: every rule below is skipped while it has none. */
     [S_DEPS_ANY] = "SELECT EXISTS (SELECT 1 FROM tq_deps)",
-    /* Its trigger (migration 13) counts the parent in the child. */
-    [S_DEPS_ADD] = "INSERT INTO tq_deps (parent, child) VALUES (?1, ?2)",
-    /* ?1 became done, at ?2: once per parent, as done is final. */
-    [S_DEPS_RELEASE] =
-        "UPDATE tq_jobs SET waiting_for = waiting_for - 1,"
-        " state = CASE WHEN state = 'waiting' AND waiting_for = 1 THEN 'ready'"
-        "         ELSE state END,"
-        " run_at = CASE WHEN state = 'waiting' AND waiting_for = 1 THEN max(run_at, ?2)"
-        "          ELSE run_at END"
-        " WHERE id IN (SELECT child FROM tq_deps WHERE parent = ?1) AND waiting_for > 0",
-    /* ?1, if dead or cancelled, cancels its waiting children at ?2. */
+    /* Its trigger (migration 18) counts the parent in the child; ?3 says
+     * what releases it ('done' or 'ended'). */
+    [S_DEPS_ADD] = "INSERT INTO tq_deps (parent, child, release_when) VALUES (?1, ?2, ?3)",
+    /* ?1 became done, at ?2: the children that need it done count it off,
+     * once per parent, as done is final. */
+    [S_DEPS_RELEASE] = "UPDATE tq_jobs SET " COUNT_OFF
+                       " WHERE id IN (SELECT child FROM tq_deps WHERE parent = ?1"
+                       " AND release_when = 'done') AND waiting_for > 0",
+    /* ?1 ended, at ?2, as ?3 (NULL: its state, if dead or cancelled): the
+     * children that wait for its end and have not counted it count it off
+     * (S_DEPS_END_MARK then says they have). */
+    [S_DEPS_END_COUNT] = "UPDATE tq_jobs SET " COUNT_OFF
+                         " WHERE id IN (SELECT child FROM tq_deps WHERE parent = ?1"
+                         " AND release_when = 'ended' AND parent_state IS NULL)"
+                         " AND waiting_for > 0 AND " ENDED_AS " IS NOT NULL",
+    [S_DEPS_END_MARK] = "UPDATE tq_deps SET parent_state = " ENDED_AS
+                        " WHERE parent = ?1 AND release_when = 'ended'"
+                        " AND parent_state IS NULL AND " ENDED_AS " IS NOT NULL",
+    /* ?1, retried (no longer ended), counts again in the children that
+     * waited for its end and have not been claimed: those still waiting
+     * or cancelled (S_DEPS_END_UNMARK then forgets the end it counted).
+     * A child it released already stays released. */
+    [S_DEPS_END_RECOUNT] = "UPDATE tq_jobs SET waiting_for = waiting_for + 1"
+                           " WHERE id IN (SELECT child FROM tq_deps WHERE parent = ?1"
+                           " AND release_when = 'ended' AND parent_state IS NOT NULL)"
+                           " AND state IN ('waiting', 'cancelled') AND claims = 0"
+                           " AND " NOT_ENDED,
+    [S_DEPS_END_UNMARK] = "UPDATE tq_deps SET parent_state = NULL"
+                          " WHERE parent = ?1 AND release_when = 'ended'"
+                          " AND parent_state IS NOT NULL AND EXISTS (SELECT 1"
+                          " FROM tq_jobs c WHERE c.id = tq_deps.child"
+                          " AND c.state IN ('waiting', 'cancelled') AND c.claims = 0)"
+                          " AND " NOT_ENDED,
+    /* ?1, if dead or cancelled, cancels its waiting children that need it
+     * done, at ?2. */
     [S_DEPS_CANCEL] =
         "UPDATE tq_jobs SET state = 'cancelled', cancelled_by = ?1, finished_at = ?2,"
         " last_error = 'parent job ' || ?1 || ' ended ' || p.state"
         " FROM (SELECT state FROM tq_jobs WHERE id = ?1"
         "       AND state IN ('dead', 'cancelled')) AS p"
-        " WHERE tq_jobs.id IN (SELECT child FROM tq_deps WHERE parent = ?1)"
-        " AND tq_jobs.state = 'waiting' RETURNING id",
+        " WHERE tq_jobs.id IN (SELECT child FROM tq_deps WHERE parent = ?1"
+        " AND release_when = 'done') AND tq_jobs.state = 'waiting' RETURNING id",
     /* ?1, retried, brings back the children it cancelled, unless
      * something else holds one (BLOCKER): they stay cancelled by that. */
     [S_DEPS_RESTORE] =
@@ -130,26 +177,64 @@ static sqlite3_stmt *job_stmt(tq *db, enum stmt_id id, int64_t job, int64_t now,
     return s;
 }
 
+/* Parent, ended now as ended (NULL: its state, if dead or cancelled; not
+ * ended, nothing): the children waiting for its end count it off, once. */
+static int deps_end(tq *db, int64_t parent, int64_t now, const char *ended)
+{
+    static const enum stmt_id steps[] = {S_DEPS_END_COUNT, S_DEPS_END_MARK};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof steps / sizeof *steps && !rc; i++) {
+        sqlite3_stmt *s = job_stmt(db, steps[i], parent, now, &rc);
+        if (!s)
+            break;
+        bind_text(s, 3, ended);
+        rc = run(db, s, "releasing the children of a job");
+    }
+    return rc;
+}
+
 /* Parent, done now: its children count it off. */
 static int deps_release(tq *db, int64_t parent, int64_t now)
 {
     int rc;
     sqlite3_stmt *s = job_stmt(db, S_DEPS_RELEASE, parent, now, &rc);
-    return s ? run(db, s, "releasing the children of a job") : rc;
+    if (!s || (rc = run(db, s, "releasing the children of a job")))
+        return rc;
+    return deps_end(db, parent, now, "done");
 }
 
-/* Job id, if dead or cancelled, cancels its waiting descendants. */
+/* Job id, if dead or cancelled, cancels its waiting descendants that need
+ * it (or theirs) done, and releases those that wait for its end. */
 int tq__sqlite_deps_cancel(tq *db, int64_t id, int64_t now)
 {
     idstack st = {0};
     int rc = idstack_push(db, &st, id);
     while (!rc && st.n) {
-        sqlite3_stmt *s = job_stmt(db, S_DEPS_CANCEL, st.v[--st.n], now, &rc);
+        const int64_t job = st.v[--st.n];
+        if ((rc = deps_end(db, job, now, NULL)))
+            break;
+        sqlite3_stmt *s = job_stmt(db, S_DEPS_CANCEL, job, now, &rc);
         if (!s)
             break;
         rc = tq__sqlite_push_returned(db, s, &st, "cancelling the children of a job");
     }
     free(st.v);
+    return rc;
+}
+
+/* Job id, no longer ended (retried, or brought back): the children that
+ * wait for its end and counted it wait for it again, unless released. */
+static int deps_unend(tq *db, int64_t id)
+{
+    static const enum stmt_id steps[] = {S_DEPS_END_RECOUNT, S_DEPS_END_UNMARK};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof steps / sizeof *steps && !rc; i++) {
+        sqlite3_stmt *s = stmt(db, steps[i], &rc);
+        if (!s)
+            break;
+        sqlite3_bind_int64(s, 1, id);
+        rc = run(db, s, "restoring the children of a job");
+    }
     return rc;
 }
 
@@ -167,9 +252,10 @@ int tq__sqlite_deps_restore(tq *db, int64_t id, int64_t now)
     idstack st = {0};
     rc = idstack_push(db, &st, id);
     while (!rc && st.n) {
-        if (!(s = stmt(db, S_DEPS_RESTORE, &rc)))
+        const int64_t job = st.v[--st.n];
+        if ((rc = deps_unend(db, job)) || !(s = stmt(db, S_DEPS_RESTORE, &rc)))
             break;
-        sqlite3_bind_int64(s, 1, st.v[--st.n]);
+        sqlite3_bind_int64(s, 1, job);
         int src = SQLITE_DONE;
         while (!rc && (src = sqlite3_step(s)) == SQLITE_ROW)
             if (strcmp((const char *)sqlite3_column_text(s, 1), "cancelled") != 0)

@@ -164,6 +164,7 @@ static int add_parents(tq *db, int64_t child, const tq_enqueue_opts *o, int chec
     for (size_t i = 0; i < o->nafter; i++) {
         sqlite3_bind_int64(s, 1, o->after[i]);
         sqlite3_bind_int64(s, 2, child);
+        bind_text(s, 3, o->after_ended ? "ended" : "done");
         int src = sqlite3_step(s);
         sqlite3_reset(s);
         if (src != SQLITE_DONE) {

@@ -502,6 +502,64 @@ static const char *const migrations[SCHEMA_VERSION] = {
     "  CHECK (retain_done_us >= 0);"
     "ALTER TABLE tq_queues ADD COLUMN retain_dead_us INTEGER NOT NULL DEFAULT 0"
     "  CHECK (retain_dead_us >= 0);",
+    /* 18: what releases a child (engine.h, DEPENDENCIES): its parent done
+     * (release_when 'done', as before), or its parent's end, whatever it is
+     * ('ended': done, dead or cancelled, tq enqueue --when ended). For the
+     * latter, parent_state is the end that counted the parent off (NULL
+     * while it has not): so it counts once however often the parent is
+     * retried, and the child's handler finds it after the parent's row is
+     * gone. The insert trigger sets it (never the inserter), and only it
+     * may change. */
+    "ALTER TABLE tq_deps ADD COLUMN release_when TEXT NOT NULL DEFAULT 'done'"
+    "  CHECK (release_when = 'done' OR release_when = 'ended');"
+    "ALTER TABLE tq_deps ADD COLUMN parent_state TEXT"
+    "  CHECK (parent_state IS NULL OR parent_state = 'done' OR parent_state = 'dead'"
+    "         OR parent_state = 'cancelled');"
+    "DROP TRIGGER tq_deps_new;"
+    "CREATE TRIGGER tq_deps_new AFTER INSERT ON tq_deps BEGIN"
+    "  SELECT RAISE(ABORT, 'tq: a job''s parents are older jobs (smaller ids)')"
+    "   WHERE NEW.parent >= NEW.child;"
+    "  SELECT RAISE(ABORT, 'tq: add a job''s parents before its children')"
+    "   WHERE EXISTS (SELECT 1 FROM tq_deps WHERE parent = NEW.child);"
+    "  SELECT RAISE(ABORT, 'tq: a parent job does not exist')"
+    "   WHERE NOT EXISTS (SELECT 1 FROM tq_jobs WHERE id = NEW.parent);"
+    "  SELECT RAISE(ABORT, 'tq: a job gets its parents before its first claim')"
+    "   WHERE NOT EXISTS (SELECT 1 FROM tq_jobs WHERE id = NEW.child AND claims = 0"
+    "                     AND state IN ('ready', 'waiting', 'cancelled'));"
+    "  UPDATE tq_deps SET parent_state = CASE WHEN NEW.release_when = 'ended' THEN"
+    "     (SELECT state FROM tq_jobs WHERE id = NEW.parent"
+    "      AND state IN ('done', 'dead', 'cancelled')) END"
+    "   WHERE parent = NEW.parent AND child = NEW.child"
+    "   AND (NEW.release_when = 'ended' OR NEW.parent_state IS NOT NULL);"
+    "  UPDATE tq_jobs SET"
+    "    nparents = nparents + 1,"
+    "    waiting_for = waiting_for + p.holds,"
+    "    state = CASE WHEN tq_jobs.state = 'cancelled' THEN 'cancelled'"
+    "                 WHEN p.bad THEN 'cancelled'"
+    "                 WHEN tq_jobs.waiting_for + p.holds > 0 THEN 'waiting'"
+    "                 ELSE 'ready' END,"
+    "    cancelled_by = CASE WHEN tq_jobs.state <> 'cancelled' AND p.bad"
+    "                        THEN p.id ELSE tq_jobs.cancelled_by END,"
+    "    last_error = CASE WHEN tq_jobs.state <> 'cancelled' AND p.bad"
+    "                      THEN 'parent job ' || p.id || ' is ' || p.state"
+    "                      ELSE tq_jobs.last_error END,"
+    "    finished_at = CASE WHEN tq_jobs.state <> 'cancelled' AND p.bad"
+    "                       THEN CAST((julianday('now') - 2440587.5) * 86400000000"
+    "                                 AS INTEGER)"
+    "                       ELSE tq_jobs.finished_at END"
+    "   FROM (SELECT id, state,"
+    "          CASE WHEN NEW.release_when = 'ended'"
+    "               THEN state NOT IN ('done', 'dead', 'cancelled')"
+    "               ELSE state <> 'done' END AS holds,"
+    "          NEW.release_when = 'done' AND state IN ('dead', 'cancelled') AS bad"
+    "         FROM tq_jobs WHERE id = NEW.parent) AS p"
+    "   WHERE tq_jobs.id = NEW.child;"
+    "END;"
+    "DROP TRIGGER tq_deps_fixed;"
+    "CREATE TRIGGER tq_deps_fixed BEFORE UPDATE OF parent, child, release_when ON tq_deps"
+    " BEGIN"
+    "  SELECT RAISE(ABORT, 'tq: dependencies do not change; they go with their child');"
+    "END;",
 };
 
 int tq__sqlite_schema_version(tq *db, int *version)

@@ -77,6 +77,10 @@ enum stmt_id {
     S_SCHEDULE_JOB,
     S_DEPS_ANY,
     S_DEPS_RELEASE,
+    S_DEPS_END_COUNT,
+    S_DEPS_END_MARK,
+    S_DEPS_END_RECOUNT,
+    S_DEPS_END_UNMARK,
     S_DEPS_CANCEL,
     S_DEPS_RESTORE,
     S_DEPS_DROP,
@@ -171,7 +175,7 @@ int tq__sqlite_peek(tq *db, const char *queue, int64_t *due_in, int64_t *lease_i
 int tq__sqlite_job_get(tq *db, int64_t id, tq_job **out);
 int tq__sqlite_job_result(tq *db, int64_t id, void **out, size_t *len, int *state);
 int tq__sqlite_job_list(tq *db, const tq_list_opts *o, tq_job **out, size_t *out_n);
-int tq__sqlite_job_parents(tq *db, int64_t id, int64_t **out, size_t *out_n);
+int tq__sqlite_job_parents(tq *db, int64_t id, tq_parent **out, size_t *out_n);
 int tq__sqlite_state_of(tq *db, int64_t id, int *state);
 int tq__sqlite_job_retry(tq *db, const int64_t *ids, size_t n, const char *queue,
                          int64_t *count, size_t *bad, int *state);
