@@ -684,7 +684,7 @@ typedef struct tq_parent {
     int64_t id;
     /* For a child that waits for the parent's end (when_ended): the end
      * it counted (TQ_DONE, TQ_DEAD or TQ_CANCELLED), which stays as it was
-     * if the parent is retried after the child was released; before, the
+     * if the parent is retried after the child's first claim; before, the
      * parent's state. For a child that needs it done: the parent's state
      * (TQ_DONE also once its row is deleted). */
     tq_state state;

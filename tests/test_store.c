@@ -2870,20 +2870,43 @@ static void dependencies_when_ended(void **state)
     held_fail(state, "b");
     expect_batch(state, k, TQ_WAITING, 1, p, (tq_state[]){W, TQ_DEAD, TQ_CANCELLED}, 3);
     assert_int_equal(state_of(state, g), TQ_WAITING);
-    /* A done: K is ready; a retry of C now leaves it so. */
+    /* A done: K is ready. C retried before K's first claim: K waits for
+     * it again; C cancelled again releases it. Once K is claimed, a retry
+     * of C leaves it be. */
     OK(tq_job_complete(DB, a));
     tq_job_array_free(a, 1);
-    expect_batch(state, k, TQ_READY, 0, p, (tq_state[]){TQ_DONE, TQ_DEAD, TQ_CANCELLED},
-                 3);
+    const tq_state ended[] = {TQ_DONE, TQ_DEAD, TQ_CANCELLED};
+    expect_batch(state, k, TQ_READY, 0, p, ended, 3);
     OK(tq_job_retry(DB, p[2]));
-    expect_batch(state, k, TQ_READY, 0, p, (tq_state[]){TQ_DONE, TQ_DEAD, TQ_CANCELLED},
-                 3);
-    run_all(state, "bk", "K");
+    expect_batch(state, k, TQ_WAITING, 1, p, (tq_state[]){TQ_DONE, TQ_DEAD, W}, 3);
+    OK(tq_job_cancel(DB, p[2]));
+    expect_batch(state, k, TQ_READY, 0, p, ended, 3);
+    tq_job *kj = claim1(state, "bk", "w");
+    assert_int_equal(kj->id, k);
+    OK(tq_job_retry(DB, p[2]));
+    assert_int_equal(state_of(state, k), TQ_RUNNING);
+    OK(tq_job_complete(DB, kj));
+    tq_job_array_free(kj, 1);
     run_all(state, "bk", "G");
+
+    /* Parents and their callback cancelled together, then retried
+     * together (the children first, as a retry of many takes them): the
+     * callback waits for both parents again. */
+    int64_t q2[2] = {enq(state, "bq", "P"), enq(state, "bq", "Q")};
+    int64_t cb = enq_after_when(state, "bq", "R", q2, 2, 1);
+    const int64_t all[] = {q2[0], q2[1], cb};
+    OK(tq_job_cancel_ids(DB, all, 3));
+    expect_batch(state, cb, TQ_CANCELLED, 0, q2, (tq_state[]){TQ_CANCELLED, TQ_CANCELLED},
+                 2);
+    OK(tq_job_retry_ids(DB, all, 3));
+    expect_batch(state, cb, TQ_WAITING, 2, q2, (tq_state[]){W, W}, 2);
+    run_all(state, "bq", "PQ");
+    expect_batch(state, cb, TQ_READY, 0, q2, (tq_state[]){TQ_DONE, TQ_DONE}, 2);
+    run_all(state, "bq", "R");
 
     /* X dead cancels Y (which needs it done); Y's end releases Z, which
      * waits for Y's end alone, and counts in Z2, which waits for V too. X
-     * retried: Y waits again, and so Z2 for it; Z, released, stays so. */
+     * retried: Y waits again, and so do Z and Z2 for it. */
     set_queue(state, "x", TQ_SET_MAX_ATTEMPTS, TQ_FIFO, 0, 1, 0, 0);
     int64_t x = enq(state, "x", "X"), v = enq(state, "xv", "V");
     int64_t y = enq_after(state, "xy", "Y", &x, 1);
@@ -2896,7 +2919,7 @@ static void dependencies_when_ended(void **state)
     expect_batch(state, z2, TQ_WAITING, 1, yv, (tq_state[]){W, TQ_CANCELLED}, 2);
     OK(tq_job_retry(DB, x));
     assert_int_equal(state_of(state, y), TQ_WAITING);
-    expect_batch(state, z, TQ_READY, 0, &y, (tq_state[]){TQ_CANCELLED}, 1);
+    expect_batch(state, z, TQ_WAITING, 1, &y, (tq_state[]){W}, 1);
     expect_batch(state, z2, TQ_WAITING, 2, yv, (tq_state[]){W, W}, 2);
     run_all(state, "x", "X");
     run_all(state, "xy", "Y");

@@ -131,9 +131,11 @@ typedef struct tq__ack {
  *     cancelled back to waiting, and so theirs in turn, unless another of
  *     a child's parents is dead or cancelled, which then holds it; and
  *     each of those (the parent and the children back) counts again in the
- *     children that wait for its end, counted it, and are not claimed yet
- *     (waiting or cancelled: parent_state back to NULL). A child released
- *     already stays released, with the end that released it.
+ *     children that wait for its end, counted it, and have not been
+ *     claimed (ready ones wait again; parent_state back to NULL), so that
+ *     a retry of a parent and such a child together, in either order,
+ *     leaves the child waiting. A child claimed already keeps the end it
+ *     counted.
  * A dependency row inserted (at enqueue; plain SQL inserts them after the
  * child) counts its parent in the child's nparents and, unless it is done
  * (or for 'ended', ended: then parent_state records how), waiting_for, and

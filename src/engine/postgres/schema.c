@@ -592,10 +592,12 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "  FOR EACH ROW EXECUTE FUNCTION TQ.changed();",
     /* 18: what releases a child, as SQLite's migration 18 says: the rules
      * of engine.h (DEPENDENCIES) in the functions of migration 13. */
-    "ALTER TABLE TQ.deps ADD COLUMN release_when text NOT NULL DEFAULT 'done'"
-    "  CHECK (release_when IN ('done', 'ended')),"
-    "  ADD COLUMN parent_state text"
-    "  CHECK (parent_state IN ('done', 'dead', 'cancelled'));"
+    "ALTER TABLE TQ.deps ADD COLUMN release_when text NOT NULL DEFAULT 'done',"
+    "  ADD COLUMN parent_state text,"
+    "  ADD CONSTRAINT deps_release_when_check"
+    "   CHECK (release_when IN ('done', 'ended')) NOT VALID,"
+    "  ADD CONSTRAINT deps_parent_state_check"
+    "   CHECK (parent_state IN ('done', 'dead', 'cancelled')) NOT VALID;"
     "CREATE OR REPLACE FUNCTION TQ.deps_added() RETURNS trigger LANGUAGE plpgsql"
     " SECURITY DEFINER SET search_path = pg_catalog, pg_temp"
     " SET enable_nestloop = on AS $f$"
@@ -658,29 +660,29 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "CREATE TRIGGER deps_fixed BEFORE UPDATE OF parent, child, release_when OR DELETE"
     "  ON TQ.deps FOR EACH ROW EXECUTE FUNCTION TQ.deps_fixed();"
     /* Parent ended as ended_as: the children that need it done count it
-     * off if it is done, those that wait for its end if they have not yet
-     * (recording that end); those it was the last for are ready, and the
-     * workers of their queues are woken. */
+     * off if it is done, those that wait for its end if they have not yet;
+     * those it was the last for are ready, and the workers of their queues
+     * are woken. Then the dependencies record that end: the children's
+     * rows are locked before their dependencies', as job_deleted locks
+     * them. */
     "CREATE FUNCTION TQ.release_children(parent_id int8, ended_as text, channel text)"
     " RETURNS void LANGUAGE plpgsql SECURITY DEFINER"
     " SET search_path = pg_catalog, pg_temp SET enable_nestloop = on AS $f$"
     " DECLARE queues text[];"
     " BEGIN"
-    "  WITH ended AS (UPDATE TQ.deps d SET parent_state = ended_as"
-    "    WHERE d.parent = parent_id AND d.release_when = 'ended'"
-    "    AND d.parent_state IS NULL RETURNING d.child),"
-    "   freed AS (SELECT d.child FROM TQ.deps d WHERE ended_as = 'done'"
-    "    AND d.parent = parent_id AND d.release_when = 'done'"
-    "    UNION ALL SELECT e.child FROM ended e),"
-    "   up AS (UPDATE TQ.jobs c SET waiting_for = c.waiting_for - 1,"
+    "  WITH up AS (UPDATE TQ.jobs c SET waiting_for = c.waiting_for - 1,"
     "    state = CASE WHEN c.state = 'waiting' AND c.waiting_for = 1 THEN 'ready'"
     "            ELSE c.state END,"
     "    run_at = CASE WHEN c.state = 'waiting' AND c.waiting_for = 1"
     "             THEN greatest(c.run_at, now()) ELSE c.run_at END"
-    "   FROM freed f WHERE c.id = f.child AND c.waiting_for > 0"
+    "   FROM TQ.deps d WHERE d.parent = parent_id AND c.id = d.child"
+    "   AND c.waiting_for > 0 AND CASE WHEN d.release_when = 'done'"
+    "    THEN ended_as = 'done' ELSE d.parent_state IS NULL END"
     "   RETURNING c.queue, c.state)"
     "  SELECT array_agg(DISTINCT up.queue) FILTER (WHERE up.state = 'ready')"
     "   INTO queues FROM up;"
+    "  UPDATE TQ.deps SET parent_state = ended_as WHERE parent = parent_id"
+    "   AND release_when = 'ended' AND parent_state IS NULL;"
     "  PERFORM pg_notify(channel, q) FROM unnest(queues) q;"
     " END $f$;"
     "REVOKE ALL ON FUNCTION TQ.release_children(int8, text, text) FROM PUBLIC;"
@@ -739,11 +741,12 @@ static const char *const migrations[TQ__SCHEMA_VERSION] = {
     "    WITH back AS (UPDATE TQ.deps d SET parent_state = NULL FROM TQ.jobs c"
     "      WHERE d.parent = ANY (front) AND d.release_when = 'ended'"
     "      AND d.parent_state IS NOT NULL AND c.id = d.child"
-    "      AND c.state IN ('waiting', 'cancelled') AND c.claims = 0"
+    "      AND c.state IN ('ready', 'waiting', 'cancelled') AND c.claims = 0"
     "      AND EXISTS (SELECT 1 FROM TQ.jobs p WHERE p.id = d.parent"
     "       AND p.state IN ('ready', 'running', 'waiting'))"
     "      RETURNING d.child)"
-    "    UPDATE TQ.jobs c SET waiting_for = c.waiting_for + b.n"
+    "    UPDATE TQ.jobs c SET waiting_for = c.waiting_for + b.n,"
+    "      state = CASE WHEN c.state = 'ready' THEN 'waiting' ELSE c.state END"
     "     FROM (SELECT child, count(*) AS n FROM back GROUP BY child) b"
     "     WHERE c.id = b.child;"
     "    WITH up AS (UPDATE TQ.jobs c SET (state, cancelled_by, last_error,"

@@ -70,20 +70,22 @@ const char *const tq__sqlite_sql_deps[S_COUNT] = {
                         " WHERE parent = ?1 AND release_when = 'ended'"
                         " AND parent_state IS NULL AND " ENDED_AS " IS NOT NULL",
     /* ?1, retried (no longer ended), counts again in the children that
-     * waited for its end and have not been claimed: those still waiting
-     * or cancelled (S_DEPS_END_UNMARK then forgets the end it counted).
-     * A child it released already stays released. */
-    [S_DEPS_END_RECOUNT] = "UPDATE tq_jobs SET waiting_for = waiting_for + 1"
-                           " WHERE id IN (SELECT child FROM tq_deps WHERE parent = ?1"
-                           " AND release_when = 'ended' AND parent_state IS NOT NULL)"
-                           " AND state IN ('waiting', 'cancelled') AND claims = 0"
-                           " AND " NOT_ENDED,
+     * waited for its end and have not been claimed yet (ready, waiting or
+     * cancelled: a ready one waits again), whatever the order a retry of
+     * both takes them in (S_DEPS_END_UNMARK then forgets the end it
+     * counted). A child claimed already keeps the end it counted. */
+    [S_DEPS_END_RECOUNT] =
+        "UPDATE tq_jobs SET waiting_for = waiting_for + 1,"
+        " state = CASE WHEN state = 'ready' THEN 'waiting' ELSE state END"
+        " WHERE id IN (SELECT child FROM tq_deps WHERE parent = ?1"
+        " AND release_when = 'ended' AND parent_state IS NOT NULL)"
+        " AND state IN ('ready', 'waiting', 'cancelled') AND claims = 0 AND " NOT_ENDED,
     [S_DEPS_END_UNMARK] = "UPDATE tq_deps SET parent_state = NULL"
                           " WHERE parent = ?1 AND release_when = 'ended'"
                           " AND parent_state IS NOT NULL AND EXISTS (SELECT 1"
                           " FROM tq_jobs c WHERE c.id = tq_deps.child"
-                          " AND c.state IN ('waiting', 'cancelled') AND c.claims = 0)"
-                          " AND " NOT_ENDED,
+                          " AND c.state IN ('ready', 'waiting', 'cancelled')"
+                          " AND c.claims = 0) AND " NOT_ENDED,
     /* ?1, if dead or cancelled, cancels its waiting children that need it
      * done, at ?2. */
     [S_DEPS_CANCEL] =
