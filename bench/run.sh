@@ -74,14 +74,15 @@ drop() {
         rm -f "$1" "$1"-wal "$1"-shm
     fi
 }
-# fan_in ENGINE N: microseconds from the end of the last of N parents to the
-# start of the job enqueued after them all, with 4 workers draining.
+# fan_in ENGINE N [WHEN]: microseconds from the end of the last of N parents
+# to the start of the job enqueued after them all (--when WHEN: done, the
+# default, or ended, a batch's callback), with 4 workers draining.
 fan_in() {
     local url p c
     url=$(store "$1")
     "$tq" init --db "$url" >/dev/null
     seq 1 "$2" | "$tq" enqueue --db "$url" --queue f --lines --json | jq -r '.ids[]' >"$dir/parents"
-    c=$("$tq" enqueue --db "$url" --queue f --after-file "$dir/parents" child)
+    c=$("$tq" enqueue --db "$url" --queue f --after-file "$dir/parents" --when "${3:-done}" child)
     for p in 1 2 3 4; do
         "$tq" work --db "$url" --queue f --name "f$p" --concurrency 4 --drain --quiet -- true &
     done
@@ -194,6 +195,9 @@ for engine in sqlite postgres; do
     # their child (the store's own times), 4 workers, against one parent.
     extra $engine "fan-in us from the last parent's end to the child's start: 10000 parents vs 1" \
         "$(fan_in $engine 10000)" "$(fan_in $engine 1)"
+    # The same for a batch's callback (--when ended), against the fan-in.
+    extra $engine "batch us from the last parent's end to the callback's start: 10000 parents, --when ended vs done" \
+        "$(fan_in $engine 10000 ended)" "$(fan_in $engine 10000)"
 done
 # What tq's table costs, apart from tq: the reference's own statements on
 # a table made by tq init, against the reference on its minimal table.

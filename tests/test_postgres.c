@@ -1596,7 +1596,7 @@ static void version_17_store_migrates(void **state)
     (void)state;
     char url[512];
     tq *db = store("v17");
-    int64_t ab[2], child, id;
+    int64_t ab[2], child;
     for (int i = 0; i < 2; i++)
         assert_int_equal(tq_job_enqueue(&ab[i], db, "q", "x", 1, NULL), 0);
     tq_enqueue_opts o = TQ_ENQUEUE_OPTS_INIT;
@@ -1613,30 +1613,7 @@ static void version_17_store_migrates(void **state)
         " (SELECT count(*) FROM pg_proc WHERE proname = 'release_children'"
         "  AND pronamespace = 'v17'::regnamespace) FROM v17.deps",
         2, (const char *[]){"2", "1"});
-    tq_job *jobs, *j;
-    size_t n;
-    assert_int_equal(tq_job_claim(&jobs, &n, db, "q", "w", 1), 0);
-    assert_int_equal(n, 1);
-    assert_int_equal(tq_job_complete(db, &jobs[0]), 0);
-    tq_job_array_free(jobs, n);
-    assert_int_equal(tq_job_get(&j, db, child), 0);
-    assert_int_equal(j->waiting_for, 1);
-    tq_job_free(j);
-    assert_int_equal(tq_job_cancel(db, ab[1]), 0);
-    assert_int_equal(tq_job_get(&j, db, child), 0);
-    assert_int_equal(j->state, TQ_CANCELLED);
-    tq_job_free(j);
-    o.after_ended = 1;
-    assert_int_equal(tq_job_enqueue(&id, db, "c", "d", 1, &o), 0);
-    tq_parent *v;
-    assert_int_equal(tq_job_parent_ends(&v, &n, db, id), 0);
-    assert_int_equal(n, 2);
-    assert_int_equal(v[0].state, TQ_DONE);
-    assert_int_equal(v[1].state, TQ_CANCELLED);
-    tq_free(v);
-    assert_int_equal(tq_job_get(&j, db, id), 0);
-    assert_int_equal(j->state, TQ_READY);
-    tq_job_free(j);
+    dependencies_after_upgrade(db, ab, child);
     tq_close(db);
     PQfinish(c);
 }

@@ -153,6 +153,23 @@ stop_ok() {
     done
 }
 
+# kill_rounds N START [CHECK]: N rounds in which, after 0.1 to 0.3 s, one
+# of two workers w1 and w2 (each started by `START NAME`, which records its
+# PID in the caller's associative array wpid) is killed with SIGKILL,
+# reaped, CHECK run with the round's number (when given), and started
+# again.
+kill_rounds() {
+    local r v
+    for r in $(seq 1 "$1"); do
+        sleep "0.$((RANDOM % 3 + 1))"
+        v=w$((RANDOM % 2 + 1))
+        kill -KILL "${wpid[$v]}" 2>/dev/null || true
+        wait_rc "${wpid[$v]}"
+        [ -z "${3:-}" ] || "$3" "$r"
+        "$2" "$v"
+    done
+}
+
 # runs_once FILE FIELD N: FILE logs N handler runs, a line each, the job's
 # id in field FIELD (cut -d' '), and no job ran twice.
 runs_once() {

@@ -37,25 +37,14 @@ start_worker() {
 }
 start_worker w1
 start_worker w2
-for r in $(seq 1 $ROUNDS); do
-    sleep "0.$((RANDOM % 3 + 1))"
-    v=w$((RANDOM % 2 + 1))
-    kill -KILL "${wpid[$v]}" 2>/dev/null || true
-    wait_rc "${wpid[$v]}"
-    start_worker "$v"
-done
+kill_rounds $ROUNDS start_worker
 ended() {
     [ "$(sql "SELECT count(*) FROM $JOBS WHERE queue = 'f' AND state IN ('done', 'dead')")" = $N ]
 }
 wait_for 120 ended
 wait_for 30 test -s "$T/child"
 sleep 0.5 # a second run would show by now
-for v in w1 w2; do kill -TERM "${wpid[$v]}"; done
-kill -TERM "$kidw"
-for p in "${wpid[w1]}" "${wpid[w2]}" "$kidw"; do
-    wait_rc "$p"
-    expect_eq "$RC" 0 "worker $p's exit"
-done
+stop_ok "${wpid[w1]}" "${wpid[w2]}" "$kidw"
 
 expect_eq "$(wc -l <"$T/child")" 1 "runs of the callback"
 expect_eq "$(job "$kid" state) $(job "$kid" waiting_for) $(job "$kid" claims)" "done 0 1" \
