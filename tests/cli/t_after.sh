@@ -159,12 +159,15 @@ sql "INSERT INTO $([ "$ENGINE" = postgres ] && echo "$SCHEMA.deps" || echo tq_de
      VALUES ($z, $x)" 2>"$T/err" && fail "the store took a parent newer than its child"
 grep -q "parents are older jobs" "$T/err" || fail "newer parent: $(cat "$T/err")"
 
-# 7. Fan-in: 10,000 parents, four workers; the child runs once, after all.
+# 7. Fan-in: 10,000 parents, four workers; the child runs once, after all,
+# and finds them all in TQ_PARENTS_FILE and TQ_PARENTS_DONE_FILE (over 8 KiB
+# each), and none failed.
 N=10000
 seq 1 $N | "$TQ" enqueue --queue fan --lines --json | jq -r '.ids[]' >"$T/parents"
 expect_eq "$(wc -l <"$T/parents")" $N "parents enqueued"
 handler child.sh '
-echo "child $TQ_JOB_ID $(wc -l <"$TQ_PARENTS_FILE") $(sort -n "$TQ_PARENTS_FILE" | sha256sum | cut -c1-16)" >>"'"$T"'/fan"'
+echo "child $TQ_JOB_ID $(wc -l <"$TQ_PARENTS_FILE") $(sort -n "$TQ_PARENTS_FILE" | sha256sum | cut -c1-16)" \
+    "$(sort -n "$TQ_PARENTS_DONE_FILE" | sha256sum | cut -c1-16) failed=${TQ_PARENTS_FAILED-unset}" >>"'"$T"'/fan"'
 kid=$("$TQ" enqueue --queue fan --after-file "$T/parents" CHILD)
 expect_eq "$(job "$kid" state) $(job "$kid" waiting_for)" "waiting $N" "the fan-in child"
 handler fan.sh 'if [ "$(cat)" = CHILD ]; then exec "'"$T"'/child.sh"; else exec "'"$TQ_RECORD"'" "'"$T"'/fan" p; fi'
@@ -180,8 +183,9 @@ done
 expect_eq "$(grep -c '^child ' "$T/fan")" 1 "runs of the fan-in child"
 expect_eq "$(grep -c ' p ' "$T/fan")" $N "runs of the parents"
 expect_eq "$(tail -1 "$T/fan" | cut -d' ' -f1-3)" "child $kid $N" "the child ran last, told of every parent"
-expect_eq "$(tail -1 "$T/fan" | cut -d' ' -f4)" "$(sort -n "$T/parents" | sha256sum | cut -c1-16)" \
-    "the parents' ids the child got"
+expect_eq "$(tail -1 "$T/fan" | cut -d' ' -f4-6)" \
+    "$(sort -n "$T/parents" | sha256sum | cut -c1-16) $(sort -n "$T/parents" | sha256sum | cut -c1-16) failed=" \
+    "the parents' ids the child got, all done"
 expect_eq "$(grep ' p ' "$T/fan" | cut -d' ' -f1 | sort -u | wc -l)" $N "distinct parents that ran"
 expect_eq "$(job "$kid" state)" done "the fan-in child"
 ls "$T"/tq-parents-* >/dev/null 2>&1 && fail "TQ_PARENTS_FILE left behind"

@@ -50,7 +50,8 @@ expect_eq "$(grep -c "draining: waiting" "$T/err")" 1 "said once per wait"
 "$TQ" work --help >"$T/help"
 has "$T/help" "ready (due or delayed)" "--help says due or delayed"
 # ... and everything a handler is given, and where its stdout goes.
-for v in TQ_JOB_ID TQ_QUEUE TQ_ATTEMPT TQ_CLAIM TQ_GROUP TQ_PARENTS TQ_PARENTS_FILE TRACEPARENT \
+for v in TQ_JOB_ID TQ_QUEUE TQ_ATTEMPT TQ_CLAIM TQ_GROUP TQ_PARENTS TQ_PARENTS_DONE \
+    TQ_PARENTS_FAILED _FILE TRACEPARENT \
     TQ_CONTROL_FD "the job's result in a queue with --results"; do
     grep -q -- "$v" "$T/help" || fail "tq work --help does not mention $v"
 done

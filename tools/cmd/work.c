@@ -68,8 +68,9 @@ static const char usage[] =
 static const char help[] =
     "Runs COMMAND (no shell) once per job of the queues Q (default: the "
     "queue\nnamed 'default'): payload on stdin; TQ_JOB_ID, TQ_QUEUE, TQ_ATTEMPT, "
-    "TQ_CLAIM, and\nwhen the job has them TQ_GROUP, TQ_PARENTS (or TQ_PARENTS_FILE) "
-    "and TRACEPARENT\nin the environment. "
+    "TQ_CLAIM, and\nwhen the job has them TQ_GROUP, TQ_PARENTS, TQ_PARENTS_DONE, "
+    "TQ_PARENTS_FAILED\n(each past 8 KiB: a file, named by the same with _FILE) and "
+    "TRACEPARENT in the\nenvironment. "
     "Exit 0 is done; anything else, a signal or a timeout (the job's\nown, its "
     "queue's, else --timeout: SIGTERM, then SIGKILL after --grace) is a\n"
     "failure. The handler's stdout is the worker's, or\nthe job's result in a "
