@@ -2916,6 +2916,17 @@ static void dependencies_when_ended(void **state)
     held_fail(state, "x");
     assert_int_equal(state_of(state, y), TQ_CANCELLED);
     expect_batch(state, z, TQ_READY, 0, &y, (tq_state[]){TQ_CANCELLED}, 1);
+    /* Y retried alone while X is dead stays cancelled, and Z as it was
+     * (its place in the queue too). */
+    tq_job *zj = get(state, z);
+    const int64_t z_due = zj->run_at;
+    tq_job_free(zj);
+    OK(tq_job_retry(DB, y));
+    assert_int_equal(state_of(state, y), TQ_CANCELLED);
+    expect_batch(state, z, TQ_READY, 0, &y, (tq_state[]){TQ_CANCELLED}, 1);
+    zj = get(state, z);
+    assert_int_equal(zj->run_at, z_due);
+    tq_job_free(zj);
     expect_batch(state, z2, TQ_WAITING, 1, yv, (tq_state[]){W, TQ_CANCELLED}, 2);
     OK(tq_job_retry(DB, x));
     assert_int_equal(state_of(state, y), TQ_WAITING);

@@ -84,10 +84,20 @@ const char *const tq__pg_sql_admin[S_COUNT] = {
                       " FROM TQ.deps d LEFT JOIN TQ.jobs p ON p.id = d.parent"
                       " WHERE d.child = $1 ORDER BY d.parent",
     /* A job retried by hand does not take a scoped key back (migration 7). */
-    [S_RETRY_ONE] = "UPDATE TQ.jobs SET attempts = 0, run_at = now(), cancelled_by = NULL,"
-                    " state = CASE WHEN waiting_for > 0 THEN 'waiting' ELSE 'ready' END,"
+    /* A job that a parent still holds (dep_blocker: a cancelled child
+     * retried alone) is cancelled again by it in the same update, its
+     * state never leaving cancelled: so the triggers do not bring back,
+     * and cancel again, what its children counted (as SQLite, which holds
+     * it before its children are looked at). */
+    [S_RETRY_ONE] = "UPDATE TQ.jobs j SET attempts = 0, run_at = now(),"
+                    " (state, cancelled_by, last_error, finished_at) = (SELECT"
+                    "  CASE WHEN b.id IS NOT NULL THEN 'cancelled'"
+                    "   WHEN j.waiting_for > 0 THEN 'waiting' ELSE 'ready' END, b.id,"
+                    "  CASE WHEN b.id IS NOT NULL THEN b.why ELSE j.last_error END,"
+                    "  CASE WHEN b.id IS NOT NULL THEN now() END"
+                    "  FROM TQ.dep_blocker(j.id, j.waiting_for) b),"
                     " unique_scope = CASE WHEN unique_key IS NOT NULL THEN 'expired' END,"
-                    " finished_at = NULL, lease_until = NULL, unknown_starts = 0,"
+                    " lease_until = NULL, unknown_starts = 0,"
                     " snoozes = 0, progress = NULL, progress_text = NULL"
                     " WHERE id = $1 AND state IN ('dead', 'cancelled')",
     [S_RETRY_DEAD] = "UPDATE TQ.jobs SET attempts = 0, run_at = now(), cancelled_by = NULL,"
