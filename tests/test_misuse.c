@@ -28,6 +28,7 @@ static void every_call_fails(tq *db)
     tq_job claimed = {.id = 1, .queue = "q", .worker = "w", .claim = 1};
     void *bytes = NULL;
     int64_t *ids = NULL;
+    tq_parent *ends = NULL;
     tq_schedule *sv = NULL;
     tq_stats st;
     tq_count *cv = NULL;
@@ -60,6 +61,7 @@ static void every_call_fails(tq *db)
     FAILS(tq_job_discard(db, &claimed, "no"));
     FAILS(tq_job_result(&bytes, &n, db, 1));
     FAILS(tq_job_parents(&ids, &n, db, 1));
+    FAILS(tq_job_parent_ends(&ends, &n, db, 1));
     FAILS(tq_job_retry(db, 1));
     FAILS(tq_job_cancel(db, 1));
     FAILS(tq_job_retry_ids(db, one, 1));

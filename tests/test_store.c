@@ -2966,6 +2966,14 @@ static void dependencies_when_ended(void **state)
     o.after_ended = 1;
     int64_t id;
     assert_int_equal(tq_job_enqueue(&id, DB, "xe", "F", 1, &o), TQ_EINVAL);
+    /* A caller built against version 5 has no after_ended: whatever
+     * follows its struct is not read, and the old rule holds (a child of
+     * a dead parent is cancelled at once). */
+    o.version = 5;
+    o.after = &dead;
+    o.nafter = 1;
+    OK(tq_job_enqueue(&id, DB, "xe", "G", 1, &o));
+    assert_int_equal(state_of(state, id), TQ_CANCELLED);
 }
 
 /* A job with 2,000 parents, run by a pool of four workers: every parent
