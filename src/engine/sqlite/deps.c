@@ -179,20 +179,36 @@ static sqlite3_stmt *job_stmt(tq *db, enum stmt_id id, int64_t job, int64_t now,
     return s;
 }
 
+/* Runs step[0] for job (?1; ?2 now and ?3 ended in the statements that
+ * take them), then, only when it changed a child, step[1], which records
+ * that in the dependencies of the same children (none changed: nothing to
+ * record, and one statement less on an acknowledgement). */
+static int count_then_mark(tq *db, const enum stmt_id step[2], int64_t job, int64_t now,
+                           const char *ended, const char *what)
+{
+    int rc = 0;
+    for (int i = 0; i < 2; i++) {
+        sqlite3_stmt *s = stmt(db, step[i], &rc);
+        if (!s)
+            return rc;
+        sqlite3_bind_int64(s, 1, job);
+        if (sqlite3_bind_parameter_count(s) >= 3) {
+            sqlite3_bind_int64(s, 2, now);
+            bind_text(s, 3, ended);
+        }
+        if ((rc = run(db, s, what)) || !sqlite3_changes(C(db)->h))
+            return rc;
+    }
+    return 0;
+}
+
 /* Parent, ended now as ended (NULL: its state, if dead or cancelled; not
  * ended, nothing): the children waiting for its end count it off, once. */
 static int deps_end(tq *db, int64_t parent, int64_t now, const char *ended)
 {
-    static const enum stmt_id steps[] = {S_DEPS_END_COUNT, S_DEPS_END_MARK};
-    int rc = 0;
-    for (size_t i = 0; i < sizeof steps / sizeof *steps && !rc; i++) {
-        sqlite3_stmt *s = job_stmt(db, steps[i], parent, now, &rc);
-        if (!s)
-            break;
-        bind_text(s, 3, ended);
-        rc = run(db, s, "releasing the children of a job");
-    }
-    return rc;
+    static const enum stmt_id steps[2] = {S_DEPS_END_COUNT, S_DEPS_END_MARK};
+    return count_then_mark(db, steps, parent, now, ended,
+                           "releasing the children of a job");
 }
 
 /* Parent, done now: its children count it off. */
@@ -225,19 +241,11 @@ int tq__sqlite_deps_cancel(tq *db, int64_t id, int64_t now)
 }
 
 /* Job id, no longer ended (retried, or brought back): the children that
- * wait for its end and counted it wait for it again, unless released. */
+ * wait for its end and counted it wait for it again, unless claimed. */
 static int deps_unend(tq *db, int64_t id)
 {
-    static const enum stmt_id steps[] = {S_DEPS_END_RECOUNT, S_DEPS_END_UNMARK};
-    int rc = 0;
-    for (size_t i = 0; i < sizeof steps / sizeof *steps && !rc; i++) {
-        sqlite3_stmt *s = stmt(db, steps[i], &rc);
-        if (!s)
-            break;
-        sqlite3_bind_int64(s, 1, id);
-        rc = run(db, s, "restoring the children of a job");
-    }
-    return rc;
+    static const enum stmt_id steps[2] = {S_DEPS_END_RECOUNT, S_DEPS_END_UNMARK};
+    return count_then_mark(db, steps, id, 0, NULL, "restoring the children of a job");
 }
 
 /* Job id, retried: if it waits and something holds it (BLOCKER), it is
